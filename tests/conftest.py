@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+
+from wflow import sphere
+
+BACKENDS = ["numpy", "numba"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+def random_case(n=7, d=3, H=2, seed=0, scale=1.0):
+    """Random tokens on the sphere and random symmetric weights (H, d, d)."""
+    rng = np.random.default_rng(seed)
+    X = sphere.uniform(n, d, rng)
+    A = rng.standard_normal((H, d, d))
+    D = scale * (A + A.transpose(0, 2, 1)) / 2
+    return X, D
+
+
+def small_config(**over):
+    """A tiny, fast run configuration (nested dict of SPEC §10)."""
+    cfg = {
+        "model": {"d": 3, "n": 12, "beta": 1.0, "heads": 3},
+        "init": {"seed": 7},
+        "weights": {"process": "ou"},
+        "solver": {"method": "euler", "dt": 0.01, "T": 0.2, "record_every": 5, "paths": 2},
+        "diagnostics": {"ledger": True},
+        "output": {"store_tokens": True},
+    }
+    for key, val in over.items():
+        sec, k = key.split(".")
+        cfg.setdefault(sec, {})[k] = val
+    return cfg

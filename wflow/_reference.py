@@ -1,0 +1,115 @@
+r"""Plain NumPy reference of the attention field and its diagnostics (SPEC §2–4, §6).
+
+Dense ``(H, n, n)`` arrays, written to be read against the SPEC, not to be fast.
+The numba kernels of :mod:`wflow._kernels` are tested against this module.
+
+All quantities for one path: tokens ``X`` (n, d), weights ``D`` (H, d, d).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NORMALIZATIONS = ("head", "joint", "none")
+
+
+def field_reference(X, D, beta=1.0, normalization="head", laplacian=(), causal=False, V=None):
+    r"""Every field quantity of SPEC §2–4 from dense matrices.
+
+    .. math::
+        s^h_{ij} = \beta\langle x_i, D_h x_j\rangle,\quad
+        Z_h(x_i) = \tfrac1n\sum_j e^{s^h_{ij}},\quad
+        w_h(x_i) = P_{x_i} a_h(x_i)\ \text{or}\ P_{x_i}(V_h x_i - a_h(x_i))
+
+    Parameters
+    ----------
+    X : (n, d) tokens on the sphere.
+    D : (H, d, d) symmetric interaction matrices.
+    beta : inverse temperature β > 0.
+    normalization : "head" | "joint" | "none".
+    laplacian : iterable of 0-based Laplacian head indices.
+    causal : token i attends to j <= i (energy-based outputs are then NaN).
+    V : (H, d, d) value matrices, or None for tied values (V_h = D_h).
+
+    Returns
+    -------
+    dict with ``velocity`` (n, d) (v, before the sign), ``partition`` (H, n),
+    ``energy``, ``gradient`` (n, d), ``dissipation``, ``b_hat`` (n,), ``G2``,
+    ``G2_hm``, ``dE_dD`` (H, d, d) and ``ito_sum`` (the sum
+    :math:`\frac{1}{2Hn^2}\sum_{h,i,j} e^{s^h_{ij}}(1+\langle x_i,x_j\rangle^2)`).
+    """
+    X = np.asarray(X, dtype=float)
+    D = np.asarray(D, dtype=float)
+    n, d = X.shape
+    H = D.shape[0]
+    Vm = D if V is None else np.asarray(V, dtype=float)
+    lap = np.zeros(H, dtype=bool)
+    lap[list(laplacian)] = True
+
+    S = beta * np.einsum("ia,hab,jb->hij", X, D, X)  # (H, n, n)
+    E_full = np.exp(S)  # unshifted: fine for moderate logits (tests)
+    # masked softmax, stabilised by the row maximum
+    if causal:
+        allowed = np.tril(np.ones((n, n), dtype=bool))
+    else:
+        allowed = np.ones((n, n), dtype=bool)
+    Sm = np.where(allowed, S, -np.inf)
+    rowmax = Sm.max(axis=2, keepdims=True)
+    Wt = np.where(allowed, np.exp(Sm - rowmax), 0.0)
+    rowsum = Wt.sum(axis=2, keepdims=True)
+    Pi = Wt / rowsum  # (H, n, n)
+    Z = (np.exp(rowmax[..., 0]) * rowsum[..., 0]) / n  # (H, n) (masked when causal)
+
+    VX = np.einsum("hab,jb->hja", Vm, X)  # V_h x_j  (H, n, d)
+    A = np.einsum("hij,hja->hia", Pi, VX)  # a_h(x_i)
+    Wh = np.where(lap[:, None, None], VX - A, A)  # ℓ_h or a_h
+    Wh = Wh - np.einsum("hia,ia->hi", Wh, X)[..., None] * X[None]  # P_x
+
+    if normalization == "head":
+        v = Wh.mean(axis=0)
+    elif normalization == "joint":
+        v = np.einsum("hi,hia->ia", Z, Wh) / Z.sum(axis=0)[:, None]
+    elif normalization == "none":
+        v = np.einsum("hi,hia->ia", Z, Wh) / H
+    else:
+        raise ValueError(f"normalization = {normalization!r}: allowed values are {NORMALIZATIONS}")
+
+    out = {"velocity": v, "partition": Z}
+    if causal:
+        nan = float("nan")
+        out.update(
+            energy=nan, gradient=np.full_like(X, nan), dissipation=nan,
+            b_hat=np.full(n, nan), G2=nan, G2_hm=nan,
+            dE_dD=np.full_like(D, nan), ito_sum=nan,
+        )
+        return out
+
+    energy = E_full.sum() / (2 * beta * H * n * n)
+    DX = np.einsum("hab,jb->hja", D, X)  # D_h x_j
+    # g_i = P_x (1/H) Σ_h Z_h(x_i) Σ_j π_ij D_h x_j = P_x (1/(H n)) Σ_h Σ_j e^{s_ij} D_h x_j
+    g = np.einsum("hij,hja->ia", E_full, DX) / (H * n)
+    g = g - np.einsum("ia,ia->i", g, X)[:, None] * X
+    diss = np.einsum("ia,ia->", g, v) / n
+    Zbar = Z.mean(axis=0)
+    b_hat = 1.0 / Zbar
+    m_bar = (1.0 / Z).mean(axis=0)
+    v2 = np.einsum("ia,ia->i", v, v)
+    G2 = np.mean(v2 / m_bar)
+    G2_hm = np.mean(v2 / b_hat)
+    dE_dD = np.einsum("hij,ia,jb->hab", E_full, X, X) / (2 * H * n * n)
+    C = X @ X.T
+    ito_sum = np.einsum("hij,ij->", E_full, 1.0 + C**2) / (2 * H * n * n)
+    out.update(
+        energy=energy, gradient=g, dissipation=diss, b_hat=b_hat, G2=G2, G2_hm=G2_hm,
+        dE_dD=dE_dD, ito_sum=ito_sum,
+    )
+    return out
+
+
+def energy_reference(X, D, beta=1.0):
+    r""":math:`E(X;D) = \frac{1}{2\beta H n^2}\sum_h\sum_{i,j} e^{\beta\langle x_i, D_h x_j\rangle}`."""
+    X = np.asarray(X, dtype=float)
+    D = np.asarray(D, dtype=float)
+    n = X.shape[0]
+    S = beta * np.einsum("ia,hab,jb->hij", X, D, X)
+    return float(np.exp(S).sum() / (2 * beta * D.shape[0] * n * n))

@@ -1,0 +1,220 @@
+r"""The attention field, the energy and their diagnostics (SPEC §2–4).
+
+.. math::
+    s^h_{ij} = \beta\langle x_i, D_h x_j\rangle, \qquad
+    Z_h(x_i) = \frac1n\sum_j e^{s^h_{ij}}, \qquad
+    a_h(x_i) = \sum_j \pi^h_{ij} V_h x_j,
+
+    w_h = P_{x_i} a_h \ (h\notin L), \quad w_h = P_{x_i}(V_h x_i - a_h)\ (h \in L),
+
+    v_i = \tfrac1H\sum_h w_h\ (\text{head}), \quad
+    \frac{\sum_h Z_h w_h}{\sum_h Z_h}\ (\text{joint}), \quad
+    \tfrac1H\sum_h Z_h w_h\ (\text{none}).
+
+Tokens move with :math:`\dot x_i = \sigma v_i`; the energy
+:math:`E = \frac{1}{2\beta H n^2}\sum_{h,i,j} e^{s^h_{ij}}` and the gradient
+:math:`g_i = P_{x_i}\frac1H\sum_h Z_h\sum_j\pi^h_{ij} D_h x_j` use the D_h of all
+heads. Two backends compute the same numbers: ``"numba"`` (one fused pass over
+the pairs, :mod:`wflow._kernels`) and ``"numpy"`` (dense reference,
+:mod:`wflow._reference`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+
+import numpy as np
+
+from .errors import ConfigError
+
+__all__ = ["AttentionModel", "Field", "field", "energy", "laplacian_indices"]
+
+NORMALIZATIONS = ("head", "joint", "none")
+SIGNS = {"descent": -1.0, "ascent": 1.0}
+BACKENDS = ("numba", "numpy")
+
+
+def laplacian_indices(spec, H):
+    """Normalise a Laplacian-head spec: a list of 0-based indices, or an int k = the last k heads."""
+    if spec is None:
+        return ()
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        k = int(spec)
+        if not 0 <= k <= H:
+            raise ConfigError(f"model.laplacian_heads = {k}: must be in 0..{H} (model.heads = {H})")
+        return tuple(range(H - k, H))
+    idx = tuple(sorted(int(i) for i in spec))
+    if any(i < 0 or i >= H for i in idx) or len(set(idx)) != len(idx):
+        raise ConfigError(
+            f"model.laplacian_heads = {list(spec)!r}: indices must be distinct in 0..{H - 1} "
+            f"(model.heads = {H})"
+        )
+    return idx
+
+
+@dataclass
+class Field:
+    r"""Field quantities for a batch of P paths (SPEC §2–4).
+
+    Attributes
+    ----------
+    velocity : (P, n, d) v (before the sign σ).
+    partition : (P, H, n) Z_h(x_i).
+    gradient : (P, n, d) g_i.
+    b_hat : (P, n) effective mobility :math:`\hat b = 1/\bar Z`.
+    energy, dissipation, G2, G2_hm, ito_sum : (P,).
+    dE_dD : (P, H, d, d) :math:`\partial_{D_h}E = \frac{1}{2Hn^2}\sum_{ij} e^{s^h_{ij}} x_i x_j^T`.
+    """
+
+    velocity: np.ndarray
+    partition: np.ndarray
+    gradient: np.ndarray
+    b_hat: np.ndarray
+    energy: np.ndarray
+    dissipation: np.ndarray
+    G2: np.ndarray
+    G2_hm: np.ndarray
+    dE_dD: np.ndarray
+    ito_sum: np.ndarray
+
+    def path(self, p: int) -> "Field":
+        """The single-path view (leading axis dropped, scalars as float)."""
+        kw = {}
+        for k, v in self.__dict__.items():
+            a = v[p]
+            kw[k] = float(a) if np.ndim(a) == 0 else a
+        return Field(**kw)
+
+
+@dataclass(frozen=True)
+class AttentionModel:
+    """The attention dynamics' static description (everything but X and D).
+
+    Parameters
+    ----------
+    beta : inverse temperature β > 0.
+    normalization : "head" | "joint" | "none".
+    sign : "descent" (σ = −1) | "ascent" (σ = +1).
+    laplacian : 0-based Laplacian head indices.
+    causal : causal mask (only v and the partition are defined).
+    values : None (tied, V_h = D_h) or a fixed (H, d, d) array of value matrices.
+    backend : "numba" | "numpy".
+    fast_exp : use the kernel's polynomial exponential (numba backend).
+    """
+
+    beta: float = 1.0
+    normalization: str = "head"
+    sign: str = "descent"
+    laplacian: tuple = ()
+    causal: bool = False
+    values: np.ndarray | None = dc_field(default=None, compare=False)
+    backend: str = "numba"
+    fast_exp: bool = True
+
+    def __post_init__(self):
+        if self.normalization not in NORMALIZATIONS:
+            raise ConfigError(
+                f"model.normalization = {self.normalization!r}: allowed values are "
+                "'head', 'joint', 'none'"
+            )
+        if self.sign not in SIGNS:
+            raise ConfigError(f"model.sign = {self.sign!r}: allowed values are 'descent', 'ascent'")
+        if self.backend not in BACKENDS:
+            raise ConfigError(
+                f"solver.backend = {self.backend!r}: allowed values are 'numba', 'numpy'"
+            )
+        if not (np.isfinite(self.beta) and self.beta > 0):
+            raise ConfigError(f"model.beta = {self.beta!r}: must be a number > 0")
+
+    @property
+    def sigma(self) -> float:
+        """σ = −1 for descent, +1 for ascent."""
+        return SIGNS[self.sign]
+
+    def evaluate(self, X, D, want_ito=True) -> Field:
+        """All field quantities at (X; D) for a batch: X (P, n, d), D (P, H, d, d)."""
+        X = np.ascontiguousarray(X, dtype=float)
+        D = np.ascontiguousarray(D, dtype=float)
+        P, n, d = X.shape
+        H = D.shape[1]
+        if self.values is None:
+            V = D
+            tied = True
+        else:
+            V = np.ascontiguousarray(np.broadcast_to(self.values, D.shape), dtype=float)
+            tied = False
+        lap = np.zeros(H, dtype=bool)
+        lap[list(self.laplacian)] = True
+        if self.backend == "numba":
+            from . import _kernels
+
+            out = _kernels.fused_pass(
+                X, D, V, float(self.beta), _kernels.NORM_CODES[self.normalization], lap,
+                bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
+            )
+            return Field(*out)
+        from ._reference import field_reference
+
+        res = [
+            field_reference(
+                X[p], D[p], self.beta, self.normalization, self.laplacian, self.causal,
+                None if tied else V[p],
+            )
+            for p in range(P)
+        ]
+        names = Field.__dataclass_fields__.keys()
+        return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
+
+    def velocity(self, X, D) -> np.ndarray:
+        """σ-free velocity v (P, n, d) (stages of the integrators)."""
+        return self.evaluate(X, D, want_ito=False).velocity
+
+
+def _as_batch(X, D):
+    X = np.asarray(X, dtype=float)
+    D = np.asarray(D, dtype=float)
+    if X.ndim != 2:
+        raise ConfigError(f"X has shape {X.shape}: expected (n, d)")
+    n, d = X.shape
+    if D.ndim == 2:
+        D = D[None]
+    if D.ndim != 3 or D.shape[1:] != (d, d):
+        raise ConfigError(f"D has shape {D.shape}: expected (H, {d}, {d}) for tokens of dimension {d}")
+    return X[None], D[None]
+
+
+def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None,
+          backend="numba", fast_exp=True) -> Field:
+    r"""The attention field v of SPEC §2 and every diagnostic of §3–4 at (X; D).
+
+    Parameters
+    ----------
+    X : (n, d) tokens on :math:`S^{d-1}`.
+    D : (H, d, d) symmetric interaction matrices (or (d, d) for one head).
+    beta : inverse temperature β.
+    normalization : "head" | "joint" | "none".
+    laplacian_heads : list of 0-based indices, or an int k (the last k heads).
+    mask : "none" | "causal".
+    values : None (tied) or (H, d, d) value matrices.
+
+    Returns
+    -------
+    Field with ``velocity`` (n, d), ``partition`` (H, n), ``gradient`` (n, d), ``b_hat`` (n,),
+    ``energy``, ``dissipation``, ``G2``, ``G2_hm``, ``ito_sum`` (floats), ``dE_dD`` (H, d, d).
+    Energy-based fields are NaN under the causal mask.
+    """
+    Xb, Db = _as_batch(X, D)
+    H = Db.shape[1]
+    if mask not in ("none", "causal"):
+        raise ConfigError(f"model.mask = {mask!r}: allowed values are 'none', 'causal'")
+    V = None if values is None else np.asarray(values, dtype=float).reshape(Db.shape[1:])
+    model = AttentionModel(
+        beta=float(beta), normalization=normalization, laplacian=laplacian_indices(laplacian_heads, H),
+        causal=(mask == "causal"), values=V, backend=backend, fast_exp=fast_exp,
+    )
+    return model.evaluate(Xb, Db).path(0)
+
+
+def energy(X, D, beta=1.0) -> float:
+    r""":math:`E(X; D) = \frac{1}{2\beta H n^2}\sum_h\sum_{i,j}\exp(\beta\langle x_i, D_h x_j\rangle)`."""
+    return field(X, D, beta=beta).energy

@@ -1,0 +1,783 @@
+r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` (SPEC §5).
+
+Every process has a drift :math:`f(D, t)` and advances the weights of ``P``
+Monte Carlo paths by one step,
+
+.. math::
+
+    D_{k+1} = D_k + f(D_k, t_k)\,\Delta t + \xi_k ,
+
+where :math:`\xi_k` is the realised noise increment (``noise_increment``).
+
+Shapes: the weights of one path are ``(H, d, d)`` (symmetric, heads 0-based);
+batched over paths they are ``(P, H, d, d)``. A stochastic step draws for path
+``p`` only from ``rngs[p]`` (one call per step per path), so the result of a
+path does not depend on how paths are batched.
+
+Symmetry of input weights is checked within a relative tolerance
+``SYM_RTOL = 1e-10`` of the largest absolute entry of the whole array, and the
+array is then symmetrised as :math:`(A + A^T)/2`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from wflow.errors import ConfigError
+
+__all__ = [
+    "SYM_RTOL",
+    "initial_weights",
+    "check_weights",
+    "load_weight_file",
+    "WeightProcess",
+    "Frozen",
+    "OrnsteinUhlenbeck",
+    "Oscillating",
+    "Layers",
+    "FromFile",
+    "make_process",
+]
+
+SYM_RTOL = 1e-10
+PROCESSES = ("frozen", "ou", "oscillating", "layers", "file")
+WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _sym(A):
+    """Symmetric part over the last two axes, :math:`(A + A^T)/2` (exact for symmetric A)."""
+    return (A + np.swapaxes(A, -1, -2)) / 2
+
+
+def _validated(A, name, ndims=(3,), H=None, d=None):
+    """Numeric, shape (..., H, d, d), finite, symmetric within SYM_RTOL; symmetrised copy."""
+    if np.iscomplexobj(A):
+        raise ConfigError(f"{name}: complex values: weights must be real numbers")
+    try:
+        A = np.array(A, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: not a numeric array: weights must be real numbers") from None
+    want = "(H, d, d)" if ndims == (3,) else "(H, d, d) or (K, H, d, d)"
+    ok = A.ndim in ndims and A.shape[-1] == A.shape[-2] >= 2
+    ok = ok and (H is None or A.shape[-3] == H) and (d is None or A.shape[-1] == d)
+    if not ok:
+        sizes = f" with H = {H if H is not None else 'any'}, d = {d if d is not None else 'any'}"
+        raise ConfigError(f"{name}: shape {A.shape}: expected {want}{sizes} (d >= 2)")
+    if not np.all(np.isfinite(A)):
+        raise ConfigError(f"{name}: contains NaN or inf: all entries must be finite")
+    scale = float(np.max(np.abs(A)))
+    asym = float(np.max(np.abs(A - np.swapaxes(A, -1, -2))))
+    if asym > SYM_RTOL * scale:
+        raise ConfigError(
+            f"{name}: not symmetric: max|A - A^T| = {asym:.3g} exceeds "
+            f"{SYM_RTOL:g} * max|A| = {SYM_RTOL * scale:.3g}"
+        )
+    return _sym(A)
+
+
+def check_weights(A, H=None, d=None, name="weights"):
+    r"""Validate one weight set and return a symmetrised float copy.
+
+    .. math::
+
+        A \mapsto (A + A^T)/2 \quad\text{if}\quad
+        \max|A - A^T| \le 10^{-10} \max|A| .
+
+    Parameters
+    ----------
+    A : array_like, shape (H, d, d)
+        Interaction matrices, one per head; real and finite.
+    H, d : int, optional
+        Expected number of heads and dimension (not checked when None).
+    name : str
+        Field name used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray, shape (H, d, d)
+        A new float64 array, exactly symmetric.
+
+    Raises
+    ------
+    ConfigError
+        Wrong shape, non-numeric, non-finite or non-symmetric input (one line naming ``name``).
+    """
+    return _validated(A, name, (3,), H, d)
+
+
+def _number(x, field, minimum=0.0, strict=False):
+    """A finite float >= minimum (> minimum if ``strict``; no bound if minimum is None)."""
+    bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+    allowed = "finite numbers" + bound
+    v = float("nan")
+    if not isinstance(x, bool):
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            pass
+    if not np.isfinite(v) or (minimum is not None and (v < minimum or (strict and v == minimum))):
+        raise ConfigError(f"{field} = {x!r}: allowed values are {allowed}")
+    return v
+
+
+def _choice(x, field, allowed, aliases=None):
+    x = (aliases or {}).get(x, x)
+    if x not in allowed:
+        raise ConfigError(f"{field} = {x!r}: allowed values are {', '.join(allowed)}")
+    return x
+
+
+def _batch(D, H=None, d=None):
+    """Weights of P paths as a float array of shape (P, H, d, d)."""
+    D = np.asarray(D, dtype=float)
+    if D.ndim != 4 or (H is not None and D.shape[1] != H) or (d is not None and D.shape[-1] != d):
+        raise ValueError(f"weights of shape {D.shape}: expected (P, H, d, d) with H={H}, d={d}")
+    return D
+
+
+# --------------------------------------------------------------------------- initial weights, files
+
+
+def initial_weights(kind, H, d, rng, given=None):
+    r"""Initial interaction matrices :math:`D_h(0)`, one set shared by all paths.
+
+    .. math::
+
+        \text{symmetric\_gaussian: } D_h(0) = \Xi_h + \Xi_h^T,\ \Xi_h \text{ iid } N(0, 1);
+        \qquad \text{identity: } D_h(0) = I .
+
+    Parameters
+    ----------
+    kind : {"symmetric_gaussian", "identity", "given", "file"}
+        ``symmetric_gaussian`` draws ``rng.standard_normal((H, d, d))`` (this draw
+        order, as the reference simulation); ``given``/``file`` validate ``given``
+        with :func:`check_weights`.
+    H, d : int
+        Number of heads and dimension.
+    rng : numpy.random.Generator
+        Used only by ``symmetric_gaussian``.
+    given : array_like of shape (H, d, d), or str or os.PathLike, optional
+        The weights, or a weight file (:func:`load_weight_file`; of a trajectory
+        ``(K, H, d, d)`` the first set is used).
+
+    Returns
+    -------
+    numpy.ndarray, shape (H, d, d)
+        Symmetric float64 weights. Var of a diagonal entry is 4, of an off-diagonal 2
+        for ``symmetric_gaussian``.
+    """
+    if kind == "symmetric_gaussian":
+        X = rng.standard_normal((H, d, d))
+        return X + X.transpose(0, 2, 1)
+    if kind == "identity":
+        return np.tile(np.eye(d), (H, 1, 1))
+    if kind in ("given", "file"):
+        if given is None:
+            raise ConfigError(f"init.weights = {kind!r}: needs the weights (array or file path)")
+        name = "init.weights"
+        if isinstance(given, (str, os.PathLike)):
+            name = f"{given}: key 'D'"
+            given = load_weight_file(given)["D"]
+            given = given[0] if given.ndim == 4 else given
+        return check_weights(given, H, d, name=name)
+    raise ConfigError(
+        f"init.weights = {kind!r}: allowed values are symmetric_gaussian, identity, given, file"
+    )
+
+
+def load_weight_file(path):
+    r"""Read weights from an NPZ or HDF5 file (inputs are data: no pickling).
+
+    .. math::
+
+        D \in \mathbb{R}^{H\times d\times d} \ \text{(one set)} \quad\text{or}\quad
+        D \in \mathbb{R}^{K\times H\times d\times d},\ t \in \mathbb{R}^K \ \text{(trajectory)}.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.npz`` (read with ``allow_pickle=False``) or ``.h5``/``.hdf5``; key/dataset
+        ``"D"`` of shape (H, d, d) or (K, H, d, d), optional ``"t"`` of shape (K,)
+        (strictly increasing; shape (1,) for a single set).
+
+    Returns
+    -------
+    dict
+        ``{"D": ndarray, "t": ndarray or None}``; ``D`` is checked for finiteness and
+        symmetry (within ``SYM_RTOL``) and symmetrised.
+
+    Raises
+    ------
+    ConfigError
+        Any problem, one line naming the file and the key.
+    """
+    path = Path(path)
+    where = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in WEIGHT_FILE_SUFFIXES:
+        raise ConfigError(
+            f"{where}: weight-file suffix {suffix!r}: allowed values are .npz, .h5, .hdf5"
+        )
+    if not path.is_file():
+        raise ConfigError(f"{where}: weight file not found")
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as f:
+                raw = {k: np.asarray(f[k]) for k in ("D", "t") if k in f.files}
+        else:
+            import h5py
+
+            with h5py.File(path, "r") as f:
+                raw = {
+                    k: np.asarray(f[k][()])
+                    for k in ("D", "t")
+                    if k in f and isinstance(f[k], h5py.Dataset)
+                }
+    except Exception as exc:  # corrupt file, object arrays (pickle refused), ...
+        msg = (str(exc).splitlines() or [""])[0]
+        msg = f"{where}: cannot read weight file ({type(exc).__name__}: {msg})"
+        raise ConfigError(msg) from exc
+    if "D" not in raw:
+        raise ConfigError(
+            f"{where}: key 'D' missing: expected a dataset 'D' of shape (H, d, d) or (K, H, d, d)"
+        )
+    for k, v in raw.items():
+        if v.dtype.kind not in "biuf":
+            raise ConfigError(f"{where}: key {k!r} has dtype {v.dtype}: expected real numbers")
+    D = _validated(raw["D"], f"{where}: key 'D'", (3, 4))
+    t = None
+    if "t" in raw:
+        t = np.asarray(raw["t"], dtype=float)
+        K = D.shape[0] if D.ndim == 4 else 1
+        if t.shape != (K,):
+            raise ConfigError(f"{where}: key 't' has shape {t.shape}: expected ({K},) to match 'D'")
+        if not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+            raise ConfigError(f"{where}: key 't': values must be finite and strictly increasing")
+    return {"D": D, "t": t}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class WeightProcess:
+    r"""Base class of the weight processes.
+
+    .. math::
+
+        D_{k+1} = D_k + f(D_k, t_k)\,\Delta t + \xi_k .
+
+    Attributes
+    ----------
+    name : str
+        The ``weights.process`` value.
+    deterministic : bool
+        True when a step draws no random numbers.
+    """
+
+    name = "base"
+    deterministic = True
+
+    def drift(self, D, t):
+        r"""Drift :math:`f(D, t)`, same shape as ``D`` ((H, d, d) or (P, H, d, d))."""
+        raise NotImplementedError
+
+    def step(self, D, t, dt, rngs=None):
+        r"""Advance ``D`` (P, H, d, d) from ``t`` to ``t + dt``; a new, exactly symmetric array.
+
+        ``rngs`` is a list of P generators (path p draws only from ``rngs[p]``);
+        deterministic processes ignore it (None allowed).
+        """
+        raise NotImplementedError
+
+    def noise_increment(self, D, D_next, t, dt):
+        r"""Realised noise increment of a step produced by :meth:`step`.
+
+        .. math::
+
+            \xi = D_{\text{next}} - D - f(D, t)\,\Delta t .
+
+        Parameters
+        ----------
+        D, D_next : numpy.ndarray, shape (P, H, d, d)
+            Weights at ``t`` and ``t + dt``.
+        t, dt : float
+        """
+        D = np.asarray(D, dtype=float)
+        return np.asarray(D_next, dtype=float) - D - self.drift(D, t) * dt
+
+    def describe(self):
+        """JSON-able parameters, for provenance."""
+        return {"process": self.name}
+
+
+class Frozen(WeightProcess):
+    r"""Frozen weights.
+
+    .. math::
+
+        f(D, t) = 0, \qquad D_{k+1} = D_k .
+    """
+
+    name = "frozen"
+    deterministic = True
+
+    def drift(self, D, t):
+        return np.zeros(np.shape(D))
+
+    def step(self, D, t, dt, rngs=None):
+        return np.array(_batch(D))
+
+
+class OrnsteinUhlenbeck(WeightProcess):
+    r"""Matrix Ornstein–Uhlenbeck process on Sym(d), per head and path.
+
+    .. math::
+
+        dD = \lambda (M - D)\,dt + g\, dW_{\mathrm{sym}}, \qquad
+        dW_{\mathrm{sym}} = (dW + dW^T)/2, \qquad g^2 = \text{noise\_var}.
+
+    Schemes, with :math:`S = (\Xi + \Xi^T)/2`, :math:`\Xi` iid N(0, 1) of shape (H, d, d)
+    drawn as ``rngs[p].standard_normal((H, d, d))``:
+
+    .. math::
+
+        \text{euler\_maruyama: } D' = D + \lambda (M - D)\Delta t + g\sqrt{\Delta t}\, S,
+
+        \text{exact: } D' = M + e^{-\lambda\Delta t}(D - M)
+            + g \sqrt{\tfrac{1 - e^{-2\lambda\Delta t}}{2\lambda}}\, S
+            \quad(\text{scale } \sqrt{\Delta t} \text{ if } \lambda = 0).
+
+    Stationary law :math:`M + G`, Var(G_aa) = g²/(2λ), Var(G_ab) = g²/(4λ).
+
+    Parameters
+    ----------
+    rate : float
+        :math:`\lambda \ge 0`.
+    mean : None, float or array_like of shape (d, d)
+        :math:`M`: None is the identity, a float m is m·I, an array must be symmetric.
+    noise_var : float
+        :math:`g^2 \ge 0`; 0 makes the process deterministic (no draws at all).
+    scheme : {"euler_maruyama", "exact"}
+    d : int, optional
+        Dimension, checked against an array ``mean``.
+    """
+
+    name = "ou"
+
+    def __init__(self, rate=1.0, mean=None, noise_var=2.0, scheme="euler_maruyama", d=None):
+        self.rate = _number(rate, "weights.rate")
+        self.noise_var = _number(noise_var, "weights.noise_var")
+        self.scheme = _choice(scheme, "weights.scheme", ("euler_maruyama", "exact"))
+        self.deterministic = self.noise_var == 0
+        if mean is None:
+            mean = 1.0
+        if np.ndim(mean) == 0:
+            self.mean = _number(mean, "weights.mean", minimum=None)
+        else:
+            self.mean = check_weights(np.asarray(mean)[None], d=d, name="weights.mean")[0]
+
+    def mean_matrix(self, d):
+        """:math:`M` as a (d, d) array."""
+        if np.ndim(self.mean) == 0:
+            return self.mean * np.eye(d)
+        if self.mean.shape != (d, d):
+            raise ValueError(f"weights.mean has shape {self.mean.shape}, weights have d = {d}")
+        return self.mean
+
+    def drift(self, D, t):
+        r""":math:`f(D, t) = \lambda (M - D)`."""
+        D = np.asarray(D, dtype=float)
+        return self.rate * (self.mean_matrix(D.shape[-1]) - D)
+
+    def noise_scale(self, dt):
+        r"""Factor of :math:`g\,S` in one step: :math:`\sqrt{\Delta t}` (EM) or the exact one."""
+        if self.scheme == "euler_maruyama" or self.rate == 0:
+            return np.sqrt(dt)
+        return np.sqrt(-np.expm1(-2 * self.rate * dt) / (2 * self.rate))
+
+    def step(self, D, t, dt, rngs=None):
+        D = _batch(D)
+        P, H, d, _ = D.shape
+        M = self.mean_matrix(d)
+        if self.scheme == "euler_maruyama":
+            out = D + self.rate * (M - D) * dt
+        else:
+            out = M + np.exp(-self.rate * dt) * (D - M)
+        if not self.deterministic:
+            if rngs is None or len(rngs) != P:
+                raise ValueError(f"OU step needs one generator per path: P = {P}")
+            xi = np.stack([r.standard_normal((H, d, d)) for r in rngs])
+            out = out + np.sqrt(self.noise_var) * self.noise_scale(dt) * _sym(xi)
+        return _sym(out)
+
+    def noise_increment(self, D, D_next, t, dt):
+        r""":math:`\xi = D' - D - \lambda(M - D)\Delta t`; exactly 0 if noise_var = 0 (EM)."""
+        if self.deterministic and self.scheme == "euler_maruyama":
+            return np.zeros(np.shape(D))
+        return super().noise_increment(D, D_next, t, dt)
+
+    def stationary_variance(self):
+        r"""Stationary (Var G_aa, Var G_ab): :math:`(g^2/(2\lambda),\ g^2/(4\lambda))`."""
+        if self.rate == 0:
+            v = np.inf if self.noise_var > 0 else 0.0
+            return v, v
+        return self.noise_var / (2 * self.rate), self.noise_var / (4 * self.rate)
+
+    def describe(self):
+        mean = self.mean if np.ndim(self.mean) == 0 else self.mean.tolist()
+        return {"process": self.name, "rate": self.rate, "mean": mean,
+                "noise_var": self.noise_var, "scheme": self.scheme}
+
+
+class Oscillating(WeightProcess):
+    r"""Relaxation towards a periodic forcing, per head with a phase.
+
+    .. math::
+
+        \frac{dD_h}{dt} = F(t + \varphi_h) - D_h, \qquad
+        \varphi_h = 0 \ (\text{shared}) \ \text{or}\ 2\pi h/H \ (\text{spread}),\ h = 0..H-1.
+
+    The forcing, for every :math:`d \ge 2` (a, b = 0..d−1, a < b):
+
+    .. math::
+
+        F_{aa}(t) = 2 + 1.5\cos(t + \psi_a), \qquad
+        F_{ab}(t) = F_{ba}(t) = \sin(\omega_{ab} t + a\pi/2), \qquad
+        \omega_{ab} = 1 + ((a + b) \bmod 2),
+
+    with :math:`\psi = (0, -\pi/2, \pi/4)` for d = 3 and :math:`\psi_a = 2\pi a/d`
+    otherwise. This is SPEC §5 exactly for d = 2 (ψ = (0, π), F_01 = sin 2t) and
+    d = 3 (F_01 = sin 2t, F_02 = sin t, F_12 = cos 2t); for d ≥ 4 it is the
+    project's *choice* (off-diagonals as for d = 3, diagonal phases spread so the
+    trace is the constant 2d, as for d = 2).
+
+    Every entry is :math:`c + A\sin(\omega\tau + \chi)`, so the periodic solution is
+    :math:`P(\tau) = c + A\,(\sin\theta - \omega\cos\theta)/(1 + \omega^2)`,
+    :math:`\theta = \omega\tau + \chi`, and
+
+    .. math::
+
+        \text{euler: } D' = D + \Delta t\,(F(t + \varphi) - D), \qquad
+        \text{exact: } D' = P(t + \Delta t + \varphi) + e^{-\Delta t}\,(D - P(t + \varphi)).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, d ≥ 2.
+    H : int
+        Number of heads.
+    phase : {"shared", "spread"}
+    scheme : {"euler", "exact"}
+        ``euler`` is the reference simulation (its noise increment is exactly 0).
+    """
+
+    name = "oscillating"
+    deterministic = True
+
+    def __init__(self, d, H, phase="shared", scheme="euler"):
+        if int(d) != d or d < 2 or int(H) != H or H < 1:
+            raise ConfigError(f"oscillating weights: d = {d}, H = {H}: allowed values are "
+                              "integers d >= 2, H >= 1")
+        self.d, self.H = int(d), int(H)
+        self.phase = _choice(phase, "weights.phase", ("shared", "spread"))
+        self.scheme = _choice(scheme, "weights.scheme", ("euler", "exact"))
+        h = np.arange(self.H)
+        self.phases = 2 * np.pi * h / self.H if self.phase == "spread" else np.zeros(self.H)
+        a = np.arange(self.d)
+        psi = np.array([0.0, -np.pi / 2, np.pi / 4]) if self.d == 3 else 2 * np.pi * a / self.d
+        eye = np.eye(self.d, dtype=bool)
+        lo = np.minimum.outer(a, a)
+        self._c = 2.0 * eye
+        self._amp = np.where(eye, 1.5, 1.0)
+        self._omega = np.where(eye, 1.0, 1.0 + np.add.outer(a, a) % 2)
+        self._chi = np.where(eye, psi[:, None] + np.pi / 2, lo * np.pi / 2)
+
+    def _theta(self, t):
+        tau = (float(t) + self.phases)[:, None, None]
+        return self._omega * tau + self._chi
+
+    def forcing(self, t):
+        r""":math:`F(t + \varphi_h)` for every head, shape (H, d, d)."""
+        return self._c + self._amp * np.sin(self._theta(t))
+
+    def periodic_solution(self, t):
+        r"""Periodic solution :math:`P(t + \varphi_h)` of :math:`\dot D = F - D`, (H, d, d)."""
+        th = self._theta(t)
+        w = self._omega
+        return self._c + self._amp * (np.sin(th) - w * np.cos(th)) / (1 + w**2)
+
+    def drift(self, D, t):
+        r""":math:`f(D, t) = F(t + \varphi) - D`."""
+        return self.forcing(t) - np.asarray(D, dtype=float)
+
+    def step(self, D, t, dt, rngs=None):
+        D = _batch(D, self.H, self.d)
+        if self.scheme == "euler":
+            return _sym(D + dt * (self.forcing(t) - D))
+        Pt = self.periodic_solution(t)
+        return _sym(self.periodic_solution(t + dt) + np.exp(-dt) * (D - Pt))
+
+    def noise_increment(self, D, D_next, t, dt):
+        r""":math:`\xi = D' - D - f\,\Delta t`: exactly 0 (euler), :math:`O(\Delta t^2)` (exact)."""
+        if self.scheme == "euler":
+            return np.zeros(np.shape(D))
+        return super().noise_increment(D, D_next, t, dt)
+
+    def describe(self):
+        return {"process": self.name, "d": self.d, "H": self.H, "phase": self.phase,
+                "scheme": self.scheme}
+
+
+class Layers(WeightProcess):
+    r"""Piecewise-constant weights: a list of sets, each held for a whole number of steps.
+
+    .. math::
+
+        D(t_k) = W_i \quad\text{for}\quad n_0 + \dots + n_{i-1} \le k < n_0 + \dots + n_i,
+        \qquad n_i = \mathrm{round}(\text{duration}_i / \Delta t) \ge 1,
+
+    and the last set is held after the last layer ends; :math:`f = 0`, so the noise
+    increment of a step is the jump :math:`D_{k+1} - D_k`.
+
+    Parameters
+    ----------
+    weight_sets : list of array_like, each (H, d, d)
+        Validated with :func:`check_weights`.
+    durations : list of float
+        Positive; rounded to whole steps (``steps_per_layer``), said in ``rounding_note``
+        ("" when nothing was rounded).
+    dt : float
+        The step used for the rounding and for the step index ``round(t / dt)``.
+    """
+
+    name = "layers"
+    deterministic = True
+
+    def __init__(self, weight_sets, durations, dt):
+        self.dt = _number(dt, "solver.dt", strict=True)
+        if len(weight_sets) == 0 or len(weight_sets) != len(durations):
+            raise ConfigError(f"weights.layers: {len(weight_sets)} weight sets and "
+                              f"{len(durations)} durations: need the same number, at least 1")
+        sets = [check_weights(W, name=f"weights.layers[{i}].weights")
+                for i, W in enumerate(weight_sets)]
+        if any(W.shape != sets[0].shape for W in sets):
+            raise ConfigError("weights.layers: weight sets of different shapes "
+                              f"{[W.shape for W in sets]}: all must be (H, d, d) alike")
+        self.sets = np.stack(sets)
+        self.durations = [_number(x, f"weights.layers[{i}].duration", strict=True)
+                          for i, x in enumerate(durations)]
+        self.steps_per_layer, notes = [], []
+        for i, dur in enumerate(self.durations):
+            n = int(round(dur / self.dt))
+            if n < 1:
+                raise ConfigError(f"weights.layers[{i}].duration = {dur:g}: rounds to 0 steps of "
+                                  f"dt = {self.dt:g}; allowed values are >= dt/2")
+            if abs(n * self.dt - dur) > 1e-9 * max(dur, self.dt):
+                notes.append(f"layer {i}: {dur:g} -> {n * self.dt:g} ({n} steps)")
+            self.steps_per_layer.append(n)
+        self._ends = np.cumsum(self.steps_per_layer)
+        self.rounding_note = (f"layer durations rounded to whole steps of dt = {self.dt:g}: "
+                              + "; ".join(notes)) if notes else ""
+        self.sources = None  # filled by make_process, for provenance
+
+    def index_at_step(self, k):
+        """Index of the set active at step k (time k·dt)."""
+        return min(int(np.searchsorted(self._ends, k, side="right")), len(self.sets) - 1)
+
+    def at(self, t):
+        """The set active at time t, shape (H, d, d)."""
+        return self.sets[self.index_at_step(round(t / self.dt))].copy()
+
+    def drift(self, D, t):
+        return np.zeros(np.shape(D))
+
+    def step(self, D, t, dt, rngs=None):
+        D = _batch(D, *self.sets.shape[1:3])
+        W = self.sets[self.index_at_step(round((t + dt) / self.dt))]
+        return np.broadcast_to(W, D.shape).copy()
+
+    def describe(self):
+        return {"process": self.name, "durations": self.durations, "dt": self.dt,
+                "steps_per_layer": self.steps_per_layer, "rounding_note": self.rounding_note,
+                "sources": self.sources}
+
+
+class FromFile(WeightProcess):
+    r"""A weight trajectory, piecewise-linear in time.
+
+    .. math::
+
+        D(t) = (1 - w) D_i + w D_{i+1}, \quad w = \frac{t - t_i}{t_{i+1} - t_i}
+        \ \text{on}\ [t_i, t_{i+1}], \qquad
+        f(D, t) = \frac{D_{i+1} - D_i}{t_{i+1} - t_i},
+
+    held constant (f = 0) before :math:`t_0` and from :math:`t_{K-1}` on; a single set
+    is frozen. The drift is the slope of the interpolant, so the realised noise is
+    ~0 on steps inside one interval.
+
+    Parameters
+    ----------
+    times : array_like, shape (K,), or None
+        Strictly increasing knot times (None allowed for a single set).
+    D_traj : array_like, shape (K, H, d, d) or (H, d, d)
+        Validated (finite, symmetric within ``SYM_RTOL``) and symmetrised.
+    """
+
+    name = "file"
+    deterministic = True
+
+    def __init__(self, times, D_traj):
+        D = _validated(D_traj, "weights.file: D", (3, 4))
+        self.D = D[None] if D.ndim == 3 else D
+        K = self.D.shape[0]
+        if times is None and K == 1:
+            times = [0.0]
+        try:
+            self.times = np.asarray(times, dtype=float)
+        except (TypeError, ValueError):
+            self.times = np.array([np.nan])
+        if (self.times.shape != (K,) or not np.all(np.isfinite(self.times))
+                or np.any(np.diff(self.times) <= 0)):
+            raise ConfigError(f"weights.file: t of shape {np.shape(times)}: expected ({K},) "
+                              "finite, strictly increasing times matching D")
+
+    def _interval(self, t):
+        i = int(np.searchsorted(self.times, t, side="right")) - 1
+        return min(max(i, 0), len(self.times) - 2)
+
+    def at(self, t):
+        """:math:`D(t)`, shape (H, d, d); exact at the knots."""
+        if len(self.times) == 1:
+            return self.D[0].copy()
+        i = self._interval(t)
+        w = (t - self.times[i]) / (self.times[i + 1] - self.times[i])
+        w = min(max(w, 0.0), 1.0)
+        return (1 - w) * self.D[i] + w * self.D[i + 1]
+
+    def slope(self, t):
+        """Slope of the interpolant at t on [t_i, t_{i+1}), 0 outside [t_0, t_{K-1}); (H, d, d)."""
+        if not self.times[0] <= t < self.times[-1]:
+            return np.zeros(self.D.shape[1:])
+        i = self._interval(t)
+        return (self.D[i + 1] - self.D[i]) / (self.times[i + 1] - self.times[i])
+
+    def drift(self, D, t):
+        return np.broadcast_to(self.slope(t), np.shape(D)).copy()
+
+    def step(self, D, t, dt, rngs=None):
+        D = _batch(D, *self.D.shape[1:3])
+        return np.broadcast_to(self.at(t + dt), D.shape).copy()
+
+    def describe(self):
+        K, H, d, _ = self.D.shape
+        return {"process": self.name, "K": K, "H": H, "d": d,
+                "t_first": float(self.times[0]), "t_last": float(self.times[-1])}
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def _layer_weights(i, layer, H, d):
+    key = f"weights.layers[{i}]"
+    w = layer.get("weights")
+    if isinstance(w, str) and w == "identity":
+        return np.tile(np.eye(d), (H, 1, 1)), "identity"
+    if isinstance(w, str) and w == "symmetric_gaussian":
+        seed = layer.get("seed")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise ConfigError(f"{key}.seed = {seed!r}: symmetric_gaussian needs a non-negative "
+                              "integer seed")
+        W = initial_weights("symmetric_gaussian", H, d, np.random.default_rng(seed))
+        return W, f"symmetric_gaussian(seed={int(seed)})"
+    if isinstance(w, (str, os.PathLike)):
+        if Path(w).suffix.lower() not in WEIGHT_FILE_SUFFIXES:
+            raise ConfigError(f"{key}.weights = {str(w)!r}: allowed values are identity, "
+                              "symmetric_gaussian or a .npz/.h5/.hdf5 path")
+        D = load_weight_file(w)["D"]
+        if D.ndim == 4 and D.shape[0] != 1:
+            raise ConfigError(f"{w}: key 'D' holds {D.shape[0]} sets: a layer needs one (H, d, d)")
+        return check_weights(D.reshape(D.shape[-3:]), H, d, name=f"{w}: key 'D'"), str(w)
+    if w is None:
+        raise ConfigError(f"{key}.weights: missing: allowed values are identity, "
+                          "symmetric_gaussian or a .npz/.h5/.hdf5 path")
+    return check_weights(w, H, d, name=f"{key}.weights"), "array"
+
+
+def make_process(spec, H, d, dt):
+    r"""Build the weight process of a ``[weights]`` table (SPEC §10).
+
+    .. math::
+
+        \text{process} \in
+        \{\text{frozen}, \text{ou}, \text{oscillating}, \text{layers}, \text{file}\}.
+
+    Parameters
+    ----------
+    spec : dict
+        Keys: ``process`` (default "frozen"); for ``ou``: ``rate`` (1), ``mean`` (None = I),
+        ``noise_var`` (2), ``scheme`` ("euler_maruyama" | "exact"; "euler" accepted as
+        an alias); for ``oscillating``: ``phase`` ("shared" | "spread"), ``scheme``
+        ("euler" | "exact"; "euler_maruyama" accepted as an alias); for ``layers``:
+        ``layers``, a list of ``{"duration": float, "weights": "identity" |
+        "symmetric_gaussian" | path | array, "seed": int}`` — ``symmetric_gaussian``
+        draws :math:`\Xi + \Xi^T` from ``np.random.default_rng(seed)`` (the seed is
+        required); for ``file``: ``file``, a path read by :func:`load_weight_file`
+        (without ``t`` a trajectory is one set per step, :math:`t_k = k\,\Delta t`).
+        Other keys are ignored.
+    H, d : int
+        Number of heads and dimension.
+    dt : float
+        Time step (layer rounding, default file times).
+
+    Returns
+    -------
+    WeightProcess
+
+    Raises
+    ------
+    ConfigError
+        Unknown process or bad value, one line naming the field and the allowed values.
+    """
+    spec = dict(spec or {})
+    kind = spec.get("process", "frozen")
+    if kind == "frozen":
+        return Frozen()
+    if kind == "ou":
+        scheme = _choice(spec.get("scheme", "euler_maruyama"), "weights.scheme",
+                         ("euler_maruyama", "exact"), {"euler": "euler_maruyama"})
+        return OrnsteinUhlenbeck(spec.get("rate", 1.0), spec.get("mean"),
+                                 spec.get("noise_var", 2.0), scheme, d=d)
+    if kind == "oscillating":
+        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme", ("euler", "exact"),
+                         {"euler_maruyama": "euler"})
+        return Oscillating(d, H, spec.get("phase", "shared"), scheme)
+    if kind == "layers":
+        layers = spec.get("layers")
+        if not isinstance(layers, (list, tuple)) or not layers:
+            raise ConfigError("weights.layers: missing or empty: expected a list of "
+                              "{duration, weights, seed} tables")
+        if not all(isinstance(x, dict) for x in layers):
+            raise ConfigError("weights.layers: expected a list of {duration, weights, seed} tables")
+        built = [_layer_weights(i, x, H, d) for i, x in enumerate(layers)]
+        proc = Layers([W for W, _ in built], [x.get("duration") for x in layers], dt)
+        proc.sources = [s for _, s in built]
+        return proc
+    if kind == "file":
+        path = spec.get("file")
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise ConfigError("weights.file: missing: process 'file' needs the path of an "
+                              ".npz/.h5/.hdf5 weight file")
+        data = load_weight_file(path)
+        D, t = data["D"], data["t"]
+        if D.shape[-3:] != (H, d, d):
+            raise ConfigError(f"{path}: key 'D' has shape {D.shape}: expected (..., {H}, {d}, {d})")
+        if t is None and D.ndim == 4:
+            t = _number(dt, "solver.dt", strict=True) * np.arange(D.shape[0])
+        return FromFile(t, D)
+    raise ConfigError(f"weights.process = {kind!r}: allowed values are {', '.join(PROCESSES)}")
