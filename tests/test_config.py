@@ -363,9 +363,18 @@ def test_unknown_layer_key():
 
 
 def test_messages_stay_on_one_line_for_hostile_values():
+    class Evil:
+        def __repr__(self):
+            return "line one\nline two"
+
+    class Worse:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
     evil = "a\nb\r\u2028c"
     for cfg in ({"model": {"normalization": evil}}, {evil: {}}, {"model": {evil: 1}},
-                {"output": {"path": 10**5000}}, {"model": {"n": [[[[[[1]]]]]] * 100}}):
+                {"output": {"path": 10**5000}}, {"model": {"n": [[[[[[1]]]]]] * 100}},
+                {"model": {"n": Evil()}}, {"model": {"n": Worse()}}, {Evil(): {}}):
         with pytest.raises(ConfigError) as info:
             C.validate(cfg)
         assert one_line(str(info.value)), str(info.value)

@@ -259,8 +259,15 @@ def _num_text(x) -> str:
     return repr(x) if isinstance(x, float) else str(x)
 
 
+def _is_bool(v) -> bool:
+    if isinstance(v, bool):
+        return True
+    t = type(v)  # numpy.bool_ (no numpy import here)
+    return getattr(t, "__module__", "") == "numpy" and t.__name__ in ("bool", "bool_")
+
+
 def _bool(key, v):
-    if not isinstance(v, bool):
+    if not _is_bool(v):
         raise _bad(key, v, f"must be true or false (got {_typename(v)})")
     return bool(v)
 

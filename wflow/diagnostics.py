@@ -19,6 +19,7 @@ __all__ = [
     "spectral_rank",
     "clustering_series",
     "CLUSTERING_NAMES",
+    "w2_geodesic",
 ]
 
 CLUSTERING_NAMES = ("order_parameter", "min_cosine", "n_clusters", "variance", "spectral_rank")
@@ -77,3 +78,22 @@ def clustering_series(X, angle=0.1, max_n=2000):
         "variance": variance(X),
         "spectral_rank": spectral_rank(X),
     }
+
+
+def w2_geodesic(X, Y, return_plan=False):
+    r"""Wasserstein-2 distance between the empirical measures of X (n, d) and Y (m, d) on the
+    sphere with the geodesic cost :math:`c(x, y) = \arccos(\langle x, y\rangle)^2` (POT, exact
+    network simplex):
+
+    .. math:: W_2(\mu, \nu)^2 = \min_{\gamma \in \Pi(\mu,\nu)} \sum_{ij} \gamma_{ij}\, d_S(x_i, y_j)^2 .
+    """
+    import ot
+
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float)
+    C = np.arccos(np.clip(X @ Y.T, -1.0, 1.0)) ** 2
+    a = np.full(len(X), 1.0 / len(X))
+    b = np.full(len(Y), 1.0 / len(Y))
+    plan = ot.emd(a, b, C)
+    w2 = float(np.sqrt(max(np.sum(plan * C), 0.0)))
+    return (w2, plan) if return_plan else w2

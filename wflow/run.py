@@ -61,7 +61,7 @@ LEDGER_NAMES = (
     "weight_work", "token_work", "drift_work", "martingale", "ito_realised", "ledger_residual",
     "ledger_telescoping",
 )
-#: per-step JKO statistics (only for solver.method = "jko"), cumulative or last-step
+#: JKO statistics of the last step before the record (only for solver.method = "jko")
 SERIES_JKO = ("jko_iterations", "jko_converged", "jko_objective_drop", "jko_w2", "jko_identity")
 
 
@@ -76,6 +76,7 @@ class State:
     cum: dict  # cumulative sums, (P,) each
     E0: np.ndarray  # (P,) energy at t = 0
     pending: dict = field(default_factory=dict)  # ledger pieces of the last step, (P,) each
+    memo: dict = field(default_factory=dict)  # what later records need: last JKO info, last snapshot
 
 
 class Result:
@@ -144,6 +145,7 @@ class Simulation:
         self.nsteps = int(round(s["T"] / self.dt))
         self.record_every = int(s["record_every"])
         self.ledger = bool(dg["ledger"])
+        self.w2 = bool(dg["w2"])
         self.clustering = bool(dg["clustering"])
         ss = np.random.SeedSequence(int(ini["seed"]))
         ss_tok, ss_w, ss_paths = ss.spawn(3)
@@ -180,12 +182,15 @@ class Simulation:
             values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
         )
         self.process = make_process(w, self.H, self.d, self.dt)
+        if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
+            D0 = np.broadcast_to(self.process.at(0.0), D0.shape).copy()
         self.noise_var = float(w.get("noise_var", 0.0)) if w["process"] == "ou" else 0.0
         self.method = s["method"]
         if self.method == "jko":
-            from .jko import JKOStepper
+            from .jko import JKO
 
-            self.stepper = JKOStepper(self.model, tol=s["jko_tol"], maxiter=s["jko_maxiter"])
+            self.stepper = JKO(tol=s["jko_tol"], maxiter=s["jko_maxiter"],
+                               max_n=dg["max_pairwise_n"])
         else:
             self.stepper = get_solver(self.method)
         self.X0, self.D0, self.values = X0, D0, values
@@ -220,6 +225,8 @@ class Simulation:
             names += list(CLUSTERING_NAMES)
         if self.method == "jko":
             names += list(SERIES_JKO)
+        if self.w2:
+            names += ["w2_step", "metric_speed"]
         return names
 
     def _row(self, state: State, F: Field, t: float, extra: dict):
@@ -250,6 +257,16 @@ class Simulation:
         if self.clustering:
             dg = self.config["diagnostics"]
             row.update(clustering_series(state.X, dg["cluster_angle"], dg["max_pairwise_n"]))
+        if self.w2:
+            prev = state.memo.get("w2_prev_X")
+            w2 = np.full(self.P, np.nan)
+            if prev is not None and self.n <= self.config["diagnostics"]["max_pairwise_n"]:
+                from .diagnostics import w2_geodesic
+
+                w2 = np.array([w2_geodesic(prev[p], state.X[p]) for p in range(self.P)])
+            row["w2_step"] = w2
+            row["metric_speed"] = w2 / (self.record_every * self.dt)
+            state.memo["w2_prev_X"] = state.X.copy()
         row.update(extra)
         return row
 
@@ -282,7 +299,9 @@ class Simulation:
             bar = tqdm(total=self.nsteps, initial=st.k, unit="step", dynamic_ncols=True,
                        desc="wflow")
         t_start = time.perf_counter()
-        jko_last = {k: np.zeros(P) for k in SERIES_JKO}
+        if self.method == "jko":
+            for k in SERIES_JKO:
+                st.memo.setdefault(k, np.full(P, np.nan))
         steps_done = 0
         while True:
             k = st.k
@@ -300,7 +319,8 @@ class Simulation:
                 )
                 st.pending = {}
             if k in self._record_set:
-                rec.record(self._row(st, F, t, jko_last if self.method == "jko" else {}))
+                rec.record(self._row(st, F, t, {k: st.memo[k].copy() for k in SERIES_JKO}
+                                         if self.method == "jko" else {}))
             if k >= self.nsteps or (stop_after is not None and steps_done >= stop_after):
                 break
 
@@ -308,8 +328,8 @@ class Simulation:
             Dk = st.D
             F_tok = lambda Y, Dk=Dk: sigma * self.model.velocity(Y, Dk)
             if self.method == "jko":
-                X1, info = self.stepper.step(st.X, Dk, dt, F)
-                jko_last = info
+                X1, info = self._jko_step(st.X, Dk, F)
+                st.memo.update(info)
             else:
                 X1 = self.stepper.step(F_tok, st.X, dt, k1=sigma * F.velocity)
             _check_finite(X1, "tokens X", k + 1, t + dt)
@@ -351,6 +371,17 @@ class Simulation:
             arrays = rec.arrays()
             return Result(self.config, arrays, {"elapsed": self.elapsed})
         return rec
+
+    def _jko_step(self, X, Dk, F: Field):
+        """JKO step with weights D_k and mobility frozen at X_k: b̂ (head, joint) or 1 (none)."""
+        b = np.ones_like(F.b_hat) if self.model.normalization == "none" else F.b_hat
+        n = self.n
+
+        def energy_grad(p, Y):
+            G = self.model.evaluate(Y[None], Dk[p : p + 1], want_ito=False)
+            return float(G.energy[0]), G.gradient[0] / n
+
+        return self.stepper.step(energy_grad, X, b, self.dt, self.model.sigma)
 
     @property
     def _record_set(self):

@@ -1,0 +1,414 @@
+"""HDF5 result files: round trip, checkpoints, resume after SIGKILL, failures, bad files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+import wflow
+from wflow import config as C
+from wflow import io
+from wflow.attention import AttentionModel
+from wflow.cli import _toml
+from wflow.errors import ConfigError, NumericalError
+
+
+def tiny(**over):
+    """A tiny run (numpy backend: no compilation, fast in a fresh subprocess)."""
+    cfg = {
+        "model": {"d": 3, "n": 12, "beta": 1.0, "heads": 3},
+        "init": {"seed": 11},
+        "weights": {"process": "ou"},
+        "solver": {"method": "euler", "dt": 0.01, "T": 0.2, "record_every": 5, "paths": 2,
+                   "backend": "numpy"},
+        "diagnostics": {"ledger": True},
+        "output": {"store_tokens": True, "checkpoint_every": 4},
+    }
+    for key, val in over.items():
+        sec, k = key.split(".")
+        cfg.setdefault(sec, {})[k] = val
+    return cfg
+
+
+def record_datasets(path):
+    """Every record dataset of a result file: {name: array}."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for name in ("t", "X", "D"):
+            if name in f:
+                out[name] = f[name][...]
+        for name in f["series"]:
+            out[f"series/{name}"] = f["series"][name][...]
+    return out
+
+
+def all_datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda n, o: out.__setitem__(n, o[...]) if isinstance(o, h5py.Dataset)
+                     else None)
+    return out
+
+
+def assert_same_records(a, b):
+    da, db = record_datasets(a), record_datasets(b)
+    assert sorted(da) == sorted(db)
+    for k in da:
+        assert da[k].dtype == db[k].dtype, k
+        np.testing.assert_array_equal(da[k], db[k], err_msg=k, strict=True)
+
+
+def status(path):
+    with h5py.File(path, "r") as f:
+        return f.attrs["status"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Uninterrupted runs, keyed by a name, computed once."""
+    cache = {}
+
+    def get(name, cfg):
+        if name not in cache:
+            p = tmp_path_factory.mktemp("ref") / f"{name}.h5"
+            io.run_to_file(cfg, p)
+            cache[name] = p
+        return cache[name]
+
+    return get
+
+
+# ------------------------------------------------------------------ round trip
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_round_trip_equals_simulate(tmp_path, backend):
+    cfg = tiny(**{"solver.backend": backend, "output.store_weights": True})
+    path = io.run_to_file(cfg, tmp_path / "r.h5")
+    got_cfg, arrays, attrs = io.read(path)
+    assert got_cfg == C.validate(cfg)
+    res = wflow.simulate(cfg)
+    assert sorted(arrays) == sorted(res.arrays)
+    assert "X" in arrays and "D" in arrays
+    for k, a in res.arrays.items():
+        np.testing.assert_array_equal(arrays[k], a, err_msg=k, strict=True)
+    assert arrays["X"].shape == (5, 2, 12, 3)
+    assert arrays["D"].shape == (5, 2, 3, 3, 3)
+    assert attrs["status"] == "complete"
+    assert attrs["format"] == io.FORMAT
+    assert attrs["config_hash"] == C.config_hash(cfg)
+    assert json.loads(attrs["config"]) == C.validate(cfg)
+    assert attrs["seed"] == 11
+    assert attrs["wflow_version"] == wflow.__version__
+    assert set(attrs["versions"]) >= {"numpy", "numba", "h5py", "scipy"}
+    assert attrs["machine"]["cpu_count"] == os.cpu_count()
+    assert attrs["created"].endswith("+00:00")
+    with h5py.File(path, "r") as f:
+        for name in ["t", "X", "D", "series/energy", "series/ledger_residual"]:
+            ds = f[name]
+            assert ds.chunks is not None and ds.maxshape[0] is None, name
+            assert ds.attrs["description"] and ds.attrs["units"] and ds.attrs["shape"]
+    assert not (tmp_path / "r.h5.lock").exists()
+
+
+def test_read_without_tokens_and_xarray_missing(tmp_path, monkeypatch, reference):
+    path = reference("plain", tiny())
+    _, arrays, _ = io.read(path, tokens=False)
+    assert "X" not in arrays and "energy" in arrays
+    monkeypatch.setitem(sys.modules, "xarray", None)
+    with pytest.raises(ImportError, match="pip install xarray"):
+        io.to_xarray(path)
+
+
+def test_to_xarray(reference):
+    pytest.importorskip("xarray")
+    ds = io.to_xarray(reference("plain", tiny()))
+    assert ds["X"].dims == ("record", "path", "token", "coord")
+    assert ds["energy"].dims == ("record", "path")
+
+
+def test_same_config_twice_identical(tmp_path):
+    a = io.run_to_file(tiny(), tmp_path / "a.h5")
+    b = io.run_to_file(tiny(), tmp_path / "b.h5")
+    da, db = all_datasets(a), all_datasets(b)
+    assert sorted(da) == sorted(db)
+    assert any(k.startswith("checkpoint/") for k in da)
+    for k in da:
+        np.testing.assert_array_equal(da[k], db[k], err_msg=k, strict=True)
+
+
+def test_checkpoint_contents(reference):
+    path = reference("plain", tiny())
+    with h5py.File(path, "r") as f:
+        best = io._best_checkpoint(f)
+        n_t = len(f["t"])
+    state, n_rec, seq, slot = best
+    # 20 steps, checkpoint every 4 (k = 0 written too, the last step is not): 0,4,...,16
+    assert state.k == 16 and seq == 5
+    assert n_rec == 4 <= n_t  # records at steps 0, 5, 10, 15 precede step 16
+    assert state.X.shape == (2, 12, 3) and set(state.pending) == {"E_mid", "drift", "mart"}
+    assert state.rng_states[0]["bit_generator"] == "PCG64"
+    assert isinstance(state.rng_states[0]["state"]["state"], int)
+
+
+# ------------------------------------------------------------------ overwrite rules
+def test_refuses_complete_partial_and_foreign(tmp_path, reference):
+    cfg = tiny()
+    p = io.run_to_file(cfg, tmp_path / "r.h5")
+    before = p.read_bytes()
+    with pytest.raises(FileExistsError, match="complete result.*--overwrite"):
+        io.run_to_file(cfg, p)
+    assert p.read_bytes() == before
+    io.run_to_file(tiny(**{"init.seed": 3}), p, overwrite=True)
+    assert C.validate(io.read(p)[0])["init"]["seed"] == 3
+
+    # output.overwrite = true in the configuration counts as --overwrite
+    io.run_to_file(tiny(**{"output.overwrite": True}), p)
+
+    partial = tmp_path / "partial.h5"
+    rec = io.H5Recorder(partial, C.validate(cfg))
+    rec.close()
+    for ow in (False, True):
+        with pytest.raises(FileExistsError, match="partial run: use `wflow resume"):
+            io.run_to_file(cfg, partial, overwrite=ow)
+    assert status(partial) == "running"
+
+    foreign = tmp_path / "notes.h5"
+    foreign.write_text("my notes")
+    with pytest.raises(FileExistsError, match="not a wflow result"):
+        io.run_to_file(cfg, foreign)
+    assert foreign.read_text() == "my notes"
+    io.run_to_file(cfg, foreign, overwrite=True)
+    assert status(foreign) == "complete"
+
+
+def test_second_writer_is_refused(tmp_path):
+    cfg = C.validate(tiny())
+    p = tmp_path / "r.h5"
+    rec = io.H5Recorder(p, cfg)
+    try:
+        with pytest.raises(FileExistsError, match="being written by another"):
+            io.resume(p)
+    finally:
+        rec.close()
+    assert io.resume(p).action == "restarted"
+
+
+# ------------------------------------------------------------------ resume
+def test_resume_complete_is_noop(reference):
+    path = reference("plain", tiny())
+    before = all_datasets(path)
+    r = io.resume(path)
+    assert r.action == "noop" and r.n_records == 5
+    after = all_datasets(path)
+    for k in before:
+        np.testing.assert_array_equal(before[k], after[k])
+
+
+class Boom(BaseException):
+    """Stands for a SIGKILL in the middle of a checkpoint write."""
+
+
+def test_crash_inside_checkpoint_write_resumes_identically(tmp_path, monkeypatch, reference):
+    cfg = tiny()
+    ref = reference("plain", cfg)
+    calls = {"n": 0}
+    real = io._mark_complete
+
+    def mark(g):
+        calls["n"] += 1
+        if calls["n"] == 4:  # the 4th checkpoint (k = 12): data written, mark missing
+            raise Boom()
+        real(g)
+
+    monkeypatch.setattr(io, "_mark_complete", mark)
+    p = tmp_path / "r.h5"
+    with pytest.raises(Boom):
+        io.run_to_file(cfg, p)
+    monkeypatch.setattr(io, "_mark_complete", real)
+    assert status(p) == "running"
+    info = io.inspect(p)
+    assert info["checkpoint_step"] == 8  # the previous complete slot
+    r = io.resume(p)
+    assert (r.action, r.from_step) == ("resumed", 8)
+    assert status(p) == "complete"
+    assert_same_records(p, ref)
+
+
+def test_unreadable_newest_slot_falls_back(tmp_path, monkeypatch, reference):
+    cfg = tiny()
+    ref = reference("plain", cfg)
+    p = tmp_path / "r.h5"
+    _fail_after_calls(monkeypatch, 25)  # ~ step 12: checkpoints 0, 4, 8, 12 written
+    with pytest.raises(NumericalError):
+        io.run_to_file(cfg, p)
+    monkeypatch.undo()
+    with h5py.File(p, "r+") as f:
+        state, _, _, slot = io._best_checkpoint(f)
+        assert state.k == 12
+        del f["checkpoint"][slot]["X"]  # damage the newest checkpoint
+    assert io.inspect(p)["checkpoint_step"] == 8
+    assert io.resume(p).from_step == 8
+    assert_same_records(p, ref)
+
+
+def test_killed_before_first_checkpoint_restarts(tmp_path, reference):
+    cfg = C.validate(tiny())
+    ref = reference("plain", tiny())
+    p = tmp_path / "r.h5"
+    rec = io.H5Recorder(p, cfg)  # header only, some junk records, no checkpoint
+    for i in range(3):
+        rec.record({"t": float(i), "energy": np.full(2, 7.0), "X": np.zeros((2, 12, 3))})
+    rec.flush()
+    rec._release()  # the process dies: nothing else is written
+    assert io.inspect(p)["checkpoint_step"] is None
+    r = io.resume(p)
+    assert r.action == "restarted"
+    assert status(p) == "complete"
+    got = record_datasets(p)
+    want = record_datasets(ref)
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+def _fail_after_calls(monkeypatch, ncalls):
+    """Make AttentionModel.evaluate return a NaN energy from call ``ncalls`` on."""
+    real = AttentionModel.evaluate
+    count = {"n": 0}
+
+    def evaluate(self, *a, **kw):
+        F = real(self, *a, **kw)
+        count["n"] += 1
+        if count["n"] >= ncalls:
+            F = dataclasses.replace(F, energy=np.full_like(F.energy, np.nan))
+        return F
+
+    monkeypatch.setattr(AttentionModel, "evaluate", evaluate)
+
+
+def test_numerical_error_leaves_resumable_file(tmp_path, monkeypatch, reference):
+    cfg = tiny()
+    ref = reference("plain", cfg)
+    p = tmp_path / "r.h5"
+    _fail_after_calls(monkeypatch, 15)  # 1 + 2 per step: fails at step 7
+    with pytest.raises(NumericalError, match="non-finite energy at step 7"):
+        io.run_to_file(cfg, p)
+    monkeypatch.undo()
+    assert status(p) == "running"
+    info = io.inspect(p)
+    assert info["checkpoint_step"] == 4
+    assert "NumericalError" in info["attrs"]["error"]
+    assert not (tmp_path / "r.h5.lock").exists()
+    r = io.resume(p)
+    assert (r.action, r.from_step, r.nsteps) == ("resumed", 4, 20)
+    assert "error" not in io.inspect(p)["attrs"]
+    assert_same_records(p, ref)
+
+
+# ------------------------------------------------------------------ SIGKILL
+SLOW_CLI = textwrap.dedent(
+    """
+    import sys, time
+    from wflow.attention import AttentionModel
+    real = AttentionModel.evaluate
+    def slow(self, *a, **kw):  # same numbers, just slower, so that the run can be killed
+        time.sleep(0.004)
+        return real(self, *a, **kw)
+    AttentionModel.evaluate = slow
+    from wflow.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def _checkpoint_step(path):
+    try:
+        return io.inspect(path)["checkpoint_step"]
+    except (ConfigError, OSError, KeyError):
+        return None
+
+
+def _kill_when(proc, path, k_min, timeout=60.0):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended (rc {proc.returncode}) before it could be killed: "
+                                 f"{proc.stderr.read()}")
+        k = _checkpoint_step(path) if path.exists() else None
+        if k is not None and k >= k_min:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return k
+        time.sleep(0.01)
+    proc.kill()
+    raise AssertionError("no checkpoint appeared in time")
+
+
+def test_sigkill_then_resume_is_bit_identical(tmp_path, reference):
+    cfg = tiny(**{"solver.T": 2.0, "output.checkpoint_every": 10, "output.store_weights": True})
+    ref = reference("long", cfg)
+    cfg_file = tmp_path / "cfg.toml"
+    cfg_file.write_text(_toml(cfg))
+    script = tmp_path / "slow_cli.py"
+    script.write_text(SLOW_CLI)
+    out = tmp_path / "f.h5"
+
+    def start(*args):
+        return subprocess.Popen([sys.executable, str(script), *args], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    k1 = _kill_when(start("run", str(cfg_file), "-o", str(out), "-q"), out, 30)
+    assert status(out) != "complete"
+    # a second kill, this time of the resumed run
+    k2 = _kill_when(start("resume", str(out), "-q"), out, k1 + 50)
+    assert k2 > k1 and status(out) != "complete"
+    n_before = len(record_datasets(out)["t"])
+    assert n_before >= k2 // 5  # records of the checkpoint are on disk
+    proc = subprocess.run([sys.executable, "-m", "wflow.cli", "resume", str(out), "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"from step {k2} of 200" in proc.stdout
+    assert status(out) == "complete"
+    assert_same_records(out, ref)
+    with h5py.File(out, "r") as f:
+        assert f.attrs["resumes"] == 2
+    proc = subprocess.run([sys.executable, "-m", "wflow.cli", "resume", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "already complete" in proc.stdout
+    assert_same_records(out, ref)
+
+
+# ------------------------------------------------------------------ bad files
+def test_bad_files_are_config_errors(tmp_path, reference):
+    text = tmp_path / "text.h5"
+    text.write_text("hello")
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f["x"] = 1
+    broken = tmp_path / "broken.h5"
+    with h5py.File(broken, "w") as f:
+        f.attrs["format"] = io.FORMAT
+        f.attrs["status"] = "complete"
+        f.attrs["config"] = "{not json"
+    cases = [(tmp_path / "missing.h5", "file not found"), (text, "not an HDF5 file"),
+             (plain, "not a wflow result file"), (broken, "not valid JSON"),
+             (tmp_path, "is a directory")]
+    for path, msg in cases:
+        for fn in (io.read, io.resume, io.inspect):
+            with pytest.raises(ConfigError, match=msg) as ei:
+                fn(path)
+            assert str(path) in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_missing_output_directory(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        io.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")

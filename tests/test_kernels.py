@@ -1,0 +1,237 @@
+"""The numba kernels (wflow._kernels) against the dense NumPy reference (wflow._reference)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numba
+import numpy as np
+import pytest
+
+from wflow import _kernels as K
+from wflow._reference import field_reference
+
+NAMES = ("velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2", "G2_hm",
+         "dE_dD", "ito_sum")
+MASKED_DEFINED = ("velocity", "partition")
+COMPANION = pathlib.Path("/work/shared/reference/companion_case.npz")
+
+
+def relerr(a, b, floor=1e-12):
+    """Normwise relative error ‖a − b‖ / max(‖b‖, floor·scale)."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    s = max(np.max(np.abs(b), initial=0.0), np.max(np.abs(a), initial=0.0))
+    if s > 0 and np.isfinite(s):  # scaled: Z can be ~e^500, its square overflows
+        a, b = a / s, b / s
+    nb = np.linalg.norm(b)
+    return float(np.linalg.norm(a - b) / max(nb, floor * max(1.0, nb), 1e-300))
+
+
+def sphere(rng, shape):
+    X = rng.normal(size=shape)
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def sym(rng, shape, norm2=None):
+    A = rng.normal(size=shape)
+    D = A + np.swapaxes(A, -1, -2)
+    if norm2 is not None:
+        D *= norm2 / np.linalg.norm(D, ord=2, axis=(-2, -1))[..., None, None]
+    return D
+
+
+def make_case(rng, P, n, d, H, norm2=None):
+    X = sphere(rng, (P, n, d))
+    D = sym(rng, (P, H, d, d), norm2)
+    V = rng.normal(size=(P, H, d, d))  # untied values: not symmetric
+    return X, D, V
+
+
+def reference(X, D, V, beta, norm, lap, causal, tied):
+    return [
+        field_reference(X[p], D[p], beta, norm, np.flatnonzero(lap), causal,
+                        None if tied else V[p])
+        for p in range(X.shape[0])
+    ]
+
+
+def check(out, refs, causal, tol):
+    assert len(out) == len(NAMES)
+    worst = 0.0
+    for name, arr in zip(NAMES, out):
+        assert arr.shape[0] == len(refs)
+        for p, ref in enumerate(refs):
+            if causal and name not in MASKED_DEFINED:
+                assert np.all(np.isnan(arr[p])), name
+                continue
+            err = relerr(arr[p], ref[name])
+            assert err <= tol, (name, p, err)
+            worst = max(worst, err)
+    return worst
+
+
+@pytest.mark.parametrize("d", [2, 3, 8])
+@pytest.mark.parametrize("H", [1, 4])
+@pytest.mark.parametrize("beta", [0.1, 1.0, 25.0])
+def test_fused_pass_matches_reference(d, H, beta):
+    rng = np.random.default_rng(1000 * d + 10 * H + int(beta))
+    P, n = 2, 23
+    # β = 25: keep ‖D‖₂ modest so the unshifted dense reference does not overflow
+    X, D, V = make_case(rng, P, n, d, H, norm2=2.0 if beta > 10 else None)
+    lap = np.zeros(H, dtype=bool)
+    if H > 1:
+        lap[[0, H - 1]] = True
+    for norm, code in K.NORM_CODES.items():
+        for tied in (True, False):
+            for causal in (False, True):
+                refs = reference(X, D, V, beta, norm, lap, causal, tied)
+                for fast in (True, False):
+                    out = K.fused_pass(X, D, V, beta, code, lap, causal, tied,
+                                       want_ito=True, fast_exp=fast)
+                    check(out, refs, causal, 1e-12)
+
+
+def test_paths_are_independent():
+    """P = 2 with distinct weights: each path equals its own single-path evaluation."""
+    rng = np.random.default_rng(7)
+    X, D, V = make_case(rng, 2, 31, 3, 4)
+    lap = np.array([False, True, False, False])
+    out = K.fused_pass(X, D, V, 1.0, 1, lap, False, False)
+    for p in range(2):
+        one = K.fused_pass(X[p:p + 1], D[p:p + 1], V[p:p + 1], 1.0, 1, lap, False, False)
+        for a, b in zip(out, one):
+            np.testing.assert_array_equal(a[p], b[0])
+    assert not np.allclose(out[0][0], out[0][1])
+
+
+def test_want_ito_false():
+    rng = np.random.default_rng(3)
+    X, D, V = make_case(rng, 2, 17, 3, 2)
+    lap = np.zeros(2, dtype=bool)
+    full = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True)
+    part = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=False)
+    assert np.all(np.isnan(part[-1]))
+    for a, b in zip(full[:-1], part[:-1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def stable_reference(X, D, beta):
+    """Log-stable dense reference (row-max shifts, long double) of v (head), log Z and g/Z̄."""
+    X = X.astype(np.longdouble)
+    D = D.astype(np.longdouble)
+    n = X.shape[0]
+    S = beta * np.einsum("ia,hab,jb->hij", X, D, X)
+    m = S.max(axis=2, keepdims=True)
+    W = np.exp(S - m)
+    s0 = W.sum(axis=2, keepdims=True)
+    Pi = W / s0
+    logZ = m[..., 0] + np.log(s0[..., 0] / n)
+    DX = np.einsum("hab,jb->hja", D, X)
+    A = np.einsum("hij,hja->hia", Pi, DX)
+    A = A - np.einsum("hia,ia->hi", A, X)[..., None] * X[None]
+    v = A.mean(axis=0)
+    return v.astype(float), logZ.astype(float)
+
+
+def test_large_logits_row_max_shift():
+    """β = 50, ‖D‖₂ = 10: 2c = 1000 > 700, a fixed shift would underflow whole rows."""
+    rng = np.random.default_rng(11)
+    P, n, d, H, beta = 2, 40, 3, 4, 50.0
+    X, D, V = make_case(rng, P, n, d, H, norm2=10.0)
+    lap = np.zeros(H, dtype=bool)
+    for fast in (True, False):
+        out = K.fused_pass(X, D, V, beta, 0, lap, False, True, fast_exp=fast)
+        for arr in out:
+            assert np.all(np.isfinite(arr))
+        assert np.all(out[1] > 0)
+        for p in range(P):
+            v, logZ = stable_reference(X[p], D[p], beta)
+            assert relerr(out[0][p], v) < 1e-11
+            assert np.max(np.abs(np.log(out[1][p]) - logZ)) < 1e-11 * beta * 10
+            # logits ≤ 500 < 709: the dense reference is still finite here
+            ref = field_reference(X[p], D[p], beta, "head")
+            for name, arr in zip(NAMES, out):
+                assert relerr(arr[p], ref[name]) < 1e-11, name
+
+
+def test_huge_logits_velocity_finite():
+    """c = β‖D‖₂ = 1000: Z overflows (documented), the normalised velocity does not."""
+    rng = np.random.default_rng(12)
+    X, D, V = make_case(rng, 1, 30, 3, 2, norm2=10.0)
+    out = K.fused_pass(X, D, V, 100.0, 0, np.zeros(2, bool), False, True)
+    v, _ = stable_reference(X[0], D[0], 100.0)
+    assert relerr(out[0][0], v) < 1e-11
+
+
+def test_fixed_and_row_max_shift_agree(monkeypatch):
+    rng = np.random.default_rng(5)
+    X, D, V = make_case(rng, 2, 29, 3, 3)
+    lap = np.array([False, False, True])
+    a = K.fused_pass(X, D, V, 2.0, 1, lap, False, False)
+    monkeypatch.setattr(K, "FIXED_SHIFT_LIMIT", 0.0)  # force the per-row maximum
+    b = K.fused_pass(X, D, V, 2.0, 1, lap, False, False)
+    for name, x, y in zip(NAMES, a, b):
+        assert relerr(x, y) < 1e-13, name
+
+
+def test_thread_count_determinism():
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("a single thread available")
+    rng = np.random.default_rng(9)
+    X, D, V = make_case(rng, 3, 301, 3, 5)
+    lap = np.array([False, True, False, False, False])
+    old = numba.get_num_threads()
+    try:
+        res = {}
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            res[nt] = [K.fused_pass(X, D, V, 1.0, code, lap, causal, False)
+                       for code in (0, 1) for causal in (False, True)]
+    finally:
+        numba.set_num_threads(old)
+    for r1, r2 in zip(res[1], res[2]):
+        for a, b in zip(r1, r2):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.skipif(not COMPANION.exists(), reason="companion case not available")
+def test_companion_case():
+    z = np.load(COMPANION)
+    X, D = z["X"][None], z["D"][None]
+    out = K.fused_pass(X, D, None, 1.0, 0, np.zeros(D.shape[1], bool), False, True)
+    assert relerr(out[0][0], z["velocity"]) < 1e-12
+    assert relerr(out[4][0], z["energy"]) < 1e-12
+    assert relerr(out[6][0], z["G2"]) < 1e-12
+
+
+def test_fast_exp_accuracy():
+    """Max relative error of the polynomial exponential ≤ 1e-14 on [-708, 709]."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        np.linspace(-708.0, 709.0, 200_001),
+        rng.uniform(-708.0, 709.0, 200_000),
+        rng.uniform(-1.0, 1.0, 50_000),
+        np.linspace(-1e-6, 1e-6, 2001),
+        [0.0, -0.0, 5e-324, -5e-324, 1e-300, -708.0, 709.0, np.log(2) / 2, -np.log(2) / 2],
+        np.nextafter(709.0, 0.0) - np.arange(100) * 1e-13,
+        -708.0 + np.arange(100) * 1e-13,
+    ])
+    got = K.fast_exp_array(x)
+    ref = np.exp(x)
+    err = np.max(np.abs(got - ref) / ref)
+    assert err <= 1e-14, err
+    assert K.fast_exp_array(np.array([0.0]))[0] == 1.0
+    # clamped outside the range
+    assert K.fast_exp_array(np.array([-1000.0]))[0] == K.fast_exp_array(np.array([-708.0]))[0]
+
+
+def test_bad_inputs():
+    rng = np.random.default_rng(1)
+    X, D, V = make_case(rng, 1, 5, 3, 2)
+    with pytest.raises(ValueError):
+        K.fused_pass(X[0], D, V, 1.0, 0, np.zeros(2, bool), False, True)
+    with pytest.raises(ValueError):
+        K.fused_pass(X, D, V, 0.0, 0, np.zeros(2, bool), False, True)
+    with pytest.raises(ValueError):
+        K.fused_pass(X, D, V, 1.0, 3, np.zeros(2, bool), False, True)

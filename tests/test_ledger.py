@@ -1,0 +1,142 @@
+"""The exact energy ledger, the paper's balance, and the gradient-flow identities (SPEC §4, §6)."""
+
+import numpy as np
+import pytest
+from conftest import small_config
+
+import wflow
+from wflow.run import Simulation
+from wflow.weights import OrnsteinUhlenbeck, _sym
+
+
+def fit_order(dts, errs):
+    return np.polyfit(np.log(dts), np.log(np.abs(errs)), 1)[0]
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {},
+        {"weights.process": "oscillating", "weights.noise_var": 0.0},
+        {"weights.scheme": "exact", "solver.method": "heun"},
+        {"model.normalization": "joint", "solver.method": "rk4"},
+        {"model.laplacian_heads": 1, "model.values": "gaussian", "model.sign": "ascent"},
+        {"solver.method": "jko", "solver.T": 0.05},
+    ],
+)
+def test_telescoping_identity(over):
+    """E(X_K; D_K) − E(X_0; D_0) = Σ weight parts + Σ token parts, to round-off, at every record."""
+    res = wflow.simulate(small_config(**over))
+    dE = res.energy - res.energy[0]
+    tele = dE - res.weight_work - res.token_work
+    assert np.max(np.abs(tele)) <= 1e-12 * max(1.0, np.max(np.abs(res.energy)))
+    np.testing.assert_array_equal(res.ledger_telescoping.shape, res.energy.shape)
+    assert np.max(np.abs(res.ledger_telescoping)) <= 1e-12 * np.max(np.abs(res.energy))
+    # the weight part splits exactly into drift + martingale + realised Itô
+    np.testing.assert_allclose(res.weight_work, res.drift_work + res.martingale + res.ito_realised,
+                               rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("method,min_order", [("euler", 0.9), ("heun", 1.8), ("rk4", 1.8)])
+def test_ledger_residual_order_oscillating(method, min_order):
+    """Deterministic oscillating weights (shared phase, H = 10, n = 50, T = 2): the ledger residual
+    → 0 at order min(p, 2)."""
+    errs = []
+    dts = [0.02, 0.01, 0.005, 0.0025]
+    for dt in dts:
+        cfg = {
+            "model": {"n": 50, "heads": 10},
+            "init": {"seed": 3},
+            "weights": {"process": "oscillating", "phase": "shared", "noise_var": 0.0},
+            "solver": {"method": method, "dt": dt, "T": 2.0, "record_every": int(round(2.0 / dt)),
+                       "paths": 1},
+            "diagnostics": {"clustering": False},
+        }
+        res = wflow.simulate(cfg)
+        errs.append(res.ledger_residual[-1, 0])
+    order = fit_order(dts, errs)
+    assert order >= min_order, (errs, order)
+
+
+def test_ou_exact_ledger_closes_paper_residual_does_not():
+    """OU, H = 10, head normalisation: the exact ledger closes as Δt → 0; the paper's residual
+    stays near ∫(G² − 𝒟) (G² ≠ 𝒟 for unequal heads)."""
+    led, pap, gap = [], [], []
+    for dt in (0.02, 0.01, 0.005):
+        cfg = {
+            "model": {"n": 40, "heads": 10},
+            "init": {"seed": 1},
+            "weights": {"process": "ou", "noise_var": 2.0},
+            "solver": {"dt": dt, "T": 1.0, "record_every": int(round(1.0 / dt)), "paths": 2},
+            "diagnostics": {"clustering": False},
+        }
+        r = wflow.simulate(cfg)
+        led.append(np.mean(np.abs(r.ledger_residual[-1])))
+        pap.append(np.mean(np.abs(r.paper_residual[-1])))
+        gap.append(np.mean(np.abs(r.int_G2[-1] - r.int_dissipation[-1])))
+    assert led[0] > led[1] > led[2]
+    assert fit_order([0.02, 0.01, 0.005], led) > 0.8
+    assert pap[-1] > 10 * led[-1]
+    assert 0.5 * gap[-1] < pap[-1] < 2.0 * gap[-1]
+
+
+class RefinedOU(OrnsteinUhlenbeck):
+    """Euler–Maruyama OU driven by one fixed fine Brownian path: a coarse step of m fine steps
+    uses the sum of the m fine increments (the same path refined across Δt)."""
+
+    def __init__(self, dW, dt_fine, **kw):
+        super().__init__(**kw)
+        self.dW, self.dt_fine = dW, dt_fine  # dW: (K_fine, P, H, d, d), variance dt_fine
+
+    def step(self, D, t, dt, rngs=None):
+        m = int(round(dt / self.dt_fine))
+        k = int(round(t / dt))
+        S = _sym(self.dW[k * m:(k + 1) * m].sum(axis=0))
+        M = self.mean_matrix(D.shape[-1])
+        return _sym(D + self.rate * (M - D) * dt + np.sqrt(self.noise_var) * S)
+
+
+def test_ito_realised_vs_expected_sqrt_dt():
+    """Refining one Brownian path: Σ realised Itô − Σ Δt Itô_expected shrinks like √Δt."""
+    T, P, H, d = 0.5, 12, 2, 3
+    dt_fine = T / 1024
+    rng = np.random.default_rng(42)
+    dW = np.sqrt(dt_fine) * rng.standard_normal((1024, P, H, d, d))
+    dts = [T / 32, T / 64, T / 128, T / 256, T / 512]
+    diffs = []
+    for dt in dts:
+        cfg = {
+            "model": {"n": 16, "heads": H, "beta": 1.0},
+            "init": {"seed": 5},
+            "weights": {"process": "ou", "noise_var": 2.0},
+            "solver": {"dt": dt, "T": T, "record_every": int(round(T / dt)), "paths": P},
+            "diagnostics": {"clustering": False},
+        }
+        sim = Simulation(cfg)
+        sim.process = RefinedOU(dW, dt_fine, rate=1.0, noise_var=2.0)
+        r = sim.run()
+        diffs.append(np.sqrt(np.mean((r.ito_realised[-1] - r.int_ito_expected[-1]) ** 2)))
+    slope = fit_order(dts, diffs)
+    assert 0.3 < slope < 0.75, (diffs, slope)
+
+
+@pytest.mark.parametrize("norm", ["joint", "none"])
+def test_gradient_flow_identities_every_record(norm):
+    res = wflow.simulate(small_config(**{"model.normalization": norm}))
+    if norm == "joint":
+        np.testing.assert_allclose(res.G2_hm, res.dissipation, rtol=1e-10, atol=0)
+    else:
+        np.testing.assert_allclose(res.v2_mean, res.dissipation, rtol=1e-10, atol=0)
+
+
+def test_paper_balance_terms_match_definitions():
+    """dEdt_drift = ⟨∂_D E, f⟩ and ito_expected = β g²/4 · ito_sum at the recorded (X_k; D_k)."""
+    cfg = small_config(**{"output.store_weights": True, "model.beta": 0.8})
+    res = wflow.simulate(cfg)
+    for r in (0, len(res.t) - 1):
+        for p in range(2):
+            F = wflow.field(res.X[r, p], res.D[r, p], beta=0.8)
+            f = np.eye(3) - res.D[r, p]
+            assert res.dEdt_drift[r, p] == pytest.approx(np.sum(F.dE_dD * f), rel=1e-12)
+            assert res.ito_expected[r, p] == pytest.approx(0.8 * 2.0 / 4 * F.ito_sum, rel=1e-12)
+            assert res.energy[r, p] == pytest.approx(F.energy, rel=1e-13)

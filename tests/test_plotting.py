@@ -1,0 +1,207 @@
+"""Figures and animations (wflow.plotting): headless rendering, sizes, fits, frame counts."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+PIL = pytest.importorskip("PIL")
+from PIL import Image  # noqa: E402
+
+import wflow  # noqa: E402
+from wflow import plotting  # noqa: E402
+
+
+def _cfg(d=3, heads=3, **over):
+    cfg = {
+        "model": {"n": 30, "heads": heads, "d": d},
+        "solver": {"T": 0.5, "dt": 0.01, "record_every": 5, "paths": 2, "backend": "numpy"},
+    }
+    for key, val in over.items():
+        sec, k = key.split(".")
+        cfg.setdefault(sec, {})[k] = val
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def res3():
+    return wflow.simulate(_cfg(d=3))
+
+
+@pytest.fixture(scope="module")
+def res2():
+    return wflow.simulate(_cfg(d=2))
+
+
+def _check_png(path, kind):
+    with Image.open(path) as im:
+        w, h = plotting.FIGSIZE[kind]
+        assert im.size == (round(w * plotting.DPI), round(h * plotting.DPI))
+        lo_hi = im.convert("RGB").getextrema()
+        assert any(lo < hi for lo, hi in lo_hi), "image is a single colour"
+
+
+def _check_pdf(path):
+    data = path.read_bytes()
+    assert data.startswith(b"%PDF") and len(data) > 1000
+
+
+@pytest.mark.parametrize("kind", plotting.KINDS)
+def test_every_kind_renders(res3, tmp_path, kind):
+    files = plotting.plot(res3, kind=kind, outdir=tmp_path)
+    assert [f.name for f in files] == [f"{kind}.png", f"{kind}.pdf"]
+    _check_png(files[0], kind)
+    _check_pdf(files[1])
+
+
+def test_plot_all_and_pair_source(res3, tmp_path):
+    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path,
+                          formats=("png",))
+    assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in plotting.KINDS)
+
+
+def test_snapshots_circle_and_high_dimension(res2, tmp_path):
+    (png,) = plotting.plot(res2, kind="snapshots", outdir=tmp_path / "d2", formats=("png",))
+    _check_png(png, "snapshots")
+    res4 = wflow.simulate(_cfg(d=4, **{"solver.T": 0.1}))
+    (png,) = plotting.plot(res4, kind="snapshots", outdir=tmp_path / "d4", formats=("png",),
+                           path_index=1)
+    _check_png(png, "snapshots")
+
+
+def test_path_source_reads_lazily(res3, tmp_path, monkeypatch):
+    fake = types.ModuleType("wflow.io")
+    fake.read = lambda path: (res3.config, res3.arrays, {"file": str(path)})
+    monkeypatch.setitem(sys.modules, "wflow.io", fake)
+    files = plotting.plot(tmp_path / "run.h5", kind="G2", outdir=tmp_path, formats=("png",))
+    _check_png(files[0], "G2")
+
+
+# ----------------------------------------------------------------------------- missing inputs
+def _without(res, drop=(), nan=()):
+    arrays = {k: v for k, v in res.arrays.items() if k not in drop}
+    for k in nan:
+        arrays[k] = np.full_like(arrays[k], np.nan)
+    return res.config, arrays
+
+
+def test_missing_series_give_one_line_value_errors(res3, tmp_path):
+    no_x = _without(res3, drop=("X",))
+    with pytest.raises(ValueError, match="snapshots: no token snapshots") as e:
+        plotting.plot(no_x, kind="snapshots", outdir=tmp_path)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="animate: no token snapshots"):
+        plotting.animate(no_x, out=tmp_path / "a.gif")
+    no_ledger = _without(res3, nan=("weight_work", "token_work", "drift_work", "martingale",
+                                    "ito_realised", "ledger_residual"))
+    with pytest.raises(ValueError, match="ledger: series 'weight_work' is all NaN") as e:
+        plotting.plot(no_ledger, kind="ledger", outdir=tmp_path)
+    assert "\n" not in str(e.value)
+    clustering = ("order_parameter", "min_cosine", "n_clusters", "variance", "spectral_rank")
+    no_cluster = _without(res3, drop=clustering)
+    with pytest.raises(ValueError, match="clustering"):
+        plotting.plot(no_cluster, kind="clustering", outdir=tmp_path)
+    # "all" skips what cannot be drawn
+    files = plotting.plot(_without(res3, drop=("X",), nan=("weight_work",)), outdir=tmp_path,
+                          formats=("png",))
+    names = {f.name for f in files}
+    assert "snapshots.png" not in names and "ledger.png" not in names
+    assert {"G2.png", "balance.png", "clustering.png"} <= names
+
+
+def test_bad_arguments(res3, tmp_path):
+    with pytest.raises(ValueError, match="kind"):
+        plotting.plot(res3, kind="nope", outdir=tmp_path)
+    with pytest.raises(ValueError, match="formats"):
+        plotting.plot(res3, kind="G2", outdir=tmp_path, formats=("jpg",))
+    with pytest.raises(ValueError, match="path_index"):
+        plotting.plot(res3, kind="snapshots", outdir=tmp_path, path_index=5)
+    with pytest.raises(TypeError):
+        plotting.plot(42, kind="G2", outdir=tmp_path)
+
+
+# ----------------------------------------------------------------------------- head scaling
+def test_fit_power_law_exact():
+    H = np.array([1, 2, 5, 10, 100])
+    a, b, se = plotting.fit_power_law(H, 0.52 * H**-1.0)
+    assert a == pytest.approx(0.52, rel=1e-12)
+    assert b == pytest.approx(-1.0, abs=1e-12)
+    assert se == pytest.approx(0.0, abs=1e-10)
+    a, b, se = plotting.fit_power_law([1, 10], [3.0, 0.3])
+    assert (a, b) == (pytest.approx(3.0), pytest.approx(-1.0)) and np.isnan(se)
+
+
+def test_fit_power_law_noisy():
+    rng = np.random.default_rng(1)
+    H = np.repeat([1, 3, 10, 30, 100], 4)
+    G2 = 0.5 * H**-0.9 * np.exp(0.05 * rng.standard_normal(H.size))
+    a, b, se = plotting.fit_power_law(H, G2)
+    assert 0 < se < 0.05
+    assert abs(b + 0.9) < 4 * se + 1e-3
+    assert a == pytest.approx(0.5, rel=0.1)
+
+
+def test_fit_power_law_rejects_bad_input():
+    with pytest.raises(ValueError, match="two distinct"):
+        plotting.fit_power_law([4, 4], [1.0, 2.0])
+    with pytest.raises(ValueError, match="positive"):
+        plotting.fit_power_law([1, 2], [1.0, -2.0])
+
+
+def _synthetic(H, a=0.5, b=-1.0, paths=5, seed=0):
+    """A (config, arrays) pair whose late-window G² is a·H^b up to path noise."""
+    rng = np.random.default_rng(seed + H)
+    t = np.linspace(0.0, 4.0, 41)
+    G2 = a * H**b * np.exp(0.05 * rng.standard_normal((t.size, paths)))
+    G2[t < 2.0] *= 10.0  # the early transient must be ignored by the window t >= T/2
+    return {"model": {"heads": H}}, {"t": t, "G2": G2}
+
+
+def test_head_scaling_data_and_plot(tmp_path):
+    sources = [_synthetic(H) for H in (1, 4, 16, 64)]
+    dat = plotting.head_scaling_data(sources)
+    np.testing.assert_array_equal(dat["H"], [1, 4, 16, 64])
+    assert np.all(dat["paths"] == 5) and np.all(dat["ci"] > 0)
+    a, b, se = plotting.fit_power_law(dat["H"], dat["mean"])
+    assert b == pytest.approx(-1.0, abs=0.05) and a == pytest.approx(0.5, rel=0.1)
+    files = plotting.plot_head_scaling(sources, tmp_path)
+    _check_png(files[0], "head_scaling")
+    _check_pdf(files[1])
+    # two labelled families, an explicit window
+    fam = {"OU": sources, "oscillating": [_synthetic(H, b=0.0) for H in (1, 4, 16)]}
+    (png,) = plotting.plot_head_scaling(fam, tmp_path / "fam", window=2.0, formats=("png",))
+    _check_png(png, "head_scaling")
+    with pytest.raises(ValueError, match="window"):
+        plotting.head_scaling_data(sources, window=(10.0, 11.0))
+
+
+# ----------------------------------------------------------------------------- animation
+def test_frame_indices():
+    idx = plotting.frame_indices(11, 5)
+    assert idx.tolist() == [0, 2, 5, 8, 10]
+    assert plotting.frame_indices(7, 200).tolist() == list(range(7))
+    for R, m in [(100, 7), (401, 200), (3, 3), (5, 1)]:
+        idx = plotting.frame_indices(R, m)
+        assert len(idx) == min(R, m) and len(set(idx.tolist())) == len(idx)
+        assert idx[0] == 0 and (m == 1 or idx[-1] == R - 1)
+
+
+@pytest.mark.parametrize("which, max_frames", [("res3", 6), ("res2", 200)])
+def test_animation_frame_count(request, tmp_path, which, max_frames):
+    res = request.getfixturevalue(which)
+    records = len(res.t)
+    out = plotting.animate(res, out=tmp_path / "tokens.gif", fps=10, max_frames=max_frames)
+    with Image.open(out) as im:
+        assert im.n_frames == min(records, max_frames)
+        w, h = plotting.ANIMATION_FIGSIZE
+        assert im.size == (round(w * plotting.ANIMATION_DPI), round(h * plotting.ANIMATION_DPI))
+
+
+def test_animation_output_errors(res2, tmp_path, monkeypatch):
+    monkeypatch.setattr(plotting.shutil, "which", lambda name: None)
+    with pytest.raises(ValueError, match="ffmpeg") as e:
+        plotting.animate(res2, out=tmp_path / "tokens.mp4")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=r"\.gif or \.mp4"):
+        plotting.animate(res2, out=tmp_path / "tokens.avi")
