@@ -205,3 +205,16 @@ def test_animation_output_errors(res2, tmp_path, monkeypatch):
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match=r"\.gif or \.mp4"):
         plotting.animate(res2, out=tmp_path / "tokens.avi")
+
+
+def test_hdf5_round_trip(tmp_path):
+    io = pytest.importorskip("wflow.io")
+    if not hasattr(io, "run_to_file"):
+        pytest.skip("wflow.io.run_to_file not available")
+    path = io.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+    files = plotting.plot(path, kind=["G2", "snapshots"], outdir=tmp_path, formats=("png",))
+    _check_png(files[0], "G2")
+    _check_png(files[1], "snapshots")
+    out = plotting.animate(path, out=tmp_path / "t.gif", max_frames=3)
+    with Image.open(out) as im:
+        assert im.n_frames == 3

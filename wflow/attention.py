@@ -21,7 +21,8 @@ the pairs, :mod:`wflow._kernels`) and ``"numpy"`` (dense reference,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 import numpy as np
 

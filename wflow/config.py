@@ -36,9 +36,8 @@ import numbers
 import os
 import re
 import reprlib
-from collections.abc import Mapping
-
 import tomllib
+from collections.abc import Mapping
 
 from wflow.errors import ConfigError
 

@@ -393,18 +393,28 @@ class H5Recorder:
             raise FileExistsError(
                 f"{path} exists and is not a wflow result file: use --overwrite to replace it"
             )
-        if status is not None:
+        if path.is_dir():
+            raise FileExistsError(f"{path} is a directory")
+        # the header is written to a temporary file and renamed into place, so that a
+        # kill during creation never leaves a half-written file at ``path``
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.creating")
+        try:
+            self._write_header(tmp)
+            os.replace(tmp, path)
+        except BaseException:
             try:
-                path.unlink()
-            except IsADirectoryError:
-                raise FileExistsError(f"{path} is a directory") from None
+                tmp.unlink()
+            except OSError:
+                pass
+            raise
+        log.info("created %s", path)
+
+    def _write_header(self, tmp: Path):
         cfg = self.config
         try:
-            f = h5py.File(path, "w-", locking=False)
-        except FileExistsError:
-            raise
+            f = h5py.File(tmp, "w", locking=False)
         except OSError as exc:
-            raise ConfigError(f"{path}: cannot create the file ({exc})") from None
+            raise ConfigError(f"{self.path}: cannot create the file ({exc})") from None
         with f:
             a = f.attrs
             a["format"] = FORMAT
@@ -430,7 +440,6 @@ class H5Recorder:
                 g.attrs["seq"] = 0
                 g.attrs["k"] = -1
                 g.attrs["n_records"] = 0
-        log.info("created %s", path)
 
     # ------------------------------------------------------------------ records
     def record(self, row: dict):
