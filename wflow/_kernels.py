@@ -51,10 +51,13 @@ NORM_CODES = {"head": 0, "joint": 1, "none": 2}
 
 #: Above this value of 2·β‖D_h‖₂ a fixed shift could underflow whole rows: use row maxima.
 FIXED_SHIFT_LIMIT = 700.0
+#: The same for the float32 pair loop (float32 underflows below e^-87).
+FIXED_SHIFT_LIMIT_F32 = 80.0
 #: Column chunk of the pair loop (fixed: the rounding of the row sums depends on it).
 _CH = 512
 #: Column padding granularity (a multiple of every SIMD width × unroll LLVM picks).
 _VW = 32
+_VW32 = 64  # the same for float32 (twice as many lanes)
 
 _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp_fast)
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
@@ -136,17 +139,88 @@ def _exp_fast(x):
     return p * scale
 
 
+# float32 version: same scheme, int32 bits, degree-6 Chebyshev interpolant (error ≈ 1e-7)
+@intrinsic
+def _i64_low_as_f32(typingctx, x):
+    """The low 32 bits of an int64 reinterpreted as a float32."""
+    if isinstance(x, types.Integer) and x.bitwidth == 64:
+
+        def codegen(context, builder, sig, args):
+            low = builder.trunc(args[0], context.get_value_type(types.int32))
+            return builder.bitcast(low, context.get_value_type(types.float32))
+
+        return types.float32(x), codegen
+    return None
+
+
+@intrinsic
+def _f32_as_i32(typingctx, x):
+    """Reinterpret the bits of a float32 as an int32 (LLVM bitcast)."""
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], context.get_value_type(types.int32))
+
+        return types.int32(x), codegen
+    return None
+
+
+_F0 = np.float32(0.0)
+_F_LOG2E = np.float32(1.4426950408889634)
+_F_LN2_HI = np.float32(0.693359375)  # 0.693359375 + (-2.12194e-4) = ln 2 (cephes split)
+_F_LN2_LO = np.float32(-0.00021219444170128554)
+_F_ROUND_MAGIC = np.float32(12582912.0)  # 1.5·2^23
+_F_EXP_LO = np.float32(-87.0)
+_F_EXP_HI = np.float32(88.0)
+_F_C2 = np.float32(0.5)
+_F_C3 = np.float32(0.16666415333747864)
+_F_C4 = np.float32(0.04166635125875473)
+_F_C5 = np.float32(0.00837512593716383)
+_F_C6 = np.float32(0.0013941108481958508)
+_F1 = np.float32(1.0)
+
+
+@njit(cache=True, error_model="numpy")
+def _exp_fast32(x):
+    """Branch-free float32 :math:`e^x`, x clamped to [-87, 88] (as :func:`_exp_fast`)."""
+    x = min(max(x, _F_EXP_LO), _F_EXP_HI)
+    t = x * _F_LOG2E + _F_ROUND_MAGIC
+    k = t - _F_ROUND_MAGIC
+    r = (x - k * _F_LN2_HI) - k * _F_LN2_LO
+    p = _F_C6
+    p = p * r + _F_C5
+    p = p * r + _F_C4
+    p = p * r + _F_C3
+    p = p * r + _F_C2
+    p = p * r + _F1
+    p = p * r + _F1
+    bits = ((np.int64(_f32_as_i32(t)) + 127) & 0xFF) << 23
+    return p * _i64_low_as_f32(bits)
+
+
 @njit(cache=True, error_model="numpy", boundscheck=False)
 def _fast_exp_array_impl(x, out):
     for i in range(x.size):
         out[i] = _exp_fast(x[i])
 
 
-def fast_exp_array(x):
-    """The kernel's polynomial exponential applied to an array (float64), for tests.
+@njit(cache=True, error_model="numpy", boundscheck=False)
+def _fast_exp_array_impl32(x, out):
+    for i in range(x.size):
+        out[i] = _exp_fast32(x[i])
 
-    Inputs are clamped to ``[-708, 709]`` (so ``e^{-1000}`` returns ``e^{-708}``).
+
+def fast_exp_array(x):
+    """The kernel's polynomial exponential applied to an array, for tests.
+
+    float64 (default): inputs clamped to ``[-708, 709]`` (``e^{-1000}`` returns ``e^{-708}``).
+    float32 input: the float32 kernel exponential, inputs clamped to ``[-87, 88]``.
     """
+    if np.asarray(x).dtype == np.float32:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty_like(x)
+        _fast_exp_array_impl32(x.reshape(-1), out.reshape(-1))
+        return out
     x = np.ascontiguousarray(x, dtype=np.float64)
     out = np.empty_like(x)
     _fast_exp_array_impl(x.reshape(-1), out.reshape(-1))
@@ -310,6 +384,110 @@ def _pair_pass(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, rb, S0, SX
                 SX[p, h, i, a] = sx[a]
 
 
+@njit(fastmath=_FM, **_OPTS)
+def _row_sums3_f32(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
+    """float32 version of :func:`_row_sums3` (x*, q*, y*, c float32; columns padded to _VW32).
+
+    Exponentials and sums in float32 within chunks of _CH columns, the chunk sums added
+    in float64 (so the float32 rounding does not grow with n). Returns float64 sums.
+    """
+    S0 = 0.0
+    A0 = 0.0
+    A1 = 0.0
+    A2 = 0.0
+    SI = 0.0
+    npad = ((jend + _VW32 - 1) // _VW32) * _VW32
+    for j0 in range(0, npad, _CH):
+        j1 = min(npad, j0 + _CH)
+        s0 = _F0
+        a0 = _F0
+        a1 = _F0
+        a2 = _F0
+        si = _F0
+        if want_ito:
+            for j in range(j0, j1):
+                u0 = x0[j]
+                u1 = x1[j]
+                u2 = x2[j]
+                e = _exp_fast32(q0 * u0 + q1 * u1 + q2 * u2 - c)
+                e = e if j < jend else _F0
+                s0 += e
+                a0 += e * u0
+                a1 += e * u1
+                a2 += e * u2
+                cc = y0 * u0 + y1 * u1 + y2 * u2
+                si += e * cc * cc
+        else:
+            for j in range(j0, j1):
+                u0 = x0[j]
+                u1 = x1[j]
+                u2 = x2[j]
+                e = _exp_fast32(q0 * u0 + q1 * u1 + q2 * u2 - c)
+                e = e if j < jend else _F0
+                s0 += e
+                a0 += e * u0
+                a1 += e * u1
+                a2 += e * u2
+        S0 += s0
+        A0 += a0
+        A1 += a1
+        A2 += a2
+        SI += si
+    return S0, A0, A1, A2, SI
+
+
+@njit(fastmath=_FM, **_OPTS)
+def _row_max3_f32(x0, x1, x2, q0, q1, q2, jend):
+    mx = -np.inf
+    for j in range(jend):
+        s = q0 * x0[j] + q1 * x1[j] + q2 * x2[j]
+        if s > mx:
+            mx = s
+    return np.float32(mx)
+
+
+@njit(parallel=True, **_OPTS)
+def _pair_pass32(Xt, D, X, beta, shift, rowmax, causal, want_ito, rb, S0, SX, SI, RS):
+    """float32 pair pass for d = 3: Xt (P, 3, n_pad) float32; D, X float64; shift float32.
+
+    Outputs (float64) as :func:`_pair_pass`."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    nrb = (n + rb - 1) // rb
+    for t in prange(P * H * nrb):
+        p = t // (H * nrb)
+        rem = t - p * (H * nrb)
+        h = rem // nrb
+        b = rem - h * nrb
+        x0 = Xt[p, 0]
+        x1 = Xt[p, 1]
+        x2 = Xt[p, 2]
+        Dh = D[p, h]
+        for i in range(b * rb, min(n, (b + 1) * rb)):
+            jend = i + 1 if causal else n
+            y0 = x0[i]
+            y1 = x1[i]
+            y2 = x2[i]
+            z0 = np.float64(y0)
+            z1 = np.float64(y1)
+            z2 = np.float64(y2)
+            q0 = np.float32(beta * (Dh[0, 0] * z0 + Dh[0, 1] * z1 + Dh[0, 2] * z2))
+            q1 = np.float32(beta * (Dh[1, 0] * z0 + Dh[1, 1] * z1 + Dh[1, 2] * z2))
+            q2 = np.float32(beta * (Dh[2, 0] * z0 + Dh[2, 1] * z1 + Dh[2, 2] * z2))
+            if rowmax[p, h]:
+                c = _row_max3_f32(x0, x1, x2, q0, q1, q2, jend)
+            else:
+                c = shift[p, h]
+            s0, a0, a1, a2, si = _row_sums3_f32(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend,
+                                                want_ito)
+            S0[p, h, i] = s0
+            SX[p, h, i, 0] = a0
+            SX[p, h, i, 1] = a1
+            SX[p, h, i, 2] = a2
+            SI[p, h, i] = s0 + si
+            RS[p, h, i] = c
+
+
 # ---------------------------------------------------------------------------------------------
 # Combine
 # ---------------------------------------------------------------------------------------------
@@ -457,12 +635,23 @@ def _row_block(n, items, target=64):
     return max(1, min(target, -(-n // want_blocks)))
 
 
+def _spectral_norm(D):
+    """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric, else the largest singular value."""
+    P, H, d, _ = D.shape
+    if H == 0 or d == 0:
+        return np.zeros((P, H))
+    if np.array_equal(D, np.swapaxes(D, -1, -2)):
+        return np.ascontiguousarray(np.abs(np.linalg.eigvalsh(D)).max(axis=-1))
+    return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
+
+
 def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, fast_exp=True):
     """All field quantities of SPEC §2–4 for a batch of paths, in one pass over the pairs.
 
     Parameters
     ----------
-    X : (P, n, d) tokens (unit rows), float64.
+    X : (P, n, d) tokens (unit rows), float64, or float32 for the single-precision pair loop
+        (d = 3 with ``fast_exp``; otherwise float32 inputs are promoted to float64).
     D : (P, H, d, d) symmetric interaction matrices.
     V : (P, H, d, d) value matrices (ignored when ``tied``; may be None then).
     beta : inverse temperature β > 0.
@@ -473,6 +662,11 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     want_ito : also compute ``ito_sum`` (else NaN).
     fast_exp : polynomial exponential (vectorised) instead of libm.
 
+    Precision: with float32 ``X`` (d = 3, ``fast_exp``) the pair loop runs in float32
+    (logits, exponentials and sums over chunks of 512 columns, 16 SIMD lanes); the chunk
+    sums, the combine and every output are float64. Expect relative errors ~1e-6
+    (more for large β‖D‖: the logit error is ~6e-8·β‖D‖₂). D and V are always used in float64.
+
     Returns
     -------
     tuple of new float64 arrays, per path, with the meaning of
@@ -482,6 +676,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     Under ``causal`` velocity and partition are the masked ones and every
     energy-based output is NaN.
     """
+    single = np.asarray(X).dtype == np.float32
     X = np.ascontiguousarray(X, dtype=np.float64)
     D = np.ascontiguousarray(D, dtype=np.float64)
     if X.ndim != 3:
@@ -508,20 +703,27 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     want_ito = bool(want_ito) and not causal
 
     # logit bound c_h = β‖D_h‖₂ and the shift policy (SPEC §2)
-    shift = beta * np.linalg.norm(D, ord=2, axis=(-2, -1)) if H and d else np.zeros((P, H))
-    shift = np.ascontiguousarray(shift, dtype=np.float64)
-    rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
-
-    n_pad = -(-n // _VW) * _VW
-    Xt = np.zeros((P, d, n_pad))  # structure of arrays, zero-padded columns
-    Xt[:, :, :n] = X.transpose(0, 2, 1)
-
+    shift = beta * _spectral_norm(D)
     S0 = np.empty((P, H, n))
     SX = np.empty((P, H, n, d))
     SI = np.empty((P, H, n))
     RS = np.empty((P, H, n))
     rb = _row_block(n, P * H)
-    _pair_pass(Xt, D, X, beta, shift, rowmax, causal, want_ito, bool(fast_exp), rb, S0, SX, SI, RS)
+    if single and d == 3 and fast_exp:
+        shift32 = np.ascontiguousarray(shift, dtype=np.float32)
+        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
+        n_pad = -(-n // _VW32) * _VW32
+        Xt = np.zeros((P, d, n_pad), dtype=np.float32)
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        _pair_pass32(Xt, D, X, beta, shift32, rowmax, causal, want_ito, rb, S0, SX, SI, RS)
+    else:
+        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
+        n_pad = -(-n // _VW) * _VW
+        Xt = np.zeros((P, d, n_pad))  # structure of arrays, zero-padded columns
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        _pair_pass(Xt, D, X, beta, shift, rowmax, causal, want_ito, bool(fast_exp), rb,
+                   S0, SX, SI, RS)
+    del Xt
 
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
