@@ -141,27 +141,20 @@ def _exp_fast(x):
 
 # float32 version: same scheme, int32 bits, degree-6 Chebyshev interpolant (error ≈ 1e-7)
 @intrinsic
-def _i64_low_as_f32(typingctx, x):
-    """The low 32 bits of an int64 reinterpreted as a float32."""
-    if isinstance(x, types.Integer) and x.bitwidth == 64:
+def _pow2_from_rounded_f32(typingctx, t):
+    """2^k as float32 from t = k + 1.5·2^23 (float32): the exponent field set to k + 127,
+    in 32-bit integer arithmetic (LLVM bitcast, add, and, shl, bitcast)."""
+    if isinstance(t, types.Float) and t.bitwidth == 32:
 
         def codegen(context, builder, sig, args):
-            low = builder.trunc(args[0], context.get_value_type(types.int32))
-            return builder.bitcast(low, context.get_value_type(types.float32))
+            i32 = context.get_value_type(types.int32)
+            bits = builder.bitcast(args[0], i32)
+            bits = builder.add(bits, i32(127))
+            bits = builder.and_(bits, i32(0xFF))
+            bits = builder.shl(bits, i32(23))
+            return builder.bitcast(bits, context.get_value_type(types.float32))
 
-        return types.float32(x), codegen
-    return None
-
-
-@intrinsic
-def _f32_as_i32(typingctx, x):
-    """Reinterpret the bits of a float32 as an int32 (LLVM bitcast)."""
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-
-        def codegen(context, builder, sig, args):
-            return builder.bitcast(args[0], context.get_value_type(types.int32))
-
-        return types.int32(x), codegen
+        return types.float32(t), codegen
     return None
 
 
@@ -194,8 +187,7 @@ def _exp_fast32(x):
     p = p * r + _F_C2
     p = p * r + _F1
     p = p * r + _F1
-    bits = ((np.int64(_f32_as_i32(t)) + 127) & 0xFF) << 23
-    return p * _i64_low_as_f32(bits)
+    return p * _pow2_from_rounded_f32(t)
 
 
 @njit(cache=True, error_model="numpy", boundscheck=False)
