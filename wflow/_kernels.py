@@ -110,7 +110,9 @@ _C9 = 2.764018186397757e-06
 _C10 = 2.762635356469098e-07
 
 
-@njit(cache=True, error_model="numpy")
+# fastmath=False must be explicit: numba otherwise inherits the caller's fastmath flags
+# (ConfigStack), and "reassoc" would license folding (t + M) − M = t or merging the ln2 split.
+@njit(cache=True, error_model="numpy", fastmath=False)
 def _exp_fast(x):
     r"""Branch-free :math:`e^x` for float64, ``x`` clamped to ``[-708, 709]``.
 
@@ -173,7 +175,7 @@ _F_C6 = np.float32(0.0013941108481958508)
 _F1 = np.float32(1.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=False)
 def _exp_fast32(x):
     """Branch-free float32 :math:`e^x`, x clamped to [-87, 88] (as :func:`_exp_fast`)."""
     x = min(max(x, _F_EXP_LO), _F_EXP_HI)
@@ -390,19 +392,23 @@ def _row_sums3_f32(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
     SI = 0.0
     npad = ((jend + _VW32 - 1) // _VW32) * _VW32
     for j0 in range(0, npad, _CH):
-        j1 = min(npad, j0 + _CH)
+        m = min(npad - j0, _CH)
+        mv = jend - j0  # valid columns in this chunk
+        v0 = x0[j0:j0 + m]  # views indexed from 0: plain vector loads, no gathers
+        v1 = x1[j0:j0 + m]
+        v2 = x2[j0:j0 + m]
         s0 = _F0
         a0 = _F0
         a1 = _F0
         a2 = _F0
         si = _F0
         if want_ito:
-            for j in range(j0, j1):
-                u0 = x0[j]
-                u1 = x1[j]
-                u2 = x2[j]
+            for j in range(m):
+                u0 = v0[j]
+                u1 = v1[j]
+                u2 = v2[j]
                 e = _exp_fast32(q0 * u0 + q1 * u1 + q2 * u2 - c)
-                e = e if j < jend else _F0
+                e = e if j < mv else _F0
                 s0 += e
                 a0 += e * u0
                 a1 += e * u1
@@ -410,12 +416,12 @@ def _row_sums3_f32(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
                 cc = y0 * u0 + y1 * u1 + y2 * u2
                 si += e * cc * cc
         else:
-            for j in range(j0, j1):
-                u0 = x0[j]
-                u1 = x1[j]
-                u2 = x2[j]
+            for j in range(m):
+                u0 = v0[j]
+                u1 = v1[j]
+                u2 = v2[j]
                 e = _exp_fast32(q0 * u0 + q1 * u1 + q2 * u2 - c)
-                e = e if j < jend else _F0
+                e = e if j < mv else _F0
                 s0 += e
                 a0 += e * u0
                 a1 += e * u1

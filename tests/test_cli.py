@@ -1,0 +1,331 @@
+"""The ``wflow`` command: exit codes, one-line errors, run/resume/info/validate/experiments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from test_io import _fail_after_calls, assert_same_records, status, tiny
+
+import wflow
+from wflow import config as C
+from wflow import io
+from wflow.cli import _toml, main
+
+SHIPPED = Path(wflow.__file__).resolve().parents[1] / "experiments" / "configs"
+
+
+@pytest.fixture
+def cfg_file(tmp_path):
+    p = tmp_path / "cfg.toml"
+    p.write_text(_toml(tiny()))
+    return p
+
+
+def run_cli(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line(err):
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0], f"expected one stderr line, got {err!r}"
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ------------------------------------------------------------------ run
+def test_run_writes_file_and_summary(tmp_path, cfg_file, capsys):
+    out = tmp_path / "o.h5"
+    rc, stdout, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    assert rc == 0, err
+    assert err == ""  # -q: no progress bar
+    assert "wflow run: n=12 d=3 H=3 paths=2" in stdout and "steps=20" in stdout
+    assert f"wrote {out}" in stdout
+    assert "energy" in stdout and "(mean over 2 paths)" in stdout
+    assert status(out) == "complete"
+    cfg, arrays, _ = io.read(out)
+    assert cfg == C.validate(tiny())
+    np.testing.assert_array_equal(arrays["energy"], wflow.simulate(tiny()).energy)
+
+
+def test_run_default_path_is_output_path_and_progress_goes_to_stderr(tmp_path, cfg_file,
+                                                                      capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, stdout, err = run_cli(capsys, "run", cfg_file, "--set", "output.path=here.h5")
+    assert rc == 0
+    assert status(tmp_path / "here.h5") == "complete"
+    assert "20/20" in err  # the tqdm bar, on stderr only
+    assert "20/20" not in stdout
+
+
+BAD_SETS = [
+    ("model.n=0", "model.n"),
+    ("solver.dt=-0.01", "solver.dt"),
+    ("model.heads=2.5", "model.heads"),
+    ("model.normalization=foo", "model.normalization"),
+    ("weights.process=brownian", "weights.process"),
+    ("solver.paths=0", "solver.paths"),
+    ("output.checkpoint_every=0", "output.checkpoint_every"),
+    ("model.nonsense=1", "model.nonsense"),  # unknown key
+    ("bogus.x=1", "bogus"),  # unknown section
+    ("solver.T", "solver.T"),  # no '='
+]
+
+
+@pytest.mark.parametrize("bad,key", BAD_SETS)
+def test_run_bad_override_exit_2_one_line(tmp_path, cfg_file, capsys, bad, key):
+    out = tmp_path / "o.h5"
+    rc, stdout, err = run_cli(capsys, "run", cfg_file, "-o", out, "--set", bad, "-q")
+    assert rc == 2
+    line = one_line(err)
+    assert line.startswith("wflow: error:") and key in line
+    assert not out.exists() and not Path(f"{out}.lock").exists()
+    assert list(tmp_path.iterdir()) == [cfg_file]
+
+
+def test_run_missing_config_file(tmp_path, capsys):
+    out = tmp_path / "o.h5"
+    rc, _, err = run_cli(capsys, "run", tmp_path / "nope.toml", "-o", out, "-q")
+    assert rc == 2
+    assert "nope.toml" in one_line(err) and "not found" in err
+    assert not out.exists()
+
+
+def test_run_refuses_existing_complete_output(tmp_path, cfg_file, capsys):
+    out = tmp_path / "o.h5"
+    assert run_cli(capsys, "run", cfg_file, "-o", out, "-q")[0] == 0
+    before = out.read_bytes()
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q", "--set", "init.seed=5")
+    assert rc == 2
+    assert "--overwrite" in one_line(err) and str(out) in err
+    assert out.read_bytes() == before
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q", "--set", "init.seed=5",
+                         "--overwrite")
+    assert rc == 0, err
+    assert io.read(out)[0]["init"]["seed"] == 5 and status(out) == "complete"
+
+
+def test_run_refuses_partial_output(tmp_path, cfg_file, capsys):
+    out = tmp_path / "o.h5"
+    io.H5Recorder(out, C.validate(tiny())).close()
+    for extra in ([], ["--overwrite"]):
+        rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q", *extra)
+        assert rc == 2
+        assert "wflow resume" in one_line(err)
+    assert status(out) == "running"
+
+
+def test_numerical_error_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
+    out = tmp_path / "o.h5"
+    _fail_after_calls(monkeypatch, 15)
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    assert rc == 1
+    line = one_line(err)
+    assert "non-finite energy at step 7" in line and "-v" in line
+    assert status(out) == "running"
+    rc, _, err = run_cli(capsys, "-v", "run", cfg_file, "-o", tmp_path / "v.h5", "-q")
+    assert rc == 1 and "Traceback" in err  # -v shows the traceback
+    monkeypatch.undo()
+    rc, stdout, err = run_cli(capsys, "resume", out, "-q")
+    assert rc == 0, err
+    assert "from step 4 of 20" in stdout
+    ref = io.run_to_file(tiny(), tmp_path / "ref.h5")
+    assert_same_records(out, ref)
+
+
+def test_unexpected_exception_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
+    def broken(*a, **k):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(io, "run_to_file", broken)
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", "-q")
+    assert rc == 1
+    line = one_line(err)
+    assert "internal error: ZeroDivisionError: boom" in line and "-v" in line
+
+
+def test_usage_error_one_line(capsys):
+    rc, _, err = run_cli(capsys, "frobnicate")
+    assert rc == 2 and "invalid choice" in one_line(err)
+    rc, _, err = run_cli(capsys, "run", "--no-such-flag")
+    assert rc == 2 and "--no-such-flag" in one_line(err)
+
+
+# ------------------------------------------------------------------ resume / info
+def test_resume_complete_is_noop(tmp_path, cfg_file, capsys):
+    out = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    before = out.read_bytes()
+    rc, stdout, err = run_cli(capsys, "resume", out)
+    assert rc == 0 and err == ""
+    assert "already complete" in stdout and "nothing to do" in stdout
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("cmd", ["resume", "info", "plot", "animate"])
+def test_bad_result_files_exit_2(tmp_path, capsys, cmd):
+    missing = tmp_path / "missing.h5"
+    rc, _, err = run_cli(capsys, cmd, missing)
+    assert rc == 2 and "missing.h5" in one_line(err)
+    text = tmp_path / "text.h5"
+    text.write_text("not hdf5")
+    rc, _, err = run_cli(capsys, cmd, text)
+    assert rc == 2 and "not an HDF5 file" in one_line(err) and "text.h5" in err
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f["x"] = 1
+    rc, _, err = run_cli(capsys, cmd, plain)
+    assert rc == 2 and "not a wflow result" in one_line(err)
+
+
+def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch):
+    out = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    rc, stdout, err = run_cli(capsys, "info", out)
+    assert rc == 0 and err == ""
+    assert "status         complete" in stdout
+    assert "records        5 of 5" in stdout
+    assert "[model]" in stdout and "n = 12" in stdout and "heads = 3" in stdout
+    assert C.config_hash(tiny()) in stdout
+    assert "energy" in stdout and "series/energy" in stdout
+    # the printed configuration is valid TOML describing the same run
+    import tomllib
+
+    text = stdout.split("# configuration\n", 1)[1].split("\n\nseries", 1)[0]
+    assert C.validate(tomllib.loads(text)) == C.validate(tiny())
+
+    partial = tmp_path / "p.h5"
+    _fail_after_calls(monkeypatch, 15)
+    assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
+    rc, stdout, _ = run_cli(capsys, "info", partial)
+    assert rc == 0
+    assert "running" in stdout and "last checkpoint at step 4 of 20" in stdout
+    assert f"wflow resume {partial}" in stdout and "NumericalError" in stdout
+
+
+# ------------------------------------------------------------------ validate
+def test_validate(cfg_file, capsys):
+    rc, stdout, err = run_cli(capsys, "validate", cfg_file)
+    assert rc == 0 and err == ""
+    assert stdout.strip() == f"ok: {C.config_hash(tiny())}"
+    rc, stdout, _ = run_cli(capsys, "validate", cfg_file, "--set", "model.n=20")
+    assert stdout.strip() == f"ok: {C.config_hash(C.apply_overrides(tiny(), ['model.n=20']))}"
+    for bad, key in BAD_SETS:
+        rc, stdout, err = run_cli(capsys, "validate", cfg_file, "--set", bad)
+        assert rc == 2 and stdout == ""
+        assert key in one_line(err)
+
+
+def test_validate_subprocess_entry_point(cfg_file):
+    p = subprocess.run([sys.executable, "-m", "wflow.cli", "validate", str(cfg_file),
+                        "--set", "model.beta=-1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert one_line(p.stderr).startswith("wflow: error: model.beta")
+
+
+# ------------------------------------------------------------------ experiments
+def test_experiments_list_shipped(capsys):
+    rc, stdout, err = run_cli(capsys, "experiments", "list")
+    assert rc == 0 and err == ""
+    shipped = sorted(p.stem for p in SHIPPED.glob("*.toml"))
+    assert "paper_ou" in shipped
+    listed = [line.split()[0] for line in stdout.strip().splitlines()]
+    assert listed == shipped
+    # every shipped configuration validates
+    for p in SHIPPED.glob("*.toml"):
+        C.resolve(p)
+
+
+def test_experiments_dir_and_run(tmp_path, cfg_file, capsys, monkeypatch):
+    d = tmp_path / "exps"
+    d.mkdir()
+    (d / "mine.toml").write_text("# my tiny experiment\n" + _toml(tiny()))
+    rc, stdout, _ = run_cli(capsys, "experiments", "list", "--dir", d)
+    assert rc == 0 and stdout.split() == ["mine", "my", "tiny", "experiment"]
+    out = tmp_path / "e.h5"
+    rc, stdout, err = run_cli(capsys, "experiments", "run", "mine", "--dir", d, "-o", out, "-q")
+    assert rc == 0, err
+    assert status(out) == "complete"
+    rc, _, err = run_cli(capsys, "experiments", "run", "nope", "--dir", d)
+    assert rc == 2 and "unknown experiment 'nope'" in one_line(err) and "mine" in err
+    rc, _, err = run_cli(capsys, "experiments", "list", "--dir", tmp_path / "none")
+    assert rc == 2 and "not found" in one_line(err)
+    # a shipped experiment, shrunk
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, "experiments", "run", "paper_ou", "-q", "-o", "ou.h5",
+                         "--set", "model.n=8", "--set", "solver.T=0.05",
+                         "--set", "solver.paths=1", "--set", "solver.backend=numpy")
+    assert rc == 0, err
+    assert io.read(tmp_path / "ou.h5")[0]["model"]["heads"] == 10
+
+
+# ------------------------------------------------------------------ plot / animate / bench
+@pytest.fixture
+def fake_plotting(monkeypatch):
+    calls = []
+    mod = types.ModuleType("wflow.plotting")
+    mod.KINDS = ("energy", "snapshots")
+
+    def plot(path, kind, outdir):
+        calls.append(("plot", Path(path), kind, Path(outdir)))
+        return [Path(outdir) / f"{kind}.png"]
+
+    def animate(path, out, fps):
+        calls.append(("animate", Path(path), Path(out), fps))
+        return Path(out)
+
+    mod.plot, mod.animate = plot, animate
+    monkeypatch.setitem(sys.modules, "wflow.plotting", mod)
+    monkeypatch.setattr(wflow, "plotting", mod, raising=False)
+    return calls
+
+
+def test_plot_and_animate_wiring(tmp_path, cfg_file, capsys, fake_plotting):
+    out = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    rc, stdout, _ = run_cli(capsys, "plot", out)
+    assert rc == 0
+    default_dir = tmp_path / "o_plots"
+    assert fake_plotting == [("plot", out, "energy", default_dir),
+                             ("plot", out, "snapshots", default_dir)]
+    assert str(default_dir / "energy.png") in stdout
+    fake_plotting.clear()
+    rc, _, _ = run_cli(capsys, "plot", out, "--kind", "snapshots", "-o", tmp_path / "figs")
+    assert rc == 0 and fake_plotting == [("plot", out, "snapshots", tmp_path / "figs")]
+    rc, _, err = run_cli(capsys, "plot", out, "--kind", "nope")
+    assert rc == 2 and "'nope'" in one_line(err) and "'energy'" in err
+    fake_plotting.clear()
+    rc, stdout, _ = run_cli(capsys, "animate", out, "--fps", "7")
+    assert rc == 0 and fake_plotting == [("animate", out, tmp_path / "o.gif", 7)]
+    rc, _, err = run_cli(capsys, "animate", out, "--fps", "0")
+    assert rc == 2 and "--fps" in one_line(err)
+
+
+def test_animate_needs_tokens(tmp_path, capsys, fake_plotting):
+    out = io.run_to_file(tiny(**{"output.store_tokens": False}), tmp_path / "o.h5")
+    rc, _, err = run_cli(capsys, "animate", out)
+    assert rc == 2 and "store_tokens" in one_line(err)
+    assert fake_plotting == []
+
+
+def test_bench_wiring(capsys, monkeypatch):
+    mod = types.ModuleType("wflow.bench")
+    seen = {}
+
+    def run_bench(tiny=False):
+        seen["tiny"] = tiny
+        return [1, 2]
+
+    mod.run_bench = run_bench
+    mod.format_table = lambda rows: f"TABLE {rows}"
+    monkeypatch.setitem(sys.modules, "wflow.bench", mod)
+    monkeypatch.setattr(wflow, "bench", mod, raising=False)
+    rc, stdout, _ = run_cli(capsys, "bench", "--tiny")
+    assert rc == 0 and seen == {"tiny": True} and stdout.strip() == "TABLE [1, 2]"

@@ -1,0 +1,64 @@
+"""Sweeps: grid expansion, executor independence (serial vs Dask), skip/resume, studies pipeline."""
+
+import numpy as np
+import pytest
+from conftest import small_config
+
+from wflow import io
+from wflow.errors import ConfigError
+from wflow.studies import run_study, section6_tasks
+from wflow.sweep import expand_grid, run_sweep
+
+
+def test_expand_grid_names_and_values():
+    tasks = expand_grid(small_config(), {"model.heads": [1, 2], "model.beta": [0.5, 1.0]})
+    assert [n for n, _ in tasks] == ["run-heads=1-beta=0.5", "run-heads=1-beta=1",
+                                     "run-heads=2-beta=0.5", "run-heads=2-beta=1"]
+    assert [c["model"]["heads"] for _, c in tasks] == [1, 1, 2, 2]
+    with pytest.raises(ConfigError, match="model.heads"):
+        expand_grid(small_config(), {"model.heads": [0]})
+
+
+def _tasks():
+    base = small_config(**{"solver.T": 0.1, "model.n": 8, "solver.backend": "numpy"})
+    return expand_grid(base, {"model.heads": [1, 3]})
+
+
+def test_serial_then_skip(tmp_path):
+    rows = run_sweep(_tasks(), tmp_path)
+    assert [r["action"] for r in rows] == ["ran", "ran"]
+    rows = run_sweep(_tasks(), tmp_path)
+    assert [r["action"] for r in rows] == ["skipped (complete)"] * 2
+
+
+def test_dask_equals_serial(tmp_path):
+    pytest.importorskip("dask.distributed")
+    a = run_sweep(_tasks(), tmp_path / "serial")
+    b = run_sweep(_tasks(), tmp_path / "dask", executor="dask", n_workers=2)
+    for ra, rb in zip(a, b):
+        _, xa, _ = io.read(ra["path"])
+        _, xb, _ = io.read(rb["path"])
+        assert sorted(xa) == sorted(xb)
+        for k in xa:
+            assert np.array_equal(xa[k], xb[k], equal_nan=True), k
+
+
+def test_bad_executor(tmp_path):
+    with pytest.raises(ConfigError, match="executor"):
+        run_sweep(_tasks(), tmp_path, executor="mpi")
+
+
+def test_section6_tasks_follow_spec():
+    tasks = dict(section6_tasks())
+    ou = tasks["ou-heads=100"]
+    assert (ou["model"]["n"], ou["model"]["d"], ou["solver"]["dt"], ou["solver"]["T"]) == (200, 3, 5e-3, 20.0)
+    assert ou["solver"]["paths"] == 10 and ou["weights"]["process"] == "ou"
+    osc = tasks["oscillating-heads=10"]
+    assert osc["weights"]["phase"] == "shared" and osc["solver"]["paths"] == 1
+    assert sorted(tasks) == sorted(f"{f}-heads={h}" for f in ("ou", "oscillating") for h in (1, 10, 100))
+
+
+def test_quick_study_pipeline(tmp_path):
+    text = run_study("section6", tmp_path, scale="quick",
+                     overrides=["model.n=20", "solver.T=0.1", "solver.backend=numpy"])
+    assert "fit G2 = a H^b" in text and "oscillating" in text
