@@ -412,3 +412,29 @@ def test_bad_files_are_config_errors(tmp_path, reference):
 def test_missing_output_directory(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         io.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
+
+
+@pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 3},
+                                  {"diagnostics.w2": True}])
+def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
+    """Records after a resume need the last JKO step's statistics / the previous snapshot
+    (State.memo): they must survive the checkpoint for a bit-identical continuation."""
+    cfg = tiny(**over)
+    ref = reference("memo-" + "-".join(over), cfg)
+    calls = {"n": 0}
+    real = io._mark_complete
+
+    def mark(g):
+        calls["n"] += 1
+        if calls["n"] == 3:  # crash while writing the 3rd checkpoint (k = 8)
+            raise Boom()
+        real(g)
+
+    monkeypatch.setattr(io, "_mark_complete", mark)
+    p = tmp_path / "r.h5"
+    with pytest.raises(Boom):
+        io.run_to_file(cfg, p)
+    monkeypatch.setattr(io, "_mark_complete", real)
+    r = io.resume(p)
+    assert r.action == "resumed" and r.from_step == 4
+    assert_same_records(p, ref)

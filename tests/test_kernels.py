@@ -175,18 +175,23 @@ def test_fixed_and_row_max_shift_agree(monkeypatch):
         assert relerr(x, y) < 1e-13, name
 
 
-def test_thread_count_determinism():
+@pytest.mark.parametrize("d, dtype, beta", [(3, np.float64, 1.0), (8, np.float64, 1.0),
+                                            (3, np.float32, 1.0), (3, np.float64, 50.0)])
+def test_thread_count_determinism(d, dtype, beta):
+    """Bit-identical results with 1 and 2 threads (every kernel path: d = 3 fused, generic d,
+    float32, row-max shifts)."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("a single thread available")
     rng = np.random.default_rng(9)
-    X, D, V = make_case(rng, 3, 301, 3, 5)
+    X, D, V = make_case(rng, 3, 301, d, 5, norm2=10.0 if beta > 10 else None)
+    X = X.astype(dtype)
     lap = np.array([False, True, False, False, False])
     old = numba.get_num_threads()
     try:
         res = {}
         for nt in (1, 2):
             numba.set_num_threads(nt)
-            res[nt] = [K.fused_pass(X, D, V, 1.0, code, lap, causal, False)
+            res[nt] = [K.fused_pass(X, D, V, beta, code, lap, causal, False)
                        for code in (0, 1) for causal in (False, True)]
     finally:
         numba.set_num_threads(old)
@@ -235,3 +240,45 @@ def test_bad_inputs():
         K.fused_pass(X, D, V, 0.0, 0, np.zeros(2, bool), False, True)
     with pytest.raises(ValueError):
         K.fused_pass(X, D, V, 1.0, 3, np.zeros(2, bool), False, True)
+
+
+def test_fast_exp32_accuracy():
+    """float32 polynomial exponential on [-87, 88]: relative error ≲ 2 ulp."""
+    x = np.concatenate([np.linspace(-87.0, 88.0, 400_001),
+                        np.random.default_rng(2).uniform(-1, 1, 100_000)]).astype(np.float32)
+    got = K.fast_exp_array(x)
+    assert got.dtype == np.float32
+    ref = np.exp(x.astype(np.float64))
+    err = np.max(np.abs(got - ref) / ref)
+    assert err <= 2.5e-7, err
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_float32_pair_loop(causal):
+    """float32 tokens (d = 3): the single-precision pair loop, errors ~1e-6 vs float64."""
+    rng = np.random.default_rng(21)
+    P, n, d, H = 2, 300, 3, 4
+    X, D, V = make_case(rng, P, n, d, H)
+    X32 = X.astype(np.float32)
+    lap = np.array([False, True, False, False])
+    for code in (0, 1, 2):
+        o32 = K.fused_pass(X32, D, V, 1.0, code, lap, causal, False)
+        o64 = K.fused_pass(X32.astype(np.float64), D, V, 1.0, code, lap, causal, False)
+        for name, a, b in zip(NAMES, o32, o64):
+            assert a.dtype == np.float64
+            if causal and name not in MASKED_DEFINED:
+                assert np.all(np.isnan(a)), name
+                continue
+            assert relerr(a, b) < 5e-6, (name, relerr(a, b))
+
+
+def test_float32_large_logits():
+    """float32 with 2β‖D‖₂ > 80: row-max shifts, still finite and close."""
+    rng = np.random.default_rng(22)
+    X, D, V = make_case(rng, 1, 200, 3, 2, norm2=10.0)
+    X32 = X.astype(np.float32)
+    o32 = K.fused_pass(X32, D, V, 5.0, 0, np.zeros(2, bool), False, True)
+    o64 = K.fused_pass(X32.astype(np.float64), D, V, 5.0, 0, np.zeros(2, bool), False, True)
+    for name, a, b in zip(NAMES, o32, o64):
+        assert np.all(np.isfinite(a)), name
+        assert relerr(a, b) < 1e-4, (name, relerr(a, b))

@@ -274,7 +274,11 @@ class _Lock:
         except ImportError:  # pragma: no cover - Windows
             return self
         for _ in range(5):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise ConfigError(f"{target}: cannot create the lock file {self.path} "
+                                  f"({exc.strerror or type(exc).__name__})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -600,6 +604,11 @@ def _write_slot(g, state):
     for name in keys:
         _put(pend, name, np.asarray(state.pending[name]))
     g.attrs["pending_keys"] = json.dumps(keys)
+    memo = g.require_group("memo")
+    mkeys = sorted(getattr(state, "memo", None) or {})
+    for name in mkeys:
+        _put(memo, name, np.asarray(state.memo[name]))
+    g.attrs["memo_keys"] = json.dumps(mkeys)
     g.attrs["cum_keys"] = json.dumps(sorted(state.cum))
     text = json.dumps([_jsonable(s) for s in state.rng_states]).encode("utf-8")
     old = g.get("rng_states")
@@ -639,6 +648,7 @@ def _read_slot(g):
         raise ValueError("slot k mismatch")
     cum_keys = json.loads(_attr_str(g.attrs["cum_keys"]))
     pending_keys = json.loads(_attr_str(g.attrs["pending_keys"]))
+    memo_keys = json.loads(_attr_str(g.attrs.get("memo_keys", "[]")))
     rng = json.loads(bytes(np.asarray(g["rng_states"][...], dtype=np.uint8)).decode("utf-8"))
     state = State(
         k=k,
@@ -648,6 +658,7 @@ def _read_slot(g):
         cum={name: np.array(g["cum"][name][...]) for name in cum_keys},
         E0=np.array(g["E0"][...]),
         pending={name: np.array(g["pending"][name][...]) for name in pending_keys},
+        memo={name: np.array(g["memo"][name][...]) for name in memo_keys},
     )
     return state, int(g.attrs["n_records"]), int(g.attrs["seq"])
 
@@ -921,7 +932,8 @@ def to_xarray(path):
         dims = _SHAPES.get(key, _SERIES_SHAPE)[1]
         desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see SPEC"))
         data_vars[key] = (dims, a, {"description": desc, "units": units})
-    coords = {"record": np.arange(len(arrays.get("t", ())))}
+    coords = {"record": np.arange(len(arrays.get("t", ()))),
+              "path": np.arange(cfg["solver"]["paths"])}
     if "t" in arrays:
         coords["t"] = ("record", arrays["t"], {"description": DESCRIPTIONS["t"][0]})
     ds_attrs = {k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in attrs.items()}

@@ -1,0 +1,73 @@
+"""wflow.bench: the benchmark runs and its table has the expected shape (no timing checks)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wflow import _kernels
+from wflow.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
+
+
+def test_run_bench_tiny():
+    rows = run_bench(tiny=True, torch=False)
+    assert len(rows) == 3 * len(TINY_CASES)
+    for r in rows:
+        assert set(COLUMNS) <= set(r)
+    impls = [r["impl"] for r in rows]
+    assert impls == ["wflow", "numpy", "torch"] * len(TINY_CASES)
+    for r in rows:
+        if r["impl"] == "torch":
+            assert r["status"].startswith("skipped")
+        else:
+            assert r["status"] == "ok"
+            assert r["time_per_step_s"] > 0
+            assert r["pair_heads_per_s"] > 0
+    for r in rows[1::3]:  # the numpy baseline agrees with the kernel
+        assert r["max_rel_diff_velocity"] < 1e-10
+    for r in rows[0::3]:
+        assert r["wflow_speedup_vs_numpy"] > 0
+    table = format_table(rows)
+    header = table.splitlines()[0]
+    for col in ("case", "impl", "time/step", "pair-heads/s", "wflow vs numpy", "wflow vs torch",
+                "traced MB", "maxrss MB", "status"):
+        assert col in header
+    assert len(table.splitlines()) >= 2 + len(rows)
+
+
+def test_skip_rule_for_large_dense():
+    """n = 100 000 (seconds even for the kernel): the dense baselines are skipped."""
+    from wflow import bench
+
+    assert bench._numpy_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
+    assert bench._torch_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
+    assert bench._numpy_bytes(4096, 8, 3, 1) < bench.DENSE_LIMIT_BYTES
+
+
+def test_explicit_cases_and_formatting():
+    rows = run_bench(cases=[(40, 2, 3)], torch=True, repeats=1)
+    assert [r["impl"] for r in rows] == ["wflow", "numpy", "torch"]
+    assert rows[0]["P"] == 1
+    assert rows[2]["status"].startswith(("ok", "skipped"))
+    assert "(40, 2, 3) P=1" in format_table(rows)
+
+
+def test_numpy_dense_matches_kernel():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2, 30, 3))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    A = rng.normal(size=(2, 3, 3, 3))
+    D = A + np.swapaxes(A, -1, -2)
+    a = numpy_dense_field(X, D, 1.0)
+    b = _kernels.fused_pass(X, D, None, 1.0, 0, np.zeros(3, bool), False, True)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-13)
+
+
+def test_time_section6_smoke():
+    from wflow.bench import time_section6
+
+    rows = time_section6(heads=(2,), T=0.025, paths=1)
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["H"] == 2 and r["steps"] == 5 and r["seconds"] > 0
+    assert r["projected_seconds_T_full"] > r["seconds"]

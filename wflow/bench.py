@@ -1,0 +1,412 @@
+r"""Benchmarks of the fused field evaluation (``wflow bench``).
+
+For each case (n, H, d[, P]) three implementations evaluate the attention field at the same
+random input (tokens uniform on :math:`S^{d-1}`, :math:`D_h = \Xi + \Xi^T`, β = 1, head
+normalisation, tied values):
+
+``wflow``
+    :func:`wflow._kernels.fused_pass`: velocity and every diagnostic (partition, gradient,
+    b̂, energy, 𝒟, G², G²_hm, ∂_D E, Itô sum) in one pass over the pairs.
+``numpy``
+    a plain dense NumPy implementation of the same step with all diagnostics, one head at a
+    time with ``n × n`` arrays (:func:`numpy_dense_field`; same numbers as
+    :func:`wflow._reference.field_reference`, which would hold ``H × n × n`` arrays at once).
+``torch``
+    PyTorch CPU ``scaled_dot_product_attention`` in float64: the H-head attention outputs
+    :math:`a_h(x_i)` only (no projection, no diagnostics), batched over paths and heads.
+
+Reported per row: the median wall-clock time of one evaluation ("time per step") over a
+few repeats after a warm-up call (which also compiles the numba kernels), pair-head
+interactions per second (:math:`P n^2 H` / time), the speed-up of wflow over each baseline
+measured in the same run, and memory:
+
+* ``traced_MB``: peak of :mod:`tracemalloc` during one call (an extra untimed one, or the
+  timed one for single-repeat cases) — the NumPy (and Python) allocations of that call; not
+  the numba-internal scratch buffers (a few KB per thread) and not PyTorch's allocator
+  (reported as NaN for torch);
+* ``maxrss_MB``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the row — the
+  high-water mark of the whole process so far (monotone: an upper bound for the row,
+  including the interpreter, numba/LLVM and every earlier row).
+
+Dense baselines whose estimated footprint exceeds :data:`DENSE_LIMIT_BYTES` (about 4 GB;
+e.g. n = 100 000) are reported as skipped, with the estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+__all__ = ["CASES", "TINY_CASES", "run_bench", "format_table", "numpy_dense_field",
+           "time_section6"]
+
+#: (n, H, d, P): the default cases (the paper's n = 200 with P = 10 Monte Carlo paths).
+CASES = ((200, 10, 3, 10), (200, 100, 3, 10), (4096, 8, 3, 1), (2048, 8, 64, 1),
+         (100_000, 4, 3, 1))
+#: Small cases for tests (seconds, including compilation).
+TINY_CASES = ((64, 4, 3, 2), (48, 3, 8, 1))
+#: Dense baselines above this estimated footprint are skipped.
+DENSE_LIMIT_BYTES = 4e9
+
+COLUMNS = ("case", "n", "H", "d", "P", "impl", "status", "time_per_step_s", "pair_heads_per_s",
+           "wflow_speedup_vs_numpy", "wflow_speedup_vs_torch", "traced_MB", "maxrss_MB",
+           "max_rel_diff_velocity")
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines
+# ---------------------------------------------------------------------------------------------
+def numpy_dense_field(X, D, beta=1.0):
+    """Dense NumPy evaluation of v (head normalisation, tied values) and every diagnostic.
+
+    X (P, n, d), D (P, H, d, d); one head at a time with n × n arrays (unshifted
+    exponentials: moderate β‖D‖ only). Returns the tuple of :func:`wflow._kernels.fused_pass`.
+    """
+    X = np.asarray(X, dtype=float)
+    D = np.asarray(D, dtype=float)
+    P, n, d = X.shape
+    H = D.shape[1]
+    out = [np.empty((P, n, d)), np.empty((P, H, n)), np.empty((P, n, d)), np.empty((P, n)),
+           np.empty(P), np.empty(P), np.empty(P), np.empty(P), np.empty((P, H, d, d)),
+           np.empty(P)]
+    for p in range(P):
+        x = X[p]
+        C = x @ x.T
+        ito_w = 1.0 + C * C
+        del C
+        v = np.zeros((n, d))
+        g = np.zeros((n, d))
+        Z = np.empty((H, n))
+        E = 0.0
+        ito = 0.0
+        for h in range(H):
+            DX = x @ D[p, h].T  # D_h x_j
+            W = np.exp(beta * (x @ DX.T))  # e^{s_ij}  (n, n)
+            s0 = W.sum(axis=1)
+            Z[h] = s0 / n
+            A = (W @ DX) / s0[:, None]  # a_h(x_i)
+            v += A - np.einsum("ia,ia->i", A, x)[:, None] * x
+            g += W @ DX
+            E += s0.sum()
+            ito += np.einsum("ij,ij->", W, ito_w)
+            out[8][p, h] = x.T @ (W @ x) / (2 * H * n * n)
+            del W
+        v /= H
+        g /= H * n
+        g -= np.einsum("ia,ia->i", g, x)[:, None] * x
+        Zbar = Z.mean(axis=0)
+        v2 = np.einsum("ia,ia->i", v, v)
+        out[0][p] = v
+        out[1][p] = Z
+        out[2][p] = g
+        out[3][p] = 1.0 / Zbar
+        out[4][p] = E / (2 * beta * H * n * n)
+        out[5][p] = np.einsum("ia,ia->", g, v) / n
+        out[6][p] = np.mean(v2 / (1.0 / Z).mean(axis=0))
+        out[7][p] = np.mean(v2 * Zbar)
+        out[9][p] = ito / (2 * H * n * n)
+    return tuple(out)
+
+
+def _numpy_bytes(n, H, d, P):
+    # W, ito weights, the W·ito_w temporary, and a few (n, n) einsum/exp temporaries
+    return 6.0 * n * n * 8
+
+
+def _torch_bytes(n, H, d, P):
+    # the math kernel of SDPA materialises the (P, H, n, n) weights (plus a softmax copy)
+    return 2.0 * P * H * n * n * 8
+
+
+def _torch_sdpa(torch, X, D, beta):
+    """H-head attention outputs a_h(x_i) (P, H, n, d) by scaled_dot_product_attention."""
+    Xt = torch.from_numpy(X)  # (P, n, d)
+    Dt = torch.from_numpy(D)  # (P, H, d, d)
+    x = Xt[:, None]  # (P, 1, n, d)
+    q = torch.matmul(x, Dt.transpose(-1, -2))  # rows D_h x_i  (P, H, n, d)
+    k = x.expand(-1, Dt.shape[1], -1, -1)
+    vv = q  # tied values: V_h x_j = D_h x_j
+    return torch.nn.functional.scaled_dot_product_attention(q, k, vv, scale=float(beta))
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------
+def _repeats(work):
+    if work < 2e8:
+        return 7
+    if work < 5e9:
+        return 3
+    return 1
+
+
+def _time(fn, repeats, warmup=None):
+    """(median time, output of the last call, tracemalloc peak in MB).
+
+    ``warmup`` (default ``fn``) is called first (compilation). The memory peak comes from one
+    extra untimed call, or, for a single repeat (the big cases), from the timed call itself
+    (tracing then only sees the few large NumPy allocations of the wrapper).
+    """
+    (warmup or fn)()
+    ts = []
+    out = None
+    traced = float("nan")
+    trace = repeats == 1
+    for _ in range(repeats):
+        if trace:
+            _trace_start()
+        t0 = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t0)
+        if trace:
+            traced = _trace_stop()
+    if repeats > 1:
+        _trace_start()
+        fn()
+        traced = _trace_stop()
+    return statistics.median(ts), out, traced
+
+
+_TRACE_BASE = [0, False]
+
+
+def _trace_start():
+    _TRACE_BASE[1] = tracemalloc.is_tracing()
+    if not _TRACE_BASE[1]:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    _TRACE_BASE[0] = tracemalloc.get_traced_memory()[0]
+
+
+def _trace_stop():
+    peak = tracemalloc.get_traced_memory()[1]
+    if not _TRACE_BASE[1]:
+        tracemalloc.stop()
+    return (peak - _TRACE_BASE[0]) / 1e6
+
+
+def _maxrss_mb():
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return float("nan")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 1e6 if sys.platform == "darwin" else rss / 1e3  # bytes on macOS, KiB on Linux
+
+
+def _row(case, impl, status, t=float("nan"), work=float("nan"), traced=float("nan"),
+         rel=float("nan")):
+    n, H, d, P = case
+    return {
+        "case": f"({n}, {H}, {d}) P={P}", "n": n, "H": H, "d": d, "P": P, "impl": impl,
+        "status": status, "time_per_step_s": t,
+        "pair_heads_per_s": work / t if t == t and t > 0 else float("nan"),
+        "wflow_speedup_vs_numpy": float("nan"), "wflow_speedup_vs_torch": float("nan"),
+        "traced_MB": traced, "maxrss_MB": _maxrss_mb(), "max_rel_diff_velocity": rel,
+    }
+
+
+def _rel(a, b):
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+
+
+def run_bench(tiny=False, cases=None, torch=True, repeats=None, seed=0, beta=1.0,
+              progress=None) -> list[dict]:
+    """Time wflow's fused field evaluation against NumPy and PyTorch baselines.
+
+    Parameters
+    ----------
+    tiny : use :data:`TINY_CASES` (a few seconds in all).
+    cases : iterable of (n, H, d) or (n, H, d, P) (P = 1 if omitted); overrides ``tiny``.
+    torch : include the PyTorch SDPA baseline when ``import torch`` works.
+    repeats : timed repeats per measurement (default: by size, 7, 3 or 1).
+    seed, beta : input draw and inverse temperature.
+    progress : callable receiving each row as it is produced (e.g. ``print``), or None.
+
+    Returns
+    -------
+    list of dicts with the keys :data:`COLUMNS`, three rows per case (wflow, numpy, torch).
+    """
+    if cases is None:
+        cases = TINY_CASES if tiny else CASES
+    cases = [tuple(int(v) for v in c) + ((1,) if len(c) == 3 else ()) for c in cases]
+    torch_mod, torch_reason = None, "skipped: torch baseline disabled"
+    if torch:
+        try:
+            import torch as torch_mod  # noqa: F401
+        except Exception as exc:  # ImportError, or a broken install
+            torch_mod = None
+            torch_reason = ("skipped: torch not installed" if isinstance(exc, ImportError)
+                            else f"skipped: import torch failed ({exc})")
+    rows = []
+    rng = np.random.default_rng(seed)
+    for case in cases:
+        for r in _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
+            rows.append(r)
+            if progress is not None:
+                progress(r)
+    return rows
+
+
+def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
+    """The three rows (wflow, numpy, torch) of one case."""
+    from . import _kernels
+
+    n, H, d, P = case
+    X = rng.normal(size=(P, n, d))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    A = rng.normal(size=(P, H, d, d))
+    D = A + np.swapaxes(A, -1, -2)
+    if d > 8:  # keep β‖D‖₂ moderate so the unshifted dense baseline stays finite
+        D /= math.sqrt(d)
+    lap = np.zeros(H, dtype=bool)
+    work = float(P) * n * n * H
+    reps = repeats if repeats is not None else _repeats(work)
+
+    def run_wflow(m=n):
+        return _kernels.fused_pass(X[:, :m], D, None, beta, 0, lap, False, True, want_ito=True)
+
+    # warm-up: compilation (on a slice when the case is big)
+    t_w, out_w, tr_w = _time(run_wflow, reps, lambda: run_wflow(min(n, 512)))
+    r_w = _row(case, "wflow", "ok", t_w, work, tr_w)
+
+    need = _numpy_bytes(n, H, d, P)
+    if need > DENSE_LIMIT_BYTES:
+        r_n = _row(case, "numpy", f"skipped: dense n×n arrays need ~{need / 1e9:.0f} GB "
+                                  f"(> {DENSE_LIMIT_BYTES / 1e9:.0f} GB)")
+    else:
+        def run_numpy():
+            return numpy_dense_field(X, D, beta)
+
+        t_n, out_n, tr_n = _time(run_numpy, max(1, min(reps, 3)))
+        r_n = _row(case, "numpy", "ok", t_n, work, tr_n, _rel(out_n[0], out_w[0]))
+        r_w["wflow_speedup_vs_numpy"] = t_n / t_w
+
+    need = _torch_bytes(n, H, d, P)
+    if torch_mod is None:
+        r_t = _row(case, "torch", torch_reason)
+    elif need > DENSE_LIMIT_BYTES:
+        r_t = _row(case, "torch", f"skipped: SDPA attention weights need ~{need / 1e9:.0f} GB "
+                                  f"(> {DENSE_LIMIT_BYTES / 1e9:.0f} GB)")
+    else:
+        def run_torch():
+            old = torch_mod.get_num_threads()
+            torch_mod.set_num_threads(max(1, _num_threads()))  # as many threads as numba
+            try:
+                with torch_mod.no_grad():
+                    return _torch_sdpa(torch_mod, X, D, beta)
+            finally:
+                torch_mod.set_num_threads(old)
+
+        t_t, a, _ = _time(run_torch, reps)
+        a = a.numpy()  # (P, H, n, d): a_h before projection
+        rel = float("nan")
+        if n <= 1024:
+            rel = _rel(a, np.stack([_kernels_a(X[p], D[p], beta) for p in range(P)]))
+        r_t = _row(case, "torch", "ok (attention outputs only)", t_t, work, rel=rel)
+        r_w["wflow_speedup_vs_torch"] = t_t / t_w
+    return [r_w, r_n, r_t]
+
+
+def _kernels_a(X, D, beta):
+    """a_h(x_i) (H, n, d) by a dense softmax (to check the torch baseline)."""
+    DX = np.einsum("hab,jb->hja", D, X)
+    S = beta * np.einsum("ia,hja->hij", X, DX)
+    S -= S.max(axis=2, keepdims=True)
+    W = np.exp(S)
+    W /= W.sum(axis=2, keepdims=True)
+    return np.einsum("hij,hja->hia", W, DX)
+
+
+def _num_threads():
+    try:
+        import numba
+
+        return numba.get_num_threads()
+    except Exception:  # pragma: no cover
+        return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+def _fmt(v, kind):
+    if isinstance(v, float) and v != v:
+        return "-"
+    if kind == "time":
+        return f"{v * 1e3:.2f} ms" if v < 1 else f"{v:.2f} s"
+    if kind == "rate":
+        return f"{v:.3g}"
+    if kind == "ratio":
+        return f"{v:.1f}x"
+    if kind == "mb":
+        return f"{v:.1f}"
+    if kind == "rel":
+        return f"{v:.1e}"
+    return str(v)
+
+
+_TABLE = (("case", "case", "str"), ("impl", "impl", "str"), ("time/step", "time_per_step_s", "time"),
+          ("pair-heads/s", "pair_heads_per_s", "rate"),
+          ("wflow vs numpy", "wflow_speedup_vs_numpy", "ratio"),
+          ("wflow vs torch", "wflow_speedup_vs_torch", "ratio"),
+          ("traced MB", "traced_MB", "mb"), ("maxrss MB", "maxrss_MB", "mb"),
+          ("rel diff v", "max_rel_diff_velocity", "rel"), ("status", "status", "str"))
+
+
+def format_table(rows) -> str:
+    """A plain-text table of :func:`run_bench` rows, with a legend."""
+    head = [h for h, _, _ in _TABLE]
+    body = [[_fmt(r.get(k, float("nan")), kind) for _, k, kind in _TABLE] for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
+    lines += [
+        "",
+        "time/step: median wall time of one field evaluation (after a warm-up call);",
+        "pair-heads/s = P·n²·H / time; 'wflow vs X' = time(X) / time(wflow), same run;",
+        "traced MB: tracemalloc peak (NumPy/Python allocations) of one untimed call;",
+        "maxrss MB: process high-water mark so far (getrusage), an upper bound;",
+        "rel diff v: ‖baseline − wflow‖/‖wflow‖ for v (numpy), or ‖a_h − dense a_h‖ (torch);",
+        "torch computes the attention outputs only (no projection, no diagnostics).",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# End-to-end (the paper's Section 6)
+# ---------------------------------------------------------------------------------------------
+def time_section6(heads=(1, 10, 100), T=0.5, paths=10, overrides=(), T_full=20.0):
+    """Time :func:`wflow.simulate` on the reference configuration of SPEC §9.
+
+    n = 200, d = 3, β = 1, OU weights, Euler, Δt = 5·10⁻³, ``paths`` Monte Carlo paths,
+    for each H in ``heads``, run to time ``T`` (records in memory, no file), and the time
+    projected to ``T_full`` (4000 steps at T = 20) by proportion. Returns a list of dicts.
+    ``T`` must cover at least 5 steps (one record interval).
+    """
+    import wflow
+
+    rows = []
+    for H in heads:
+        ov = ["model.n=200", "model.d=3", "model.beta=1.0", f"model.heads={int(H)}",
+              "weights.process=\"ou\"", "solver.method=\"euler\"", "solver.dt=0.005",
+              "solver.record_every=5", f"solver.T={float(T)}", f"solver.paths={int(paths)}",
+              *overrides]
+        wflow.simulate(None, overrides=[*ov, "solver.T=0.025"])  # warm-up: compilation, 5 steps
+        t0 = time.perf_counter()
+        wflow.simulate(None, overrides=ov)
+        t = time.perf_counter() - t0
+        steps = int(round(T / 0.005))
+        rows.append({"H": int(H), "paths": int(paths), "T": float(T), "steps": steps,
+                     "seconds": t, "seconds_per_step": t / steps,
+                     "projected_seconds_T_full": t / steps * round(T_full / 0.005)})
+    return rows
