@@ -414,7 +414,7 @@ def test_missing_output_directory(tmp_path):
         io.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
 
 
-@pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 3},
+@pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 2},
                                   {"diagnostics.w2": True}])
 def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
     """Records after a resume need the last JKO step's statistics / the previous snapshot
