@@ -19,7 +19,7 @@ import numpy as np
 import wflow
 from wflow import sphere
 from wflow.run import Simulation
-from wflow.weights import OrnsteinUhlenbeck, _sym
+from wflow.weights import DrivenOU, brownian_increments
 
 
 def slope(x, y):
@@ -43,36 +43,27 @@ def ledger_orders():
 
 
 def ou_balance():
-    print("\n2. OU, H=10, n=200, 2 paths, T=2 (SPEC §9 shortened): mean over paths at T")
+    print("\n2. OU, H=10, n=200, 2 paths, T=2 (SPEC §9 shortened), one Brownian path per MC path"
+          " refined across dt: mean over paths at T")
     print(f"{'dt':>8}{'|ledger R|':>14}{'|paper res|':>14}{'int G2':>10}{'int D':>10}{'G2/D':>8}")
+    dW = brownian_increments(1600, (2, 10, 3, 3), 2.0 / 1600, np.random.default_rng(0))
     for dt in (0.02, 0.01, 0.005, 0.0025):
-        cfg = {"model": {"n": 200, "heads": 10}, "init": {"seed": 0},
-               "solver": {"dt": dt, "T": 2.0, "record_every": int(round(2 / dt)), "paths": 2},
-               "diagnostics": {"clustering": False}}
-        r = wflow.simulate(cfg)
+        sim = Simulation({"model": {"n": 200, "heads": 10}, "init": {"seed": 0},
+                          "solver": {"dt": dt, "T": 2.0, "record_every": int(round(2 / dt)),
+                                     "paths": 2},
+                          "diagnostics": {"clustering": False}})
+        sim.process = DrivenOU(dW, 2.0 / 1600, rate=1.0, noise_var=2.0)
+        r = sim.run()
         g, dd = r.int_G2[-1].mean(), r.int_dissipation[-1].mean()
         print(f"{dt:>8}{np.abs(r.ledger_residual[-1]).mean():>14.3e}"
               f"{np.abs(r.paper_residual[-1]).mean():>14.3e}{g:>10.4f}{dd:>10.4f}{g / dd:>8.3f}")
-
-
-class RefinedOU(OrnsteinUhlenbeck):
-    def __init__(self, dW, dt_fine, **kw):
-        super().__init__(**kw)
-        self.dW, self.dt_fine = dW, dt_fine
-
-    def step(self, D, t, dt, rngs=None):
-        m = int(round(dt / self.dt_fine))
-        k = int(round(t / dt))
-        S = _sym(self.dW[k * m:(k + 1) * m].sum(axis=0))
-        return _sym(D + self.rate * (self.mean_matrix(D.shape[-1]) - D) * dt
-                    + np.sqrt(self.noise_var) * S)
 
 
 def ito_refinement():
     print("\n3. one Brownian path refined (P=12 paths, n=16, H=2, T=0.5): "
           "RMS(Σ Itô realised − Σ Δt Itô expected)")
     T, P, H = 0.5, 12, 2
-    dW = np.sqrt(T / 1024) * np.random.default_rng(42).standard_normal((1024, P, H, 3, 3))
+    dW = brownian_increments(1024, (P, H, 3, 3), T / 1024, np.random.default_rng(42))
     dts = [T / 32, T / 64, T / 128, T / 256, T / 512]
     diffs = []
     for dt in dts:
@@ -80,7 +71,7 @@ def ito_refinement():
                           "solver": {"dt": dt, "T": T, "record_every": int(round(T / dt)),
                                      "paths": P},
                           "diagnostics": {"clustering": False}})
-        sim.process = RefinedOU(dW, T / 1024, rate=1.0, noise_var=2.0)
+        sim.process = DrivenOU(dW, T / 1024, rate=1.0, noise_var=2.0)
         r = sim.run()
         diffs.append(np.sqrt(np.mean((r.ito_realised[-1] - r.int_ito_expected[-1]) ** 2)))
     print("dt    " + "  ".join(f"{d:.5f}" for d in dts))

@@ -6,7 +6,7 @@ from conftest import small_config
 
 import wflow
 from wflow.run import Simulation
-from wflow.weights import OrnsteinUhlenbeck, _sym
+from wflow.weights import DrivenOU, brownian_increments
 
 
 def fit_order(dts, errs):
@@ -62,6 +62,7 @@ def test_ou_exact_ledger_closes_paper_residual_does_not():
     """OU, H = 10, head normalisation: the exact ledger closes as Δt → 0; the paper's residual
     stays near ∫(G² − 𝒟) (G² ≠ 𝒟 for unequal heads)."""
     led, pap, gap = [], [], []
+    dW = brownian_increments(400, (2, 10, 3, 3), 1.0 / 400, np.random.default_rng(0))
     for dt in (0.02, 0.01, 0.005):
         cfg = {
             "model": {"n": 40, "heads": 10},
@@ -70,7 +71,9 @@ def test_ou_exact_ledger_closes_paper_residual_does_not():
             "solver": {"dt": dt, "T": 1.0, "record_every": int(round(1.0 / dt)), "paths": 2},
             "diagnostics": {"clustering": False},
         }
-        r = wflow.simulate(cfg)
+        sim = Simulation(cfg)
+        sim.process = DrivenOU(dW, 1.0 / 400, rate=1.0, noise_var=2.0)  # one path, refined
+        r = sim.run()
         led.append(np.mean(np.abs(r.ledger_residual[-1])))
         pap.append(np.mean(np.abs(r.paper_residual[-1])))
         gap.append(np.mean(np.abs(r.int_G2[-1] - r.int_dissipation[-1])))
@@ -80,28 +83,12 @@ def test_ou_exact_ledger_closes_paper_residual_does_not():
     assert 0.5 * gap[-1] < pap[-1] < 2.0 * gap[-1]
 
 
-class RefinedOU(OrnsteinUhlenbeck):
-    """Euler–Maruyama OU driven by one fixed fine Brownian path: a coarse step of m fine steps
-    uses the sum of the m fine increments (the same path refined across Δt)."""
-
-    def __init__(self, dW, dt_fine, **kw):
-        super().__init__(**kw)
-        self.dW, self.dt_fine = dW, dt_fine  # dW: (K_fine, P, H, d, d), variance dt_fine
-
-    def step(self, D, t, dt, rngs=None):
-        m = int(round(dt / self.dt_fine))
-        k = int(round(t / dt))
-        S = _sym(self.dW[k * m:(k + 1) * m].sum(axis=0))
-        M = self.mean_matrix(D.shape[-1])
-        return _sym(D + self.rate * (M - D) * dt + np.sqrt(self.noise_var) * S)
-
-
 def test_ito_realised_vs_expected_sqrt_dt():
     """Refining one Brownian path: Σ realised Itô − Σ Δt Itô_expected shrinks like √Δt."""
     T, P, H, d = 0.5, 12, 2, 3
     dt_fine = T / 1024
     rng = np.random.default_rng(42)
-    dW = np.sqrt(dt_fine) * rng.standard_normal((1024, P, H, d, d))
+    dW = brownian_increments(1024, (P, H, d, d), dt_fine, rng)
     dts = [T / 32, T / 64, T / 128, T / 256, T / 512]
     diffs = []
     for dt in dts:
@@ -113,7 +100,7 @@ def test_ito_realised_vs_expected_sqrt_dt():
             "diagnostics": {"clustering": False},
         }
         sim = Simulation(cfg)
-        sim.process = RefinedOU(dW, dt_fine, rate=1.0, noise_var=2.0)
+        sim.process = DrivenOU(dW, dt_fine, rate=1.0, noise_var=2.0)
         r = sim.run()
         diffs.append(np.sqrt(np.mean((r.ito_realised[-1] - r.int_ito_expected[-1]) ** 2)))
     slope = fit_order(dts, diffs)

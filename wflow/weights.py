@@ -36,6 +36,8 @@ __all__ = [
     "WeightProcess",
     "Frozen",
     "OrnsteinUhlenbeck",
+    "DrivenOU",
+    "brownian_increments",
     "Oscillating",
     "Layers",
     "FromFile",
@@ -433,6 +435,45 @@ class OrnsteinUhlenbeck(WeightProcess):
         mean = self.mean if np.ndim(self.mean) == 0 else self.mean.tolist()
         return {"process": self.name, "rate": self.rate, "mean": mean,
                 "noise_var": self.noise_var, "scheme": self.scheme}
+
+
+def brownian_increments(K, shape, dt, rng):
+    r"""Increments of an entrywise Brownian motion on a fine grid: (K, *shape), variance ``dt``."""
+    return np.sqrt(dt) * rng.standard_normal((K, *shape))
+
+
+class DrivenOU(OrnsteinUhlenbeck):
+    r"""Euler–Maruyama OU driven by one prescribed Brownian path (refinement studies).
+
+    A step of length :math:`\Delta t = m\,\delta` uses the sum of the m fine increments
+    :math:`\Delta W = \sum W_{k m + l}` of the path, so the same path is refined across
+    :math:`\Delta t` (SPEC §6):
+
+    .. math:: D' = D + \lambda(M - D)\Delta t + g\,(\Delta W + \Delta W^T)/2 .
+
+    Parameters
+    ----------
+    dW : (K, P, H, d, d) fine increments, variance ``dt_fine`` (see :func:`brownian_increments`).
+    dt_fine : δ; every coarse step must be a whole number of fine steps.
+    """
+
+    def __init__(self, dW, dt_fine, rate=1.0, mean=None, noise_var=2.0):
+        super().__init__(rate=rate, mean=mean, noise_var=noise_var, scheme="euler_maruyama")
+        self.dW = np.asarray(dW, dtype=float)
+        self.dt_fine = float(dt_fine)
+        self.deterministic = False
+
+    def step(self, D, t, dt, rngs=None):
+        m = int(round(dt / self.dt_fine))
+        if m < 1 or abs(m * self.dt_fine - dt) > 1e-9 * dt:
+            raise ValueError(f"DrivenOU: dt = {dt} is not a whole number of fine steps {self.dt_fine}")
+        k = int(round(t / dt))
+        if (k + 1) * m > len(self.dW):
+            raise ValueError(f"DrivenOU: the Brownian path ends before t = {t + dt}")
+        D = _batch(D)
+        S = _sym(self.dW[k * m:(k + 1) * m].sum(axis=0))
+        M = self.mean_matrix(D.shape[-1])
+        return _sym(D + self.rate * (M - D) * dt + np.sqrt(self.noise_var) * S)
 
 
 class Oscillating(WeightProcess):
