@@ -62,3 +62,19 @@ def test_quick_study_pipeline(tmp_path):
     text = run_study("section6", tmp_path, scale="quick",
                      overrides=["model.n=20", "solver.T=0.1", "solver.backend=numpy"])
     assert "fit G2 = a H^b" in text and "oscillating" in text
+
+
+def test_cli_sweep_and_study(tmp_path, capsys):
+    from wflow.cli import main
+
+    args = ["sweep", "--grid", "model.heads=[1, 2]", "--set", "solver.T=0.05", "--set", "model.n=8",
+            "--set", "solver.backend=numpy", "-o", str(tmp_path), "-q"]
+    assert main(args) == 0
+    assert (tmp_path / "run-heads=2.h5").exists()
+    assert main(args) == 0
+    assert "skipped (complete)" in capsys.readouterr().out
+    assert main(["sweep", "--grid", "model.headz=[1]", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.heads" in err[0]
+    assert main(["study", "nope", "-o", str(tmp_path)]) == 2
+    assert main(["study", "list"]) == 0

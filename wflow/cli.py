@@ -283,6 +283,45 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def cmd_study(args) -> int:
+    from .studies import STUDIES, run_study
+
+    if args.name == "list":
+        for k, v in STUDIES.items():
+            print(f"{k:<12}{v}")
+        return 0
+    out = args.output or f"study_{args.name}"
+    text = run_study(args.name, out, scale="quick" if args.quick else "full",
+                     executor=args.executor, address=args.address, n_workers=args.workers,
+                     overrides=args.set or [], ledger=args.ledger, progress=not args.quiet)
+    print(text)
+    print(f"results in {out}/")
+    return 0
+
+
+def _grid_arg(text):
+    from .config import parse_override
+
+    keys, value = parse_override(text if "=" in text else text + "=")
+    if not isinstance(value, list):
+        value = [value]
+    return ".".join(keys), value
+
+
+def cmd_sweep(args) -> int:
+    from .config import resolve
+    from .sweep import expand_grid, run_sweep
+
+    base = resolve(args.config, args.set or [])
+    grid = dict(_grid_arg(g) for g in (args.grid or []))
+    tasks = expand_grid(base, grid, name=args.name)
+    rows = run_sweep(tasks, args.output or "sweep", executor=args.executor, address=args.address,
+                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet)
+    for r in rows:
+        print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['path']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="wflow", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level, tracebacks")
@@ -340,6 +379,33 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dir", help="configuration directory (default: experiments/configs)")
     add_run_options(r, "result file (default: the experiment's output.path)")
     r.set_defaults(func=cmd_experiments_run)
+
+    def add_exec_options(r):
+        r.add_argument("--executor", choices=("serial", "dask"), default="serial",
+                       help="serial (numba threads on every core) or dask.distributed")
+        r.add_argument("--address", help="Dask scheduler address (default: a LocalCluster)")
+        r.add_argument("--workers", type=int, help="LocalCluster worker processes")
+        r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    r = sub.add_parser("study", parents=[common], help="run a standard study ('list' to list)")
+    r.add_argument("name", help="section6 | laplacian | list")
+    r.add_argument("-o", "--output", metavar="DIR", help="result directory")
+    r.add_argument("--quick", action="store_true", help="short T and few paths (smoke test)")
+    r.add_argument("--ledger", action="store_true", help="record the exact ledger too")
+    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
+    add_exec_options(r)
+    r.set_defaults(func=cmd_study)
+
+    r = sub.add_parser("sweep", parents=[common], help="run a grid of configurations")
+    r.add_argument("config", nargs="?", default=None, help="base TOML (default: the embedded)")
+    r.add_argument("--grid", action="append", metavar="SECTION.KEY=[V1, V2]",
+                   help="a swept key with a TOML list of values (repeatable)")
+    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
+    r.add_argument("--name", default="run", help="file name prefix")
+    r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: sweep)")
+    r.add_argument("--overwrite", action="store_true", help="re-run complete results")
+    add_exec_options(r)
+    r.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("bench", parents=[common], help="benchmark the kernels")
     r.add_argument("--tiny", action="store_true", help="a quick, small benchmark")
