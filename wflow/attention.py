@@ -101,6 +101,9 @@ class AttentionModel:
     values : None (tied, V_h = D_h) or a fixed (H, d, d) array of value matrices.
     backend : "numba" | "numpy".
     fast_exp : use the kernel's polynomial exponential (numba backend).
+    precision : "float64" | "float32": float32 runs the pair loop of the numba kernel in single
+        precision (d = 3 with the fast exponential; sums of each 512-column chunk in float32,
+        everything after in float64); the state X, D stays float64.
     """
 
     beta: float = 1.0
@@ -111,6 +114,7 @@ class AttentionModel:
     values: np.ndarray | None = dc_field(default=None, compare=False)
     backend: str = "numba"
     fast_exp: bool = True
+    precision: str = "float64"
 
     def __post_init__(self):
         if self.normalization not in NORMALIZATIONS:
@@ -149,8 +153,9 @@ class AttentionModel:
         if self.backend == "numba":
             from . import _kernels
 
+            Xk = X.astype(np.float32) if self.precision == "float32" else X
             out = _kernels.fused_pass(
-                X, D, V, float(self.beta), _kernels.NORM_CODES[self.normalization], lap,
+                Xk, D, V, float(self.beta), _kernels.NORM_CODES[self.normalization], lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
             )
             return Field(*out)

@@ -180,6 +180,7 @@ class Simulation:
             beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
             laplacian=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
             values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
+            precision=s["precision"],
         )
         self.process = make_process(w, self.H, self.d, self.dt)
         if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
