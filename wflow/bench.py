@@ -410,3 +410,93 @@ def time_section6(heads=(1, 10, 100), T=0.5, paths=10, overrides=(), T_full=20.0
                      "seconds": t, "seconds_per_step": t / steps,
                      "projected_seconds_T_full": t / steps * round(T_full / 0.005)})
     return rows
+
+
+# ---------------------------------------------------------------------- full steps
+STEP_CASES = ((200, 10, 3, 10), (200, 100, 3, 10), (4096, 8, 3, 1))
+
+
+def _step_config(n, H, d, P, backend, ledger=True):
+    return {"model": {"n": n, "d": d, "heads": H},
+            "solver": {"dt": 0.005, "T": 1.0, "record_every": 200, "paths": P,
+                       "backend": backend},
+            "diagnostics": {"ledger": ledger, "clustering": False},
+            "output": {"store_tokens": False}}
+
+
+def time_full_step(n, H, d, P, backend="numba", steps=5, ledger=True):
+    """Seconds per full simulation step (Euler, OU weights, every diagnostic and the exact
+    ledger: two field evaluations per step), median-free mean over ``steps`` after a warm-up."""
+    from .run import Simulation
+
+    sim = Simulation(_step_config(n, H, d, P, backend, ledger))
+    sim.run(stop_after=1)  # warm-up (compilation)
+    st = sim.initial_state()
+    t0 = time.perf_counter()
+    sim.run(state=st, stop_after=steps)
+    return (time.perf_counter() - t0) / steps
+
+
+def step_bench(cases=STEP_CASES, steps=5, numpy_steps=2):
+    """Rows: full step with all diagnostics, wflow (numba) vs the plain NumPy dense reference
+    backend (``solver.backend = "numpy"``: n × n arrays per head, one pass per quantity)."""
+    rows = []
+    for n, H, d, P in cases:
+        tw = time_full_step(n, H, d, P, "numba", steps)
+        tn = time_full_step(n, H, d, P, "numpy", numpy_steps)
+        rows.append({"case": f"({n}, {H}, {d}) P={P}", "wflow_step_s": tw, "numpy_step_s": tn,
+                     "ratio": tn / tw})
+    return rows
+
+
+def format_step_table(rows) -> str:
+    lines = [f"{'case':<22}{'wflow step':>14}{'numpy-ref step':>16}{'ratio':>9}"]
+    for r in rows:
+        lines.append(f"{r['case']:<22}{r['wflow_step_s'] * 1e3:>11.2f} ms"
+                     f"{r['numpy_step_s'] * 1e3:>13.1f} ms{r['ratio']:>8.1f}x")
+    lines.append("full step = Euler + OU draw + every diagnostic + the exact ledger (2 field "
+                 "evaluations); numpy-ref = the same loop on wflow._reference")
+    return "\n".join(lines)
+
+
+def memory_probe(n=100_000, H=4, d=3, ledger=True):
+    """One full step at n tokens in a fresh subprocess; returns (seconds, peak RSS MB).
+
+    The peak is the child's VmHWM (/proc/self/status): ``ru_maxrss`` would carry the
+    parent's high-water mark across fork + exec on Linux.
+    """
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, resource, time\n"
+        "from wflow.run import Simulation\n"
+        f"sim = Simulation({_step_config(n, H, d, 1, 'numba', ledger)!r})\n"
+        "sim.run(stop_after=0)\n"
+        "t0 = time.perf_counter(); sim.run(stop_after=1); t = time.perf_counter() - t0\n"
+        "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+        "mb = hwm[0] / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "print(json.dumps([t, mb]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    t, mb = json.loads(out.stdout.strip().splitlines()[-1])
+    return t, mb
+
+
+def section6_end_to_end(T=20.0, ledger=False, heads=(1, 10, 100), paths=10):
+    """Wall time of the paper's Section 6 (OU H × ``paths`` paths + oscillating H × 1 path),
+    in memory (no files); returns (total seconds, per-task list)."""
+    from .run import Simulation
+    from .studies import section6_tasks
+
+    tasks = section6_tasks("full", heads=heads, ledger=ledger,
+                           overrides=[f"solver.T={float(T)}", f"solver.paths={int(paths)}"])
+    Simulation(tasks[0][1]).run(stop_after=1)  # compile once, outside the timing
+    per = []
+    t0 = time.perf_counter()
+    for name, cfg in tasks:
+        t1 = time.perf_counter()
+        Simulation(cfg).run()
+        per.append((name, time.perf_counter() - t1))
+    return time.perf_counter() - t0, per

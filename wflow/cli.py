@@ -270,7 +270,22 @@ def cmd_bench(args) -> int:
         from .bench import format_table, run_bench
     except ImportError as exc:
         raise WflowError(f"wflow bench is not available ({exc})") from None
+    from . import bench
+
     print(format_table(run_bench(tiny=args.tiny)))
+    if args.tiny:
+        return 0
+    print()
+    print(bench.format_step_table(bench.step_bench()))
+    t, mb = bench.memory_probe()
+    print(f"\none full step at (100000, 4, 3), P=1, with the ledger, fresh process: "
+          f"{t:.1f} s, peak RSS {mb:.0f} MB")
+    if args.section6:
+        for ledger in (False, True):
+            total, per = bench.section6_end_to_end(T=args.T, ledger=ledger)
+            print(f"\nSection 6 end to end (T = {args.T:g}, ledger = {ledger}): {total:.1f} s")
+            for name, sec in per:
+                print(f"  {name:<24}{sec:>8.1f} s")
     return 0
 
 
@@ -409,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("bench", parents=[common], help="benchmark the kernels")
     r.add_argument("--tiny", action="store_true", help="a quick, small benchmark")
+    r.add_argument("--section6", action="store_true",
+                   help="also time the paper's Section 6 end to end (minutes)")
+    r.add_argument("--T", type=float, default=20.0, help="final time for --section6")
     r.set_defaults(func=cmd_bench)
     return p
 

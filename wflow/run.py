@@ -74,7 +74,7 @@ class State:
     D: np.ndarray  # (P, H, d, d)
     rng_states: list  # bit-generator states, one per path
     cum: dict  # cumulative sums, (P,) each
-    E0: np.ndarray  # (P,) energy at t = 0
+    E0: np.ndarray  # (P,) energy at t = 0 (NaN until the first pass at k = 0 sets it)
     pending: dict = field(default_factory=dict)  # ledger pieces of the last step, (P,) each
     memo: dict = field(default_factory=dict)  # what later records need: last JKO info, last snapshot
 
@@ -215,10 +215,9 @@ class Simulation:
     def initial_state(self) -> State:
         rngs = [np.random.default_rng(s) for s in self._path_seeds]
         zeros = {k: np.zeros(self.P) for k in SERIES_CUMULATIVE}
-        F0 = self.model.evaluate(self.X0, self.D0, want_ito=False)
         return State(k=0, X=self.X0.copy(), D=self.D0.copy(),
                      rng_states=[r.bit_generator.state for r in rngs], cum=zeros,
-                     E0=F0.energy.copy())
+                     E0=np.full(self.P, np.nan))
 
     def series_names(self):
         names = list(SERIES_POINT) + list(SERIES_CUMULATIVE)
@@ -310,6 +309,8 @@ class Simulation:
             F = self.model.evaluate(st.X, st.D, want_ito=want_ito)
             if not self.model.causal:
                 _check_finite(F.energy, "energy", k, t)
+            if k == 0:
+                st.E0 = F.energy.copy()
             # finish the ledger of the previous step: its weight part needs E(X_k; D_k)
             if st.pending:
                 wpart = F.energy - st.pending["E_mid"]
