@@ -278,8 +278,8 @@ def cmd_bench(args) -> int:
     print()
     print(bench.format_step_table(bench.step_bench()))
     t, mb = bench.memory_probe()
-    print(f"\none full step at (100000, 4, 3), P=1, with the ledger, fresh process: "
-          f"{t:.1f} s, peak RSS {mb:.0f} MB")
+    print(f"\n(100000, 4, 3), P=1, fresh process: one step with the ledger and the next "
+          f"record's pass (3 field evaluations): {t:.1f} s, peak RSS (VmHWM) {mb:.0f} MB")
     if args.section6:
         for ledger in (False, True):
             total, per = bench.section6_end_to_end(T=args.T, ledger=ledger)
