@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import random_case
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import special_ortho_group
 
 import wflow
@@ -233,3 +235,27 @@ def test_large_logits_are_finite(backend):
         Pi /= Pi.sum(axis=1, keepdims=True)
         v += sphere.project(X, Pi @ (X @ D[h].T)) / 2
     assert relerr(F.velocity, v) < 1e-12
+
+
+# ---------------------------------------------------------------- property test: kernel vs reference
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 40), d=st.integers(2, 6), H=st.integers(1, 5),
+    beta=st.floats(0.05, 8.0), norm=st.sampled_from(NORMS), nlap=st.integers(0, 5),
+    causal=st.booleans(), untied=st.booleans(), seed=st.integers(0, 2**31 - 1),
+)
+def test_kernel_matches_reference_random(n, d, H, beta, norm, nlap, causal, untied, seed):
+    X, D = random_case(n=n, d=d, H=H, seed=seed)
+    V = np.random.default_rng(seed + 1).standard_normal((H, d, d)) if untied else None
+    kw = dict(beta=beta, normalization=norm, laplacian_heads=min(nlap, H),
+              mask="causal" if causal else "none", values=V)
+    a = wflow.field(X, D, backend="numba", **kw)
+    b = wflow.field(X, D, backend="numpy", **kw)
+    names = ["velocity", "partition"] if causal else [
+        "velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2", "G2_hm",
+        "dE_dD", "ito_sum"]
+    for k in names:
+        scale = max(np.linalg.norm(getattr(b, k)), 1e-12)
+        assert np.linalg.norm(np.asarray(getattr(a, k)) - getattr(b, k)) <= 1e-12 * scale + 1e-14, k
