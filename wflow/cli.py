@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -453,6 +454,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("wflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `wflow run | head`: the reader left; not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except WflowError as e:  # NumericalError and other run failures
         if verbose:
             traceback.print_exc()
