@@ -154,7 +154,8 @@ def test_checkpoint_contents(reference):
     # 20 steps, checkpoint every 4 (k = 0 written too, the last step is not): 0,4,...,16
     assert state.k == 16 and seq == 5
     assert n_rec == 4 <= n_t  # records at steps 0, 5, 10, 15 precede step 16
-    assert state.X.shape == (2, 12, 3) and set(state.pending) == {"E_mid", "drift", "mart"}
+    assert state.X.shape == (2, 12, 3) and set(state.pending) == {"E_mid", "drift", "mart", "tok", "res"}
+    assert state.memo["step_ledger"].shape == (5, 2, 6)
     assert state.rng_states[0]["bit_generator"] == "PCG64"
     assert isinstance(state.rng_states[0]["state"]["state"], int)
 

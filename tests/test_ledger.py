@@ -156,3 +156,17 @@ def test_metric_speed_matches_velocity():
     mid = 0.5 * (speed[1:] + speed[:-1])
     np.testing.assert_allclose(r.metric_speed[1:], mid, rtol=2e-3)
     assert np.all(np.isnan(r.w2_step[0]))
+
+
+def test_per_step_ledger_sums_to_the_cumulative_series():
+    """step_*[r, j] holds step (r − 1)·record_every + j; their running sums are the cumulative
+    series at the records (the final, shorter interval is NaN-padded)."""
+    res = wflow.simulate(small_config(**{"solver.T": 0.23, "solver.record_every": 5}))
+    assert res.t[-1] == pytest.approx(0.23) and res.step_token_part.shape == (len(res.t), 5, 2)
+    assert np.all(np.isnan(res.step_token_part[0]))
+    assert np.all(np.isnan(res.step_token_part[-1, 3:])) and np.all(np.isfinite(res.step_token_part[-1, :3]))
+    for step, cum in (("step_weight_part", "weight_work"), ("step_token_part", "token_work"),
+                      ("step_drift", "drift_work"), ("step_martingale", "martingale"),
+                      ("step_ito_realised", "ito_realised"), ("step_ledger_residual", "ledger_residual")):
+        run = np.cumsum(np.nansum(res[step], axis=1), axis=0)
+        np.testing.assert_allclose(run, res[cum], rtol=0, atol=1e-13, err_msg=step)

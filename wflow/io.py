@@ -112,6 +112,12 @@ DESCRIPTIONS = {
     "n_clusters": ("number of clusters at diagnostics.cluster_angle", "count"),
     "variance": ("within-sequence variance 1 - |mean x_i|^2", "dimensionless"),
     "spectral_rank": ("spectral rank of the token Gram matrix", "count"),
+    "step_weight_part": ("per step: E(X_{k+1}; D_{k+1}) - E(X_{k+1}; D_k)", "energy"),
+    "step_token_part": ("per step: E(X_{k+1}; D_k) - E(X_k; D_k)", "energy"),
+    "step_drift": ("per step: <dE/dD(X_{k+1}; D_k), f(D_k, t_k) dt>", "energy"),
+    "step_martingale": ("per step: <dE/dD(X_{k+1}; D_k), xi_k>", "energy"),
+    "step_ito_realised": ("per step: weight part - drift - martingale", "energy"),
+    "step_ledger_residual": ("per step: token part - sigma dt (D_k + D'_k)/2", "energy"),
 }
 _SHAPES = {
     "t": ("(records,)", ("record",)),
@@ -119,6 +125,9 @@ _SHAPES = {
     "D": ("(records, paths, heads, d, d)", ("record", "path", "head", "coord", "coord2")),
 }
 _SERIES_SHAPE = ("(records, paths)", ("record", "path"))
+for _k in DESCRIPTIONS:
+    if _k.startswith("step_"):  # entry [r, j]: step (r - 1) * record_every + j
+        _SHAPES[_k] = ("(records, record_every, paths)", ("record", "step_in_record", "path"))
 
 #: records kept in memory between writes (at most; fewer for large snapshots)
 BUFFER_RECORDS = 64

@@ -61,6 +61,11 @@ LEDGER_NAMES = (
     "weight_work", "token_work", "drift_work", "martingale", "ito_realised", "ledger_residual",
     "ledger_telescoping",
 )
+#: the per-step ledger, shape (records, record_every, P): entry [r, j] is step
+#: (r − 1)·record_every + j of the interval ending at record r (NaN at r = 0 and for
+#: missing steps of a shorter last interval)
+STEP_LEDGER = ("step_weight_part", "step_token_part", "step_drift", "step_martingale",
+               "step_ito_realised", "step_ledger_residual")
 #: JKO statistics of the last step before the record (only for solver.method = "jko")
 SERIES_JKO = ("jko_iterations", "jko_converged", "jko_objective_drop", "jko_w2", "jko_identity")
 
@@ -146,6 +151,7 @@ class Simulation:
         self.record_every = int(s["record_every"])
         self.ledger = bool(dg["ledger"])
         self.w2 = bool(dg["w2"])
+        self._step_ledger = self.ledger and m["mask"] != "causal"
         self.clustering = bool(dg["clustering"])
         ss = np.random.SeedSequence(int(ini["seed"]))
         ss_tok, ss_w, ss_paths = ss.spawn(3)
@@ -227,6 +233,8 @@ class Simulation:
             names += list(SERIES_JKO)
         if self.w2:
             names += ["w2_step", "metric_speed"]
+        if self._step_ledger:
+            names += list(STEP_LEDGER)
         return names
 
     def _row(self, state: State, F: Field, t: float, extra: dict):
@@ -257,6 +265,11 @@ class Simulation:
         if self.clustering:
             dg = self.config["diagnostics"]
             row.update(clustering_series(state.X, dg["cluster_angle"], dg["max_pairwise_n"]))
+        if self._step_ledger:  # the steps of the interval ending here, then a fresh buffer
+            buf = state.memo["step_ledger"]
+            for i, name in enumerate(STEP_LEDGER):
+                row[name] = buf[..., i].copy()
+            buf[...] = np.nan
         if self.w2:
             prev = state.memo.get("w2_prev_X")
             w2 = np.full(self.P, np.nan)
@@ -302,6 +315,9 @@ class Simulation:
         if self.method == "jko":
             for k in SERIES_JKO:
                 st.memo.setdefault(k, np.full(P, np.nan))
+        if self._step_ledger:
+            st.memo.setdefault("step_ledger",
+                               np.full((self.record_every, P, len(STEP_LEDGER)), np.nan))
         steps_done = 0
         while True:
             k = st.k
@@ -319,6 +335,11 @@ class Simulation:
                 st.cum["ledger_telescoping"] = (
                     F.energy - st.E0 - st.cum["weight_work"] - st.cum["token_work"]
                 )
+                j = (k - 1) % self.record_every  # slot of step k − 1 in the record interval
+                buf = st.memo["step_ledger"]
+                buf[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
+                                   st.pending["mart"], wpart - st.pending["drift"] - st.pending["mart"],
+                                   st.pending["res"]], axis=-1)
                 st.pending = {}
             if k in self._record_set:
                 rec.record(self._row(st, F, t, {k: st.memo[k].copy() for k in SERIES_JKO}
@@ -350,13 +371,15 @@ class Simulation:
             if self.ledger and not self.model.causal:
                 Fm = self.model.evaluate(X1, Dk, want_ito=False)
                 tok = Fm.energy - F.energy
+                res = tok - sigma * dt * 0.5 * (F.dissipation + Fm.dissipation)
                 c["token_work"] += tok
-                c["ledger_residual"] += tok - sigma * dt * 0.5 * (F.dissipation + Fm.dissipation)
+                c["ledger_residual"] += res
                 drift = np.einsum("phab,phab->p", Fm.dE_dD, fk * dt)
                 mart = np.einsum("phab,phab->p", Fm.dE_dD, xi)
                 c["drift_work"] += drift
                 c["martingale"] += mart
-                st.pending = {"E_mid": Fm.energy, "drift": drift, "mart": mart}
+                st.pending = {"E_mid": Fm.energy, "drift": drift, "mart": mart, "tok": tok,
+                              "res": res}
             st.X, st.D, st.k = X1, D1, k + 1
             steps_done += 1
             if bar is not None:
