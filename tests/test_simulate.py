@@ -106,3 +106,25 @@ def test_float32_close_to_float64():
     for k in ("energy", "G2", "dissipation", "token_work", "weight_work", "ledger_residual"):
         assert np.max(np.abs(a[k] - b[k])) < 1e-6 * max(1.0, np.max(np.abs(a[k]))), k
     assert np.max(np.abs(b.ledger_telescoping)) < 1e-12
+
+
+def test_same_bytes_with_one_thread(tmp_path):
+    """SPEC §11: identical arrays whatever the number of threads (fixed partition and order)."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = small_config(**{"model.n": 70, "model.heads": 4})
+    here = wflow.simulate(cfg)
+    out = tmp_path / "one_thread.npz"
+    code = ("import sys, numpy as np, wflow; sys.path.insert(0, %r)\n"
+            "from conftest import small_config\n"
+            "r = wflow.simulate(small_config(**{'model.n': 70, 'model.heads': 4}))\n"
+            "np.savez(%r, X=r.X, energy=r.energy, G2=r.G2, res=r.ledger_residual)\n"
+            % (os.path.dirname(__file__), str(out)))
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    with np.load(out) as z:
+        for k, a in (("X", here.X), ("energy", here.energy), ("G2", here.G2),
+                     ("res", here.ledger_residual)):
+            np.testing.assert_array_equal(z[k], a, err_msg=k)
