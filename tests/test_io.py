@@ -218,23 +218,29 @@ class Boom(BaseException):
     """Stands for a SIGKILL in the middle of a checkpoint write."""
 
 
-def test_crash_inside_checkpoint_write_resumes_identically(tmp_path, monkeypatch, reference):
-    cfg = tiny()
-    ref = reference("plain", cfg)
+def crash_in_checkpoint(monkeypatch, cfg, path, nth):
+    """Run ``cfg`` into ``path`` and die while writing the ``nth`` checkpoint (data written,
+    completeness mark missing), as a SIGKILL at that moment would."""
     calls = {"n": 0}
     real = io._mark_complete
 
     def mark(g):
         calls["n"] += 1
-        if calls["n"] == 4:  # the 4th checkpoint (k = 12): data written, mark missing
+        if calls["n"] == nth:
             raise Boom()
         real(g)
 
     monkeypatch.setattr(io, "_mark_complete", mark)
-    p = tmp_path / "r.h5"
     with pytest.raises(Boom):
-        io.run_to_file(cfg, p)
+        io.run_to_file(cfg, path)
     monkeypatch.setattr(io, "_mark_complete", real)
+
+
+def test_crash_inside_checkpoint_write_resumes_identically(tmp_path, monkeypatch, reference):
+    cfg = tiny()
+    ref = reference("plain", cfg)
+    p = tmp_path / "r.h5"
+    crash_in_checkpoint(monkeypatch, cfg, p, 4)  # the 4th checkpoint (k = 12)
     assert status(p) == "running"
     info = io.inspect(p)
     assert info["checkpoint_step"] == 8  # the previous complete slot
@@ -422,20 +428,8 @@ def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
     (State.memo): they must survive the checkpoint for a bit-identical continuation."""
     cfg = tiny(**over)
     ref = reference("memo-" + "-".join(over), cfg)
-    calls = {"n": 0}
-    real = io._mark_complete
-
-    def mark(g):
-        calls["n"] += 1
-        if calls["n"] == 3:  # crash while writing the 3rd checkpoint (k = 8)
-            raise Boom()
-        real(g)
-
-    monkeypatch.setattr(io, "_mark_complete", mark)
     p = tmp_path / "r.h5"
-    with pytest.raises(Boom):
-        io.run_to_file(cfg, p)
-    monkeypatch.setattr(io, "_mark_complete", real)
+    crash_in_checkpoint(monkeypatch, cfg, p, 3)  # the 3rd checkpoint (k = 8)
     r = io.resume(p)
     assert r.action == "resumed" and r.from_step == 4
     assert_same_records(p, ref)
