@@ -202,6 +202,7 @@ class Simulation:
             self.stepper = get_solver(self.method)
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
+        self._record_set = frozenset(self.record_steps)
 
     def _tokens(self, ini, rng):
         kind = ini["tokens"]
@@ -407,13 +408,6 @@ class Simulation:
             return float(G.energy[0]), G.gradient[0] / n
 
         return self.stepper.step(energy_grad, X, b, self.dt, self.model.sigma)
-
-    @property
-    def _record_set(self):
-        rs = self.__dict__.get("_rs")
-        if rs is None:
-            rs = self.__dict__["_rs"] = set(self.record_steps)
-        return rs
 
 
 def _check_finite(a, what, k, t):
