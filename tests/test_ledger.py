@@ -149,8 +149,8 @@ def test_w2_geodesic_analytic_cases():
 def test_metric_speed_matches_velocity():
     """W₂ between successive records / Δt ≈ (mean |v|²)^{1/2} for short record intervals
     (the coupling is the identity and tokens move along near-geodesics)."""
-    cfg = small_config(**{"diagnostics.w2": True, "solver.record_every": 1, "solver.dt": 0.002,
-                          "solver.T": 0.02, "weights.process": "frozen", "solver.method": "rk4"})
+    cfg = small_config(**{"diagnostics.w2": True, "solver.record_every": 2, "solver.dt": 0.001,
+                          "solver.T": 0.021, "weights.process": "frozen", "solver.method": "rk4"})
     r = wflow.simulate(cfg)
     speed = np.sqrt(r.v2_mean)
     mid = 0.5 * (speed[1:] + speed[:-1])

@@ -279,8 +279,11 @@ class Simulation:
 
                 w2 = np.array([w2_geodesic(prev[p], state.X[p]) for p in range(self.P)])
             row["w2_step"] = w2
-            row["metric_speed"] = w2 / (self.record_every * self.dt)
+            if prev is not None:  # the last interval may be shorter than record_every steps
+                w2 = w2 / (t - float(state.memo["w2_prev_t"]))
+            row["metric_speed"] = w2
             state.memo["w2_prev_X"] = state.X.copy()
+            state.memo["w2_prev_t"] = np.array(t)
         row.update(extra)
         return row
 
