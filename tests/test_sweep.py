@@ -76,5 +76,9 @@ def test_cli_sweep_and_study(tmp_path, capsys):
     assert main(["sweep", "--grid", "model.headz=[1]", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.heads" in err[0]
+    files = [str(tmp_path / f"run-heads={h}.h5") for h in (1, 2)]
+    assert main(["plot", *files, "--kind", "head_scaling", "--kind", "G2", "-o", str(tmp_path / "f")]) == 0
+    assert (tmp_path / "f" / "head_scaling.png").stat().st_size > 0
+    assert (tmp_path / "f" / "run-heads=2" / "G2.png").stat().st_size > 0
     assert main(["study", "nope", "-o", str(tmp_path)]) == 2
     assert main(["study", "list"]) == 0

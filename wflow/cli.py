@@ -171,7 +171,8 @@ def _load_plotting():
 def cmd_plot(args) -> int:
     from .io import inspect
 
-    info = inspect(args.file)  # a bad file is bad input (exit 2) before any import
+    files = [Path(f) for f in args.file]
+    infos = [inspect(f) for f in files]  # a bad file is bad input (exit 2) before any import
     plotting = _load_plotting()
     kinds = list(args.kind or plotting.KINDS)
     allowed = list(plotting.KINDS)
@@ -179,14 +180,25 @@ def cmd_plot(args) -> int:
         if k not in allowed:
             raise ConfigError(f"--kind {k!r}: allowed values are "
                               + ", ".join(repr(x) for x in allowed))
-    path = Path(args.file)
-    outdir = Path(args.output) if args.output else path.parent / f"{path.stem}_plots"
+    for f, info in zip(files, infos):
+        if info["n_records"] == 0:
+            raise ConfigError(f"{f}: no records to plot")
+    if len(files) == 1:
+        outdir = Path(args.output) if args.output else files[0].parent / f"{files[0].stem}_plots"
+    else:
+        outdir = Path(args.output) if args.output else Path("plots")
     outdir.mkdir(parents=True, exist_ok=True)
-    if info["n_records"] == 0:
-        raise ConfigError(f"{path}: no records to plot")
-    for k in kinds:
-        for p in plotting.plot(path, k, outdir) or []:
-            print(p)
+    written = []
+    if "head_scaling" in kinds and len(files) > 1:  # one figure across the runs
+        written += plotting.plot_head_scaling([str(f) for f in files], outdir)
+        kinds = [k for k in kinds if k != "head_scaling"]
+    for f in files:
+        sub = outdir if len(files) == 1 else outdir / f.stem
+        sub.mkdir(parents=True, exist_ok=True)
+        for k in kinds:
+            written += plotting.plot(f, k, sub) or []
+    for p in written:
+        print(p)
     return 0
 
 
@@ -368,8 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="result file (HDF5)")
     r.set_defaults(func=cmd_info)
 
-    r = sub.add_parser("plot", parents=[common], help="figures of a result file")
-    r.add_argument("file", help="result file (HDF5)")
+    r = sub.add_parser("plot", parents=[common],
+                       help="figures of result files (several files: one head_scaling across them)")
+    r.add_argument("file", nargs="+", help="result file(s) (HDF5)")
     r.add_argument("--kind", action="append", metavar="K", help="figure kind (repeatable)")
     r.add_argument("-o", "--output", metavar="DIR", help="output directory")
     r.set_defaults(func=cmd_plot)
