@@ -82,3 +82,14 @@ def test_cli_sweep_and_study(tmp_path, capsys):
     assert (tmp_path / "f" / "run-heads=2" / "G2.png").stat().st_size > 0
     assert main(["study", "nope", "-o", str(tmp_path)]) == 2
     assert main(["study", "list"]) == 0
+
+
+def test_cli_study_writes_results_and_figures(tmp_path):
+    from wflow.cli import main
+
+    out = tmp_path / "s6"
+    assert main(["study", "section6", "--quick", "-q", "-o", str(out), "--set", "model.n=16",
+                 "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]) == 0
+    assert len(list(out.glob("*.h5"))) == 6
+    assert (out / "figures" / "head_scaling.png").stat().st_size > 0
+    assert (out / "figures" / "ou-heads=10" / "snapshots.png").stat().st_size > 0

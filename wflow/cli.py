@@ -324,6 +324,19 @@ def cmd_study(args) -> int:
                      overrides=args.set or [], ledger=args.ledger, progress=not args.quiet)
     print(text)
     print(f"results in {out}/")
+    if not args.no_plots:
+        plotting = _load_plotting()
+        files = sorted(Path(out).glob("*.h5"))
+        figs = Path(out) / "figures"
+        if args.name == "section6":
+            fam = {"OU": [str(f) for f in files if f.name.startswith("ou-")],
+                   "oscillating, shared phase": [str(f) for f in files
+                                                 if f.name.startswith("oscillating-")]}
+            plotting.plot_head_scaling(fam, figs, formats=("png", "pdf"))
+        for f in files:
+            for kind in ("snapshots", "G2", "clustering"):
+                plotting.plot(f, kind, figs / f.stem)
+        print(f"figures in {figs}/")
     return 0
 
 
@@ -421,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", metavar="DIR", help="result directory")
     r.add_argument("--quick", action="store_true", help="short T and few paths (smoke test)")
     r.add_argument("--ledger", action="store_true", help="record the exact ledger too")
+    r.add_argument("--no-plots", action="store_true", help="skip the figures")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
     add_exec_options(r)
     r.set_defaults(func=cmd_study)
