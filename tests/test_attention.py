@@ -259,3 +259,19 @@ def test_kernel_matches_reference_random(n, d, H, beta, norm, nlap, causal, unti
     for k in names:
         scale = max(np.linalg.norm(getattr(b, k)), 1e-12)
         assert np.linalg.norm(np.asarray(getattr(a, k)) - getattr(b, k)) <= 1e-12 * scale + 1e-14, k
+
+
+def test_field_rejects_bad_input():
+    X, D = random_case(n=5, d=3, H=2)
+    with pytest.raises(wflow.ConfigError, match="shape"):
+        wflow.field(X, D[:, :2, :2])
+    with pytest.raises(wflow.ConfigError, match="unit sphere"):
+        wflow.field(2 * X, D)
+    A = D.copy()
+    A[0, 0, 1] += 0.5
+    with pytest.raises(wflow.ConfigError, match="symmetric"):
+        wflow.field(X, A)
+    X2 = X.copy()
+    X2[0, 0] = np.nan
+    with pytest.raises(wflow.ConfigError, match="finite"):
+        wflow.field(X2, D)
