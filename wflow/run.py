@@ -191,6 +191,9 @@ class Simulation:
         self.process = make_process(w, self.H, self.d, self.dt)
         if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
             D0 = np.broadcast_to(self.process.at(0.0), D0.shape).copy()
+        note = getattr(self.process, "rounding_note", "")
+        if note:  # layer durations are rounded to whole steps (SPEC §5): say so
+            log.warning("weights.layers: %s", note)
         self.noise_var = float(w.get("noise_var", 0.0)) if w["process"] == "ou" else 0.0
         self.method = s["method"]
         if self.method == "jko":
