@@ -128,3 +128,35 @@ def test_same_bytes_with_one_thread(tmp_path):
         for k, a in (("X", here.X), ("energy", here.energy), ("G2", here.G2),
                      ("res", here.ledger_residual)):
             np.testing.assert_array_equal(z[k], a, err_msg=k)
+
+
+def test_weights_from_file_drive_the_run(tmp_path):
+    """process = "file": the recorded D follow the file's trajectory (linear between knots)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((3, 3, 3, 3))
+    traj = A + A.transpose(0, 1, 3, 2)  # (K = 3, H = 3, d, d)
+    t = np.array([0.0, 0.1, 0.2])
+    path = tmp_path / "w.npz"
+    np.savez(path, D=traj, t=t)
+    cfg = small_config(**{"weights.process": "file", "weights.file": str(path),
+                          "output.store_weights": True, "solver.record_every": 5})
+    res = wflow.simulate(cfg)
+    np.testing.assert_allclose(res.t, [0.0, 0.05, 0.1, 0.15, 0.2])
+    for r, want in ((0, traj[0]), (2, traj[1]), (4, traj[2]), (1, 0.5 * (traj[0] + traj[1]))):
+        np.testing.assert_allclose(res.D[r, 0], want, rtol=0, atol=1e-12)
+    # deterministic: no martingale, and the drift is the slope of the interpolant
+    np.testing.assert_allclose(res.paper_martingale, 0.0, atol=1e-12)
+
+
+def test_layers_switch_weights_on_step_boundaries():
+    cfg = small_config(**{"weights.process": "layers", "output.store_weights": True,
+                          "weights.layers": [{"duration": 0.1, "weights": "identity"},
+                                             {"duration": 0.1, "weights": "symmetric_gaussian",
+                                              "seed": 4}],
+                          "solver.record_every": 5})
+    res = wflow.simulate(cfg)
+    I = np.broadcast_to(np.eye(3), (3, 3, 3))
+    np.testing.assert_array_equal(res.D[0, 0], I)
+    np.testing.assert_array_equal(res.D[1, 0], I)
+    assert not np.allclose(res.D[3, 0], I)
+    np.testing.assert_array_equal(res.D[3, 0], res.D[4, 1])
