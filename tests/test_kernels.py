@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -92,6 +95,44 @@ def test_fused_pass_matches_reference(d, H, beta):
                     check(out, refs, causal, 1e-12)
 
 
+@pytest.mark.parametrize("d", [16, 32, 64])
+@pytest.mark.parametrize("beta", [0.1, 1.0, 25.0])
+def test_blas_pass_matches_reference(d, beta):
+    """Large d (the BLAS pair pass, row blocks of K._BLAS_ROWS: n spans three blocks)."""
+    rng = np.random.default_rng(7000 + d + int(beta))
+    P, n, H = 2, max(K.BLAS_MIN_N, 2 * K._BLAS_ROWS) + 22, 3
+    assert K._use_blas(n, d, False, True)
+    X, D, V = make_case(rng, P, n, d, H, norm2=2.0 if beta > 10 else None)
+    lap = np.array([True, False, True])
+    for norm, code in K.NORM_CODES.items():
+        for tied in (True, False):
+            for causal in (False, True):
+                refs = reference(X, D, V, beta, norm, lap, causal, tied)
+                for fast in (True, False):
+                    out = K.fused_pass(X, D, V, beta, code, lap, causal, tied,
+                                       want_ito=True, fast_exp=fast)
+                    check(out, refs, causal, 1e-12)
+
+
+def test_blas_pass_matches_numba_pass(monkeypatch):
+    """The BLAS pair pass and the numba pair pass agree (d = 16, row-max shifts too)."""
+    rng = np.random.default_rng(17)
+    X, D, V = make_case(rng, 2, 300, 16, 3)
+    assert K._use_blas(300, 16, False, True)
+    lap = np.array([False, True, False])
+    for limit in (K.FIXED_SHIFT_LIMIT, 0.0):
+        monkeypatch.setattr(K, "FIXED_SHIFT_LIMIT", limit)
+        for causal in (False, True):
+            a = K.fused_pass(X, D, V, 2.0, 1, lap, causal, False)
+            monkeypatch.setattr(K, "BLAS_MIN_D", 10**9)
+            b = K.fused_pass(X, D, V, 2.0, 1, lap, causal, False)
+            monkeypatch.setattr(K, "BLAS_MIN_D", 16)
+            for name, x, y in zip(NAMES, a, b):
+                if causal and name not in MASKED_DEFINED:
+                    continue
+                assert relerr(x, y) < 1e-13, (name, limit, causal)
+
+
 def test_paths_are_independent():
     """P = 2 with distinct weights: each path equals its own single-path evaluation."""
     rng = np.random.default_rng(7)
@@ -176,10 +217,11 @@ def test_fixed_and_row_max_shift_agree(monkeypatch):
 
 
 @pytest.mark.parametrize("d, dtype, beta", [(3, np.float64, 1.0), (8, np.float64, 1.0),
-                                            (3, np.float32, 1.0), (3, np.float64, 50.0)])
+                                            (3, np.float32, 1.0), (3, np.float64, 50.0),
+                                            (32, np.float64, 1.0), (16, np.float64, 50.0)])
 def test_thread_count_determinism(d, dtype, beta):
     """Bit-identical results with 1 and 2 threads (every kernel path: d = 3 fused, generic d,
-    float32, row-max shifts)."""
+    float32, row-max shifts, the BLAS pass for large d)."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("a single thread available")
     rng = np.random.default_rng(9)
@@ -198,6 +240,41 @@ def test_thread_count_determinism(d, dtype, beta):
     for r1, r2 in zip(res[1], res[2]):
         for a, b in zip(r1, r2):
             np.testing.assert_array_equal(a, b)
+
+
+_BLAS_CHILD = """
+import sys
+import numpy as np
+from wflow import _kernels as K
+z = np.load(sys.argv[1])
+out = K.fused_pass(z["X"], z["D"], z["V"], 1.0, 1, z["lap"], False, False)
+np.savez(sys.argv[2], *out)
+"""
+
+
+def test_blas_thread_count_determinism(tmp_path):
+    """Large d: bit-identical results whatever the BLAS thread count (a child process with
+    OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = 1, and in-process threadpoolctl limits)."""
+    rng = np.random.default_rng(19)
+    X, D, V = make_case(rng, 2, 300, 48, 3)
+    assert K._use_blas(300, 48, False, True)
+    lap = np.array([False, True, False])
+    np.savez(tmp_path / "in.npz", X=X, D=D, V=V, lap=lap)
+    out = K.fused_pass(X, D, V, 1.0, 1, lap, False, False)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(K.__file__).parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    subprocess.run([sys.executable, "-c", _BLAS_CHILD, str(tmp_path / "in.npz"),
+                    str(tmp_path / "out.npz")], check=True, env=env, timeout=600)
+    child = np.load(tmp_path / "out.npz")
+    for k, a in enumerate(out):
+        assert a.tobytes() == child[f"arr_{k}"].tobytes(), NAMES[k]
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    for nt in (1, 2):
+        with threadpoolctl.threadpool_limits(nt):
+            again = K.fused_pass(X, D, V, 1.0, 1, lap, False, False)
+        for name, a, b in zip(NAMES, out, again):
+            assert a.tobytes() == b.tobytes(), (name, nt)
 
 
 @pytest.mark.skipif(not COMPANION.exists(), reason="companion case not available")

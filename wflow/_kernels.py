@@ -21,6 +21,13 @@ the padded (or causally masked) weights are set to 0 by a select, instead of a s
 remainder. d = 3 has a fully fused loop (:func:`_row_sums3`); other d use chunks of
 512 columns (logits, exponentials, then the sums, each a simple vectorised loop).
 
+*Large d* (d ≥ :data:`BLAS_MIN_D`, n ≥ :data:`BLAS_MIN_N`): :func:`_pair_pass_blas` computes
+the same sums by row blocks with BLAS matmuls (logits L = Q_blk Xᵀ, SX = e^{L−c} X, the Gram
+block X_blk Xᵀ for the Itô sum), memory two B × n arrays per worker. OpenBLAS results depend
+on its thread count (measured), so BLAS is limited to one thread during the pass
+(threadpoolctl; without threadpoolctl the numba pair pass is used) and the row blocks run in
+a pool of ``numba.get_num_threads()`` Python threads.
+
 *Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift) are *not* exploited:
 a deterministic version (round-robin schedule of (I, J) tiles, column sums batched over
 4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
@@ -504,6 +511,129 @@ def _pair_pass32(Xt, D, X, beta, shift, rowmax, causal, want_ito, rb, S0, SX, SI
 
 
 # ---------------------------------------------------------------------------------------------
+# Pair pass for large d: row blocks, BLAS matmuls (single-threaded BLAS in a thread pool)
+# ---------------------------------------------------------------------------------------------
+#: Use the BLAS pair pass from this dimension and this number of tokens on (measured on
+#: 2 cores: (n, H, d) = (2048, 8, 16) 69 → 43 ms, (2048, 8, 64) 290 → 150 ms, P = 10
+#: (200, 100, 16) 120 → 74 ms; about even at n = 512, d = 16; slower for n ≤ 256 or d = 8
+#: at small n). Below, the numba pair pass.
+BLAS_MIN_D = 16
+BLAS_MIN_N = 256
+#: Rows per block of the BLAS pair pass (at most; fixed: never depends on the thread count).
+_BLAS_ROWS = 128
+#: Bound on the elements of one block array (rows × columns) of the BLAS pair pass.
+_BLAS_BLOCK_ELEMS = 1 << 18
+
+
+@njit(nogil=True, fastmath=_FM, **_OPTS)
+def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h, SIh, RSh):
+    """Rows i0..i0+B−1 of one head from their logits L (B, m): L ← e^{L − c} in place
+    (0 beyond the causal mask), S0, SI = Σ_j e_ij (1 + C_ij²) and the shift written."""
+    B, m = L.shape
+    for r in range(B):
+        i = i0 + r
+        jend = i + 1 if causal else m
+        row = L[r]
+        if use_rowmax:
+            c = -np.inf
+            for j in range(jend):
+                if row[j] > c:
+                    c = row[j]
+        else:
+            c = c_fixed
+        if fast:
+            for j in range(jend):
+                row[j] = _exp_fast(row[j] - c)
+        else:
+            for j in range(jend):
+                row[j] = math.exp(row[j] - c)
+        for j in range(jend, m):
+            row[j] = 0.0
+        s0 = 0.0
+        for j in range(jend):
+            s0 += row[j]
+        si = 0.0
+        if want_ito:
+            cr = C[r]
+            for j in range(jend):
+                si += row[j] * cr[j] * cr[j]
+        S0h[i] = s0
+        SIh[i] = s0 + si
+        RSh[i] = c
+
+
+_blas_controller = None
+
+
+def _blas_limits():
+    """A context manager limiting BLAS to one thread (threadpoolctl), or None if unavailable."""
+    global _blas_controller
+    if _blas_controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _blas_controller = False
+        else:
+            _blas_controller = ThreadpoolController()
+    if _blas_controller is False:
+        return None
+    return _blas_controller.limit(limits=1, user_api="blas")
+
+
+def _use_blas(n, d, single, fast_exp):
+    """Whether fused_pass takes the BLAS pair pass."""
+    return d >= BLAS_MIN_D and n >= BLAS_MIN_N and not (single and d == 3 and fast_exp)
+
+
+def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits):
+    """The pair pass with BLAS matmuls, the same sums as :func:`_pair_pass`.
+
+    Work items are (path, block of B rows); each item computes, once, the Gram block
+    C = X_blk Xᵀ (for the Itô sum), then per head the logits L = β X_blk D_hᵀ Xᵀ
+    (two matmuls), e^{L − c} and the row sums in place (:func:`_blas_block_rows`), and
+    SX_blk = E X. Memory per item: two B × n arrays. The items run in a pool of
+    ``numba.get_num_threads()`` Python threads, BLAS limited to one thread (``limits``):
+    every output slot is written by one item and every item is computed by the same
+    sequence of single-threaded calls, so the results do not depend on either thread count.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    P, n, d = X.shape
+    H = D.shape[1]
+    B = max(1, min(_BLAS_ROWS, _BLAS_BLOCK_ELEMS // max(1, n), n))
+    nb = -(-n // B)
+    XT = np.ascontiguousarray(X.transpose(0, 2, 1))  # (P, d, n)
+    bDT = np.ascontiguousarray(beta * D.transpose(0, 1, 3, 2))  # β D_hᵀ: q_i = β D_h x_i
+
+    def item(t):
+        p, b = divmod(t, nb)
+        i0 = b * B
+        i1 = min(n, i0 + B)
+        m = i1 if causal else n  # columns j < i1 under the causal mask
+        Xb = X[p, i0:i1]
+        XTm = XT[p, :, :m]
+        Xm = X[p, :m]
+        C = Xb @ XTm if want_ito else np.empty((0, 0))
+        L = np.empty((i1 - i0, m))
+        for h in range(H):
+            Q = Xb @ bDT[p, h]
+            np.matmul(Q, XTm, out=L)
+            _blas_block_rows(L, C, i0, shift[p, h], rowmax[p, h], causal, want_ito, fast,
+                             S0[p, h], SI[p, h], RS[p, h])
+            SX[p, h, i0:i1] = L @ Xm
+
+    nt = max(1, min(numba.get_num_threads(), P * nb))
+    with limits:
+        if nt == 1:
+            for t in range(P * nb):
+                item(t)
+        else:
+            with ThreadPoolExecutor(max_workers=nt) as ex:
+                for _ in ex.map(item, range(P * nb)):
+                    pass
+
+
+# ---------------------------------------------------------------------------------------------
 # Combine
 # ---------------------------------------------------------------------------------------------
 @njit(parallel=True, **_OPTS)
@@ -724,13 +854,19 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     SI = np.empty((P, H, n))
     RS = np.empty((P, H, n))
     rb = _row_block(n, P * H)
-    if single and d == 3 and fast_exp:
+    limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
+    if limits is not None:
+        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
+        _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
+                        S0, SX, SI, RS, limits)
+    elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
         n_pad = -(-n // _VW32) * _VW32
         Xt = np.zeros((P, d, n_pad), dtype=np.float32)
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         _pair_pass32(Xt, D, X, beta, shift32, rowmax, causal, want_ito, rb, S0, SX, SI, RS)
+        del Xt
     else:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         n_pad = -(-n // _VW) * _VW
@@ -738,7 +874,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         _pair_pass(Xt, D, X, beta, shift, rowmax, causal, want_ito, bool(fast_exp), rb,
                    S0, SX, SI, RS)
-    del Xt
+        del Xt
 
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
