@@ -93,3 +93,11 @@ def test_cli_study_writes_results_and_figures(tmp_path):
     assert len(list(out.glob("*.h5"))) == 6
     assert (out / "figures" / "head_scaling.png").stat().st_size > 0
     assert (out / "figures" / "ou-heads=10" / "snapshots.png").stat().st_size > 0
+
+
+def test_energy_study_orders(tmp_path):
+    """The discrete energy identity study (quick: T = 0.4): fitted ledger orders ≈ 1, 2, 2."""
+    text = run_study("energy", tmp_path, scale="quick")
+    orders = {line.split()[0]: float(line.split()[5]) for line in text.splitlines()
+              if line.split() and line.split()[0] in ("euler", "heun", "rk4")}
+    assert abs(orders["euler"] - 1) < 0.2 and orders["heun"] > 1.8 and orders["rk4"] > 1.8, text

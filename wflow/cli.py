@@ -333,8 +333,9 @@ def cmd_study(args) -> int:
                    "oscillating, shared phase": [str(f) for f in files
                                                  if f.name.startswith("oscillating-")]}
             plotting.plot_head_scaling(fam, figs, formats=("png", "pdf"))
+        kinds = ("ledger",) if args.name == "energy" else ("snapshots", "G2", "clustering")
         for f in files:
-            for kind in ("snapshots", "G2", "clustering"):
+            for kind in kinds:
                 plotting.plot(f, kind, figs / f.stem)
         print(f"figures in {figs}/")
     return 0
@@ -430,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     r = sub.add_parser("study", parents=[common], help="run a standard study ('list' to list)")
-    r.add_argument("name", help="section6 | laplacian | list")
+    r.add_argument("name", help="section6 | energy | laplacian | list")
     r.add_argument("-o", "--output", metavar="DIR", help="result directory")
     r.add_argument("--quick", action="store_true", help="short T and few paths (smoke test)")
     r.add_argument("--ledger", action="store_true", help="record the exact ledger too")

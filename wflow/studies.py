@@ -5,6 +5,9 @@ r"""The standard studies, each a sweep plus a summary table computed from the re
   (shared phase) with one path. Summary: late-window G² per H with a 95% CI over
   paths, the fit :math:`G^2 \approx aH^b` per family (expected OU b ≈ −1,
   oscillating b ≈ 0), and clustering at T (clustering vs non-clustering on S²).
+- ``energy``: the discrete energy identity: deterministic oscillating weights (shared, H = 10,
+  n = 50, T = 2), Euler / Heun / RK4 over Δt ∈ {0.02, 0.01, 0.005, 0.0025}; the exact ledger
+  residual and its fitted order (expected min(p, 2)), the telescoping error, ∫G²/∫𝒟.
 - ``laplacian``: attention vs Laplacian heads (none, half, all of H = 4), OU weights:
   within-sequence variance, spectral rank, order parameter and clusters at T.
 
@@ -22,7 +25,8 @@ from . import config as _config
 from .analysis import fit_power_law, head_scaling_data, load_source
 from .sweep import expand_grid, run_sweep
 
-__all__ = ["STUDIES", "section6_tasks", "laplacian_tasks", "run_study", "summarize_section6"]
+__all__ = ["STUDIES", "section6_tasks", "laplacian_tasks", "energy_tasks", "run_study",
+           "summarize_section6", "summarize_energy"]
 
 SECTION6_BASE = {
     "model": {"d": 3, "n": 200, "beta": 1.0, "normalization": "head", "sign": "descent"},
@@ -66,6 +70,47 @@ def laplacian_tasks(scale="full", overrides=()):
     base["solver"]["paths"] = min(base["solver"]["paths"], 4)
     base = _config.apply_overrides(base, list(overrides))
     return expand_grid(base, {"model.laplacian_heads": [0, 2, 4]}, name="laplacian")
+
+
+ENERGY_DTS = (0.02, 0.01, 0.005, 0.0025)
+
+
+def energy_tasks(scale="full", overrides=()):
+    """The discrete energy identity: oscillating shared weights, three solvers, four Δt."""
+    T = 2.0 if scale == "full" else 0.4
+    base = {"model": {"n": 50, "heads": 10}, "init": {"seed": 3},
+            "weights": {"process": "oscillating", "phase": "shared", "noise_var": 0.0},
+            "solver": {"T": T, "paths": 1}, "diagnostics": {"clustering": False, "ledger": True},
+            "output": {"store_tokens": False}}
+    base = _config.apply_overrides(base, list(overrides))
+    tasks = []
+    for method in ("euler", "heun", "rk4"):
+        for dt in ENERGY_DTS:
+            cfg = copy.deepcopy(base)
+            cfg["solver"].update(method=method, dt=dt, record_every=int(round(T / dt)))
+            tasks += expand_grid(cfg, {}, name=f"energy-{method}-dt={dt:g}")
+    return tasks
+
+
+def summarize_energy(paths):
+    """Ledger residual at T per solver and Δt, its fitted order, telescoping error, ∫G²/∫𝒟."""
+    rows = {}
+    for p in paths:
+        cfg, arr = load_source(p)
+        rows.setdefault(cfg["solver"]["method"], []).append(
+            (cfg["solver"]["dt"], abs(_final_mean(arr, "ledger_residual")),
+             float(np.nanmax(np.abs(arr["ledger_telescoping"]))),
+             _final_mean(arr, "int_G2") / _final_mean(arr, "int_dissipation")))
+    lines = [f"{'method':<8}" + "".join(f"{'dt=' + format(dt, 'g'):>12}" for dt in ENERGY_DTS)
+             + f"{'order':>8}{'max telescoping':>18}{'int G2/int D':>14}"]
+    for method, r in rows.items():
+        r.sort(reverse=True)
+        dts = np.array([x[0] for x in r])
+        res = np.array([x[1] for x in r])
+        order = float(np.polyfit(np.log(dts), np.log(res), 1)[0])
+        lines.append(f"{method:<8}" + "".join(f"{e:>12.3e}" for e in res) + f"{order:>8.2f}"
+                     f"{max(x[2] for x in r):>18.1e}{r[-1][3]:>14.3f}")
+    return "\n".join(lines)
 
 
 def _final_mean(arrays, key):
@@ -115,6 +160,7 @@ def summarize_table(paths, keys=("variance", "spectral_rank", "order_parameter",
 
 STUDIES = {
     "section6": "the paper's Section 6: OU and oscillating weights over H ∈ {1, 10, 100}",
+    "energy": "the discrete energy identity: ledger residual orders of Euler, Heun, RK4",
     "laplacian": "attention vs Laplacian heads (0, 2, 4 of H = 4), OU weights",
 }
 
@@ -126,6 +172,8 @@ def run_study(name, outdir, scale="full", executor="serial", address=None, n_wor
         tasks = section6_tasks(scale, ledger=ledger, overrides=overrides)
     elif name == "laplacian":
         tasks = laplacian_tasks(scale, overrides=overrides)
+    elif name == "energy":
+        tasks = energy_tasks(scale, overrides=overrides)
     else:
         from .errors import ConfigError
 
@@ -136,6 +184,8 @@ def run_study(name, outdir, scale="full", executor="serial", address=None, n_wor
     timing = "\n".join(f"{r['name']:<34}{r['action']:<20}{r['elapsed']:>9.1f} s" for r in rows)
     if name == "section6":
         text, _ = summarize_section6(paths)
+    elif name == "energy":
+        text = summarize_energy(paths)
     else:
         text = summarize_table(paths)
     return f"{timing}\n\n{text}"
