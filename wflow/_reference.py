@@ -104,12 +104,3 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian=(), causal=F
         dE_dD=dE_dD, ito_sum=ito_sum,
     )
     return out
-
-
-def energy_reference(X, D, beta=1.0):
-    r""":math:`E(X;D) = \frac{1}{2\beta H n^2}\sum_h\sum_{i,j} e^{\beta\langle x_i, D_h x_j\rangle}`."""
-    X = np.asarray(X, dtype=float)
-    D = np.asarray(D, dtype=float)
-    n = X.shape[0]
-    S = beta * np.einsum("ia,hab,jb->hij", X, D, X, optimize=True)
-    return float(np.exp(S).sum() / (2 * beta * D.shape[0] * n * n))

@@ -188,6 +188,24 @@ def _looks_hdf5(path: Path) -> bool:
         return False
 
 
+def _retry(fn, attempts, errors, what):
+    """``fn()``, retried with a short exponential back-off on ``errors``; after the last
+    attempt the error becomes one ConfigError line ``what (first line of the error)``."""
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except ConfigError:
+            raise
+        except errors as exc:
+            if attempt == attempts - 1:
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ConfigError(f"{what} ({msg})") from None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.2)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def _open_read(path: Path, retries: int = 20):
     """Open for reading; retry briefly (a writer may hold the file for a moment)."""
     if not path.exists():
@@ -196,17 +214,8 @@ def _open_read(path: Path, retries: int = 20):
         raise ConfigError(f"{path}: is a directory, not a result file")
     if not _looks_hdf5(path):
         raise ConfigError(f"{path}: not an HDF5 file")
-    delay = 0.01
-    for attempt in range(retries):
-        try:
-            return h5py.File(path, "r")
-        except OSError as exc:
-            if attempt == retries - 1:
-                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise ConfigError(f"{path}: cannot open the HDF5 file ({msg})") from None
-            time.sleep(delay)
-            delay = min(2 * delay, 0.2)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return _retry(lambda: h5py.File(path, "r"), retries, OSError,
+                  f"{path}: cannot open the HDF5 file")
 
 
 _TRANSIENT = (OSError, RuntimeError, KeyError, ValueError, TypeError)
@@ -220,22 +229,13 @@ def _with_file(path, fn, attempts: int = 12):
     before they become a one-line ConfigError.
     """
     path = Path(path)
-    delay = 0.01
-    for attempt in range(attempts):
-        f = _open_read(path)
-        try:
-            with f:
-                _check_format(f, path)
-                return fn(f)
-        except ConfigError:
-            raise
-        except _TRANSIENT as exc:
-            if attempt == attempts - 1:
-                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise ConfigError(f"{path}: cannot read the result file ({msg})") from None
-            time.sleep(delay)
-            delay = min(2 * delay, 0.2)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def once():
+        with _open_read(path) as f:
+            _check_format(f, path)
+            return fn(f)
+
+    return _retry(once, attempts, _TRANSIENT, f"{path}: cannot read the result file")
 
 
 def _open_write(path: Path):

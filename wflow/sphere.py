@@ -21,7 +21,6 @@ __all__ = [
     "uniform",
     "von_mises_fisher",
     "octahedral",
-    "tangent_basis",
 ]
 
 _SMALL = 1e-8
@@ -111,15 +110,6 @@ def geodesic_distance(X, Y):
     c = _dot(X, Y)
     s = np.linalg.norm(project(X, Y), axis=-1)
     return np.arctan2(s, c)
-
-
-def tangent_basis(x):
-    """Orthonormal basis of the tangent space at one point ``x`` (d,), shape (d-1, d)."""
-    x = np.asarray(x, dtype=float)
-    d = x.shape[0]
-    # Householder-free: QR of [x | I]
-    Q, _ = np.linalg.qr(np.column_stack([x, np.eye(d)]))
-    return Q[:, 1:d].T
 
 
 def uniform(n, d, rng: np.random.Generator):
