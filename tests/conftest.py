@@ -1,5 +1,8 @@
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from wflow import sphere
 
@@ -34,3 +37,14 @@ def small_config(**over):
         sec, k = key.split(".")
         cfg.setdefault(sec, {})[k] = val
     return cfg
+
+
+# ---------------------------------------------------------------- hypothesis profiles
+# "ci" (selected when CI is set, as .ci/run does): derandomised, so a failure in CI reproduces
+# with the same examples on any machine; no example database. "dev": random examples, kept in
+# .hypothesis/ so a failure found locally is replayed first. No deadline in either: the first
+# example compiles numba kernels.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None,
+                          print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
