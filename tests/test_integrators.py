@@ -1,4 +1,4 @@
-"""Convergence orders on an analytic case: two tokens with D = I (SPEC §2)."""
+"""Convergence orders on an analytic case: two tokens with D = I [model §2]."""
 
 import numpy as np
 import pytest
