@@ -1,9 +1,9 @@
-"""Measure the gradient-flow instruments (SPEC §4, §6, §7) and print tables.
+"""Measure the gradient-flow instruments [model §4, §6, §7] and print tables.
 
     python experiments/gradient_flow_study.py            # ~ a few minutes on 2 cores
 
 1. Ledger residual orders, deterministic oscillating weights (shared, H = 10, n = 50, T = 2).
-2. OU, H = 10 (SPEC §9 setting shortened to T = 2, 2 paths): exact ledger vs the paper's residual,
+2. OU, H = 10 ([model §9] setting shortened to T = 2, 2 paths): exact ledger vs the paper's residual,
    and ∫G² / ∫𝒟.
 3. One Brownian path refined: RMS over paths of Σ realised Itô − Σ Δt Itô_expected vs Δt.
 4. JKO vs explicit: fitted order for joint / none / head H = 1, and the gap for head H = 3.
@@ -43,7 +43,7 @@ def ledger_orders():
 
 
 def ou_balance():
-    print("\n2. OU, H=10, n=200, 2 paths, T=2 (SPEC §9 shortened), one Brownian path per MC path"
+    print("\n2. OU, H=10, n=200, 2 paths, T=2 (docs/model.md §9 shortened), one Brownian path per MC path"
           " refined across dt: mean over paths at T")
     print(f"{'dt':>8}{'|ledger R|':>14}{'|paper res|':>14}{'int G2':>10}{'int D':>10}{'G2/D':>8}")
     dW = brownian_increments(1600, (2, 10, 3, 3), 2.0 / 1600, np.random.default_rng(0))

@@ -24,7 +24,7 @@ def random_case(n=7, d=3, H=2, seed=0, scale=1.0):
 
 
 def small_config(**over):
-    """A tiny, fast run configuration (nested dict of SPEC §10)."""
+    """A tiny, fast run configuration (nested dict of [model §10])."""
     cfg = {
         "model": {"d": 3, "n": 12, "beta": 1.0, "heads": 3},
         "init": {"seed": 7},

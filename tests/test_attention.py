@@ -1,4 +1,4 @@
-"""The attention field: identities of SPEC §2–4, the reference case, and the Euler step."""
+"""The attention field: identities of [model §2–4], the reference case, and the Euler step."""
 
 import math
 from pathlib import Path
@@ -16,8 +16,8 @@ from wflow import sphere
 from wflow.attention import laplacian_indices
 from wflow.integrators import RK4, RungeKutta
 
-# a copy of ../shared/reference/companion_case.npz (the paper's companion simulation), so the
-# check runs on any clone; described in tests/data/companion_case.md
+# the companion case of [model §9] (numbers from the paper's companion simulation), kept in the
+# repository so the check runs on any clone; described in tests/data/companion_case.md
 REF = Path(__file__).resolve().parent / "data" / "companion_case.npz"
 
 NORMS = ["head", "joint", "none"]
@@ -113,7 +113,7 @@ def test_chain_rule(norm, variant, sign):
 
 
 def test_dissipation_can_be_negative():
-    """Head normalisation, Laplacian heads or untied values: 𝒟 < 0 happens (SPEC §0)."""
+    """Head normalisation, Laplacian heads or untied values: 𝒟 < 0 happens [model §0]."""
     X, D = random_case(n=8, d=3, H=3, seed=5)
     vals = []
     for seed in range(20):
@@ -146,7 +146,7 @@ def test_single_head_all_equal(backend):
 
 
 def test_head_gap_is_real(backend):
-    """Unequal heads with head normalisation: G² ≠ 𝒟 and G²_hm ≠ 𝒟 (SPEC §4)."""
+    """Unequal heads with head normalisation: G² ≠ 𝒟 and G²_hm ≠ 𝒟 [model §4]."""
     X, D = random_case(n=20, d=3, H=4, seed=9, scale=2.0)
     F = wflow.field(X, D, normalization="head", backend=backend)
     assert abs(F.G2 - F.dissipation) > 1e-3 * F.dissipation
@@ -186,7 +186,7 @@ def test_causal_mask_nan_energy_and_first_token(backend):
 
 # ---------------------------------------------------------------- Euler step written out
 def test_one_euler_step_from_formulas(backend):
-    """x' = (x − dt v)/|x − dt v| with v written out in scalar loops from SPEC §2 (head, descent)."""
+    """x' = (x − dt v)/|x − dt v| with v written out in scalar loops from [model §2] (head, descent)."""
     X = sphere.normalize(np.array([[1.0, 0.2, -0.1], [0.3, -1.0, 0.5], [-0.2, 0.4, 1.0]]))
     D = np.array([
         [[1.0, 0.5, 0.0], [0.5, -0.3, 0.2], [0.0, 0.2, 0.7]],

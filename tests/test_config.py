@@ -39,7 +39,7 @@ def with_values(base: dict | None = None, **dotted) -> dict:
 
 def test_defaults_cover_the_vocabulary():
     assert set(C.DEFAULTS) == {"model", "init", "weights", "solver", "diagnostics", "output"}
-    # SPEC §10 names are all present
+    # [model §10] names are all present
     spec = {
         "model": "d n beta heads normalization sign laplacian_heads mask values",
         "init": "tokens token_noise weights seed",

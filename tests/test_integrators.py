@@ -1,5 +1,5 @@
 """Butcher tableaux: order conditions read from the declared order, and convergence orders of
-every registered solver on an analytic case (two tokens with D = I, SPEC §2)."""
+every registered solver on an analytic case (two tokens with D = I, [model §2])."""
 
 from fractions import Fraction
 from functools import lru_cache

@@ -1,4 +1,4 @@
-"""JKO steps (SPEC §7): the JKO inequality, first-order convergence to the explicit flow,
+"""JKO steps [model §7]: the JKO inequality, first-order convergence to the explicit flow,
 stability where explicit Euler fails, and the identity coupling."""
 
 import numpy as np

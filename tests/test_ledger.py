@@ -1,4 +1,4 @@
-"""The exact energy ledger, the paper's balance, and the gradient-flow identities (SPEC §4, §6)."""
+"""The exact energy ledger, the paper's balance, and the gradient-flow identities [model §4, §6]."""
 
 import numpy as np
 import pytest

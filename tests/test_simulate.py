@@ -1,4 +1,4 @@
-"""simulate: shapes of SPEC §0/§10, reproducibility, independence of path batching, failures."""
+"""simulate: shapes of [model §0, §10], reproducibility, independence of path batching, failures."""
 
 import numpy as np
 import pytest
@@ -109,7 +109,7 @@ def test_float32_close_to_float64():
 
 
 def test_same_bytes_with_one_thread(tmp_path):
-    """SPEC §11: identical arrays whatever the number of threads (fixed partition and order)."""
+    """[model §11]: identical arrays whatever the number of threads (fixed partition and order)."""
     import os
     import subprocess
     import sys

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def runs():
-    """SPEC §9 setting, shortened: T = 5, 3 OU paths, late window t ≥ 2.5 (the paper's)."""
+    """[model §9] setting, shortened: T = 5, 3 OU paths, late window t ≥ 2.5 (the paper's)."""
     tasks = section6_tasks("full", overrides=["solver.T=5.0", "solver.paths=3"])
     return {name: wflow.simulate(cfg) for name, cfg in tasks}
 

@@ -1,4 +1,4 @@
-"""Tests of wflow.weights against the mathematics of SPEC §5 (not against the code).
+"""Tests of wflow.weights against the mathematics of [model §5] (not against the code).
 
 Statistical checks allow Z = 5 standard errors derived from the sample size:
 a sample mean of n iid values with variance v within 5·sqrt(v/n); a sample variance
@@ -61,7 +61,7 @@ def one_line_error(match, fn, *args, **kw):
 
 
 def F3(t):
-    """SPEC §5, d = 3, written out by hand."""
+    """[model §5], d = 3, written out by hand."""
     return np.array([
         [2 + 1.5 * np.cos(t), np.sin(2 * t), np.sin(t)],
         [np.sin(2 * t), 2 + 1.5 * np.sin(t), np.cos(2 * t)],
@@ -70,7 +70,7 @@ def F3(t):
 
 
 def F2(t):
-    """SPEC §5, d = 2."""
+    """[model §5], d = 2."""
     return np.array([[2 + 1.5 * np.cos(t), np.sin(2 * t)], [np.sin(2 * t), 2 - 1.5 * np.cos(t)]])
 
 
@@ -307,7 +307,7 @@ def test_forcing_matches_spec_d2_d3():
     for t in (0.0, 0.7, 2.3, -4.1):
         np.testing.assert_allclose(Oscillating(3, 1).forcing(t)[0], F3(t), atol=1e-14)
         np.testing.assert_allclose(Oscillating(2, 1).forcing(t)[0], F2(t), atol=1e-14)
-    t = 0.7  # the matrix of SPEC §5 at t = 0.7, entries computed by hand
+    t = 0.7  # the matrix of [model §5] at t = 0.7, entries computed by hand
     c, s, c2, s2 = np.cos(0.7), np.sin(0.7), np.cos(1.4), np.sin(1.4)
     want = [[2 + 1.5 * c, s2, s], [s2, 2 + 1.5 * s, c2], [s, c2, 2 + 1.5 * np.cos(0.7 + np.pi / 4)]]
     np.testing.assert_allclose(Oscillating(3, 1).forcing(t)[0], want, atol=1e-14)

@@ -1,4 +1,4 @@
-r"""Numba kernels of the attention field (SPEC §2–4, §6): one fused pass over the pairs.
+r"""Numba kernels of the attention field [model §2–4, §6]: one fused pass over the pairs.
 
 :func:`fused_pass` evaluates, for a batch of ``P`` paths, every quantity that
 :func:`wflow._reference.field_reference` returns, without ever forming an
@@ -37,7 +37,7 @@ updates are stores, the exponential is ~2/3 of the cost), not worth a second cod
 :func:`_exp_fast32`; sums in float32 over chunks of 512 columns, then float64);
 everything after the pair loop is float64.
 
-*Stabilisation* (SPEC §2). On the sphere ``|s^h_ij| ≤ c_h = β‖D_h‖₂``. When
+*Stabilisation* [model §2]. On the sphere ``|s^h_ij| ≤ c_h = β‖D_h‖₂``. When
 ``2 c_h < 700`` the fixed shift ``c_h`` is used (no overflow, no row can
 underflow); otherwise each row is shifted by its own maximum (a first cheap pass).
 ``Z_h(x_i) = e^{shift}·S0/n`` is finite while the shift is below ≈ 709.
@@ -791,7 +791,7 @@ def _spectral_norm(D):
 
 
 def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, fast_exp=True):
-    """All field quantities of SPEC §2–4 for a batch of paths, in one pass over the pairs.
+    """All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
 
     Parameters
     ----------
@@ -847,7 +847,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     causal = bool(causal)
     want_ito = bool(want_ito) and not causal
 
-    # logit bound c_h = β‖D_h‖₂ and the shift policy (SPEC §2)
+    # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]
     shift = beta * _spectral_norm(D)
     S0 = np.empty((P, H, n))
     SX = np.empty((P, H, n, d))

@@ -1,6 +1,6 @@
-r"""Plain NumPy reference of the attention field and its diagnostics (SPEC §2–4, §6).
+r"""Plain NumPy reference of the attention field and its diagnostics [model §2–4, §6].
 
-Dense ``(H, n, n)`` arrays, written to be read against the SPEC, not to be fast.
+Dense ``(H, n, n)`` arrays, written to be read against the model reference (docs/model.md), not to be fast.
 The numba kernels of :mod:`wflow._kernels` are tested against this module.
 
 All quantities for one path: tokens ``X`` (n, d), weights ``D`` (H, d, d).
@@ -14,7 +14,7 @@ NORMALIZATIONS = ("head", "joint", "none")
 
 
 def field_reference(X, D, beta=1.0, normalization="head", laplacian=(), causal=False, V=None):
-    r"""Every field quantity of SPEC §2–4 from dense matrices.
+    r"""Every field quantity of [model §2–4] from dense matrices.
 
     .. math::
         s^h_{ij} = \beta\langle x_i, D_h x_j\rangle,\quad

@@ -1,5 +1,5 @@
 r"""Analysis of results, without plotting: loading a source, late-window averages and the
-head-count fit :math:`G^2 \approx a H^b` (SPEC §8).
+head-count fit :math:`G^2 \approx a H^b` [model §8].
 
 A *source* is an HDF5 result path, a :class:`wflow.run.Result`, or a
 ``(config, arrays[, attrs])`` tuple.

@@ -1,4 +1,4 @@
-r"""The attention field, the energy and their diagnostics (SPEC §2–4).
+r"""The attention field, the energy and their diagnostics [model §2–4].
 
 .. math::
     s^h_{ij} = \beta\langle x_i, D_h x_j\rangle, \qquad
@@ -55,7 +55,7 @@ def laplacian_indices(spec, H):
 
 @dataclass
 class Field:
-    r"""Field quantities for a batch of P paths (SPEC §2–4).
+    r"""Field quantities for a batch of P paths [model §2–4].
 
     Attributes
     ----------
@@ -191,13 +191,13 @@ def _as_batch(X, D):
     if np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)) > 1e-8:
         raise ConfigError("X: every token must lie on the unit sphere (use wflow.sphere.normalize)")
     if np.max(np.abs(D - D.transpose(0, 2, 1))) > 1e-10 * max(1.0, np.max(np.abs(D))):
-        raise ConfigError("D: every D_h must be symmetric (SPEC §1); use values= for general V_h")
+        raise ConfigError("D: every D_h must be symmetric (docs/model.md §1); use values= for general V_h")
     return X[None], D[None]
 
 
 def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None,
           backend="numba", fast_exp=True) -> Field:
-    r"""The attention field v of SPEC §2 and every diagnostic of §3–4 at (X; D).
+    r"""The attention field v of [model §2] and every diagnostic of §3–4 at (X; D).
 
     Parameters
     ----------

@@ -386,7 +386,7 @@ def format_table(rows) -> str:
 # End-to-end (the paper's Section 6)
 # ---------------------------------------------------------------------------------------------
 def time_section6(heads=(1, 10, 100), T=0.5, paths=10, overrides=(), T_full=20.0):
-    """Time :func:`wflow.simulate` on the reference configuration of SPEC §9.
+    """Time :func:`wflow.simulate` on the reference configuration of [model §9].
 
     n = 200, d = 3, β = 1, OU weights, Euler, Δt = 5·10⁻³, ``paths`` Monte Carlo paths,
     for each H in ``heads``, run to time ``T`` (records in memory, no file), and the time

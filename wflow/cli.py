@@ -381,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", parents=[common],
                        help="run a configuration (default: the embedded one) into an HDF5 file")
-    r.add_argument("config", nargs="?", default=None, help="TOML file (SPEC §10 vocabulary)")
+    r.add_argument("config", nargs="?", default=None, help="TOML file (docs/model.md §10 vocabulary)")
     add_run_options(r, "result file (default: output.path)")
     r.set_defaults(func=cmd_run)
 

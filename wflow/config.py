@@ -1,4 +1,4 @@
-"""Run configuration: the TOML vocabulary of SPEC §10, its defaults and its validation.
+"""Run configuration: the TOML vocabulary of [model §10], its defaults and its validation.
 
 A run is one nested dict ``{section: {key: value}}`` (the same shape as the TOML
 document). :data:`DEFAULTS` holds every key with its default value; :func:`validate`

@@ -1,4 +1,4 @@
-r"""Clustering diagnostics of a token cloud (SPEC §8), batched over paths.
+r"""Clustering diagnostics of a token cloud [model §8], batched over paths.
 
 Every function takes tokens ``X`` of shape (P, n, d) and returns (P,).
 The O(n²) ones (clusters, smallest cosine) subsample ``max_n`` tokens (the first

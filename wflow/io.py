@@ -7,7 +7,7 @@ Layout of a result file::
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
     |                            resumes, error (last failure, if any)
     ├── t                 (records,)                 float64, model time of each record
-    ├── series/<name>     (records, P)               one dataset per result series (SPEC §10)
+    ├── series/<name>     (records, P)               one dataset per result series [model §10]
     ├── X                 (records, P, n, d)         token snapshots (output.store_tokens)
     ├── D                 (records, P, H, d, d)      weights (output.store_weights)
     └── checkpoint/       two ping-pong slots, never deleted, overwritten in place
@@ -99,13 +99,13 @@ DESCRIPTIONS = {
     "int_dEdt_drift": ("cumulative sum dt * dEdt_drift", "energy"),
     "int_ito_expected": ("cumulative sum dt * ito_expected", "energy"),
     "paper_martingale": ("cumulative martingale of the paper's balance", "energy"),
-    "paper_residual": ("residual of the paper's energy balance (SPEC 6)", "energy"),
+    "paper_residual": ("residual of the paper's energy balance (docs/model.md §6)", "energy"),
     "weight_work": ("cumulative weight part of the exact ledger", "energy"),
     "token_work": ("cumulative token part of the exact ledger", "energy"),
     "drift_work": ("cumulative drift part of the weight work", "energy"),
     "martingale": ("cumulative martingale part of the weight work", "energy"),
     "ito_realised": ("cumulative realised Ito part of the weight work", "energy"),
-    "ledger_residual": ("residual of the exact ledger (SPEC 6)", "energy"),
+    "ledger_residual": ("residual of the exact ledger (docs/model.md §6)", "energy"),
     "ledger_telescoping": ("E - E0 - weight_work - token_work (rounding check)", "energy"),
     "order_parameter": ("order parameter |mean x_i|", "dimensionless"),
     "min_cosine": ("smallest pairwise cosine", "dimensionless"),
@@ -579,7 +579,7 @@ def _create_record_dataset(f, name, key, data, n0):
         kw["fillvalue"] = np.nan
     ds = f.create_dataset(name, shape=(n0,) + row_shape, maxshape=(None,) + row_shape,
                           dtype=data.dtype, chunks=(chunk_rows,) + row_shape, **kw)
-    desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see SPEC"))
+    desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see docs/model.md §10"))
     shape_text, dims = _SHAPES.get(key, _SERIES_SHAPE)
     ds.attrs["description"] = desc
     ds.attrs["units"] = units
@@ -939,7 +939,7 @@ def to_xarray(path):
         if key == "t":
             continue
         dims = _SHAPES.get(key, _SERIES_SHAPE)[1]
-        desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see SPEC"))
+        desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see docs/model.md §10"))
         data_vars[key] = (dims, a, {"description": desc, "units": units})
     coords = {"record": np.arange(len(arrays.get("t", ()))),
               "path": np.arange(cfg["solver"]["paths"])}

@@ -1,4 +1,4 @@
-r"""Minimizing-movement (JKO) steps on :math:`(S^{d-1})^n` (SPEC §7).
+r"""Minimizing-movement (JKO) steps on :math:`(S^{d-1})^n` [model §7].
 
 Knows nothing about attention: a step needs the energy and its Riemannian
 gradient as a callback, and a frozen mobility b. One step of length τ solves

@@ -1,4 +1,4 @@
-r"""Publication figures and token animations for wflow runs (SPEC §8–10).
+r"""Publication figures and token animations for wflow runs [model §8–10].
 
 This is the only wflow module that imports matplotlib. It uses
 :class:`matplotlib.figure.Figure` directly with the Agg canvas (no pyplot, no
@@ -20,7 +20,7 @@ Figures (one file ``<kind>.<fmt>`` per kind and format, fixed size and dpi):
     :math:`G^2(t)`, :math:`G^2_{hm}(t)` and :math:`\mathcal D(t)` on a log axis: mean
     over paths with a min–max band.
 ``ledger``
-    the exact ledger of SPEC §6 for one path: (a) :math:`\Delta E` against weight part
+    the exact ledger of [model §6] for one path: (a) :math:`\Delta E` against weight part
     + token part, (b) token part against :math:`\sigma\int\mathcal D` with the ledger
     residual :math:`R`, (c) the weight part split into drift, martingale and Itô.
 ``balance``
@@ -392,7 +392,7 @@ _LEDGER_HINT = " (diagnostics.ledger = false or causal mask: the exact ledger is
 
 
 def plot_ledger(src, outdir=".", formats=("png", "pdf"), path_index=0):
-    r"""The exact energy ledger of SPEC §6 for one path, in three panels sharing t.
+    r"""The exact energy ledger of [model §6] for one path, in three panels sharing t.
 
     (a) :math:`\Delta E = E(t) - E(0)` against weight part + token part (telescoping);
     (b) token part against :math:`\sigma\int_0^t\mathcal D\,ds` with the ledger residual
@@ -534,7 +534,7 @@ _CLUSTER_PANELS = (
 
 
 def plot_clustering(src, outdir=".", formats=("png", "pdf")):
-    """Clustering diagnostics of SPEC §8 over time, as small multiples.
+    """Clustering diagnostics of [model §8] over time, as small multiples.
 
     Each panel: mean over paths with a min–max band. Series absent from the source
     are left out; if none is present a :class:`PlotInputError` is raised.

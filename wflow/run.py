@@ -1,6 +1,6 @@
-r"""``simulate``: one configuration in, the result series of SPEC §10 out.
+r"""``simulate``: one configuration in, the result series of [model §10] out.
 
-Stepping contract (SPEC §6): within step k the weights are frozen at D_k; the
+Stepping contract [model §6]: within step k the weights are frozen at D_k; the
 token solver advances X_k -> X_{k+1}; then the weights move D_k -> D_{k+1}
 with one draw per path. Diagnostics at (X_k; D_k) come from the same fused pass
 that gives the solver's first stage.
@@ -85,7 +85,7 @@ class State:
 
 
 class Result:
-    """The result series of a run (SPEC §10).
+    """The result series of a run [model §10].
 
     Attributes are arrays: ``t`` (records,), every series (records, P), ``X``
     (records, P, n, d) when stored, ``D`` (records, P, H, d, d) when stored, and
@@ -137,7 +137,7 @@ class Simulation:
 
     Parameters
     ----------
-    config : dict (nested, SPEC §10), path, or None for the embedded default.
+    config : dict (nested, [model §10]), path, or None for the embedded default.
     overrides : list of "section.key=value".
     """
 
@@ -192,7 +192,7 @@ class Simulation:
         if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
             D0 = np.broadcast_to(self.process.at(0.0), D0.shape).copy()
         note = getattr(self.process, "rounding_note", "")
-        if note:  # layer durations are rounded to whole steps (SPEC §5): say so
+        if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
         self.noise_var = float(w.get("noise_var", 0.0)) if w["process"] == "ou" else 0.0
         self.method = s["method"]
@@ -441,11 +441,11 @@ def _load_tokens(path, n, d):
 
 
 def simulate(config=None, overrides=(), recorder=None, progress=False) -> Result:
-    """Run one configuration (nested dict of SPEC §10, a TOML path, or None = default).
+    """Run one configuration (nested dict of [model §10], a TOML path, or None = default).
 
     Returns
     -------
-    Result with ``t`` (records,), series (records, P) of SPEC §10, ``X`` (records, P, n, d).
+    Result with ``t`` (records,), series (records, P) of [model §10], ``X`` (records, P, n, d).
     """
     sim = Simulation(config, overrides)
     res = sim.run(recorder=recorder, progress=progress)

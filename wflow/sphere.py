@@ -147,7 +147,7 @@ def von_mises_fisher(n, mu, kappa, rng: np.random.Generator):
 
 
 def octahedral(n, d, rng: np.random.Generator, noise=0.05):
-    r"""Initial condition of SPEC §9: each token picks one of the :math:`2d` vertices
+    r"""Initial condition of [model §9]: each token picks one of the :math:`2d` vertices
     :math:`\pm e_a` uniformly, adds :math:`\mathcal N(0, \text{noise}^2)` per coordinate,
     and is renormalised. Shape (n, d).
 

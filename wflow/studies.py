@@ -1,6 +1,6 @@
 r"""The standard studies, each a sweep plus a summary table computed from the result files.
 
-- ``section6``: the paper's Section 6 (SPEC §9): S², n = 200, β = 1, Δt = 5·10⁻³, T = 20,
+- ``section6``: the paper's Section 6 [model §9]: S², n = 200, β = 1, Δt = 5·10⁻³, T = 20,
   H ∈ {1, 10, 100}; OU weights with 10 Monte Carlo paths and oscillating weights
   (shared phase) with one path. Summary: late-window G² per H with a 95% CI over
   paths, the fit :math:`G^2 \approx aH^b` per family (expected OU b ≈ −1,

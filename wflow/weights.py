@@ -1,4 +1,4 @@
-r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` (SPEC §5).
+r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` [model §5].
 
 Every process has a drift :math:`f(D, t)` and advances the weights of ``P``
 Monte Carlo paths by one step,
@@ -447,7 +447,7 @@ class DrivenOU(OrnsteinUhlenbeck):
 
     A step of length :math:`\Delta t = m\,\delta` uses the sum of the m fine increments
     :math:`\Delta W = \sum W_{k m + l}` of the path, so the same path is refined across
-    :math:`\Delta t` (SPEC §6):
+    :math:`\Delta t` [model §6]:
 
     .. math:: D' = D + \lambda(M - D)\Delta t + g\,(\Delta W + \Delta W^T)/2 .
 
@@ -493,7 +493,7 @@ class Oscillating(WeightProcess):
         \omega_{ab} = 1 + ((a + b) \bmod 2),
 
     with :math:`\psi = (0, -\pi/2, \pi/4)` for d = 3 and :math:`\psi_a = 2\pi a/d`
-    otherwise. This is SPEC §5 exactly for d = 2 (ψ = (0, π), F_01 = sin 2t) and
+    otherwise. This is [model §5] exactly for d = 2 (ψ = (0, π), F_01 = sin 2t) and
     d = 3 (F_01 = sin 2t, F_02 = sin t, F_12 = cos 2t); for d ≥ 4 it is the
     project's *choice* (off-diagonals as for d = 3, diagonal phases spread so the
     trace is the constant 2d, as for d = 2).
@@ -751,7 +751,7 @@ def _layer_weights(i, layer, H, d):
 
 
 def make_process(spec, H, d, dt):
-    r"""Build the weight process of a ``[weights]`` table (SPEC §10).
+    r"""Build the weight process of a ``[weights]`` table [model §10].
 
     .. math::
 
