@@ -48,3 +48,32 @@ settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                           print_blob=True)
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+# ---------------------------------------------------------------- no silent skips
+# A skip is allowed only for a documented optional dependency (README, "Tests"): torch, in the
+# `bench` extra. Everything else the suite needs is installed by `pip install -e ".[test]"`, so
+# under CI (or WFLOW_STRICT_SKIPS=1) any other skip fails the session.
+OPTIONAL_DEPENDENCIES = ("torch",)
+_bad_skips = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
+        if not any(dep in reason for dep in OPTIONAL_DEPENDENCIES):
+            _bad_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    strict = os.environ.get("CI") or os.environ.get("WFLOW_STRICT_SKIPS")
+    if strict and _bad_skips and exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _bad_skips and (os.environ.get("CI") or os.environ.get("WFLOW_STRICT_SKIPS")):
+        terminalreporter.write_line("skips not allowed (only optional dependencies "
+                                    f"{OPTIONAL_DEPENDENCIES} may skip):", red=True)
+        for line in _bad_skips:
+            terminalreporter.write_line(f"  {line}", red=True)

@@ -129,7 +129,7 @@ def test_read_without_tokens_and_xarray_missing(tmp_path, monkeypatch, reference
 
 
 def test_to_xarray(reference):
-    pytest.importorskip("xarray")
+    import xarray  # noqa: F401  (test extra)
     ds = io.to_xarray(reference("plain", tiny()))
     assert ds["X"].dims == ("record", "path", "token", "coord")
     assert ds["energy"].dims == ("record", "path")

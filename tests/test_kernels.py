@@ -279,7 +279,8 @@ def test_blas_thread_count_determinism(tmp_path):
     child = np.load(tmp_path / "out.npz")
     for k, a in enumerate(out):
         assert a.tobytes() == child[f"arr_{k}"].tobytes(), NAMES[k]
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl
+
     for nt in (1, 2):
         with threadpoolctl.threadpool_limits(nt):
             again = K.fused_pass(X, D, V, 1.0, 1, lap, False, False)

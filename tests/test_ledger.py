@@ -39,16 +39,17 @@ def test_telescoping_identity(over):
 
 @pytest.mark.parametrize("method,min_order", [("euler", 0.9), ("heun", 1.8), ("rk4", 1.8)])
 def test_ledger_residual_order_oscillating(method, min_order):
-    """Deterministic oscillating weights (shared phase, H = 10, n = 50, T = 2): the ledger residual
-    → 0 at order min(p, 2)."""
+    """Deterministic oscillating weights (shared phase, H = 10, n = 24, T = 0.6): the ledger
+    residual → 0 at order min(p, 2). The residuals (≥ 8e-7 at the finest Δt) stay far above
+    round-off; the README's table (n = 50, T = 2, four Δt) is `wflow study energy`."""
     errs = []
-    dts = [0.02, 0.01, 0.005, 0.0025]
+    dts = [0.02, 0.01, 0.005]
     for dt in dts:
         cfg = {
-            "model": {"n": 50, "heads": 10},
+            "model": {"n": 24, "heads": 10},
             "init": {"seed": 3},
             "weights": {"process": "oscillating", "phase": "shared", "noise_var": 0.0},
-            "solver": {"method": method, "dt": dt, "T": 2.0, "record_every": int(round(2.0 / dt)),
+            "solver": {"method": method, "dt": dt, "T": 0.6, "record_every": int(round(0.6 / dt)),
                        "paths": 1},
             "diagnostics": {"clustering": False},
         }

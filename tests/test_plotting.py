@@ -5,12 +5,10 @@ import types
 
 import numpy as np
 import pytest
+from PIL import Image  # pillow: a dependency of wflow (GIF animations)
 
-PIL = pytest.importorskip("PIL")
-from PIL import Image  # noqa: E402
-
-import wflow  # noqa: E402
-from wflow import plotting  # noqa: E402
+import wflow
+from wflow import io, plotting
 
 
 def _cfg(d=3, heads=3, **over):
@@ -208,9 +206,6 @@ def test_animation_output_errors(res2, tmp_path, monkeypatch):
 
 
 def test_hdf5_round_trip(tmp_path):
-    io = pytest.importorskip("wflow.io")
-    if not hasattr(io, "run_to_file"):
-        pytest.skip("wflow.io.run_to_file not available")
     path = io.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
     files = plotting.plot(path, kind=["G2", "snapshots"], outdir=tmp_path, formats=("png",))
     _check_png(files[0], "G2")

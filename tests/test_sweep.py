@@ -32,7 +32,6 @@ def test_serial_then_skip(tmp_path):
 
 
 def test_dask_equals_serial(tmp_path):
-    pytest.importorskip("dask.distributed")
     a = run_sweep(_tasks(), tmp_path / "serial")
     b = run_sweep(_tasks(), tmp_path / "dask", executor="dask", n_workers=2)
     for ra, rb in zip(a, b):

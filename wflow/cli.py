@@ -328,15 +328,16 @@ def cmd_study(args) -> int:
         plotting = _load_plotting()
         files = sorted(Path(out).glob("*.h5"))
         figs = Path(out) / "figures"
+        formats = ("png",) if args.quick else ("png", "pdf")  # quick: a smoke test, no PDFs
         if args.name == "section6":
             fam = {"OU": [str(f) for f in files if f.name.startswith("ou-")],
                    "oscillating, shared phase": [str(f) for f in files
                                                  if f.name.startswith("oscillating-")]}
-            plotting.plot_head_scaling(fam, figs, formats=("png", "pdf"))
+            plotting.plot_head_scaling(fam, figs, formats=formats)
         kinds = ("ledger",) if args.name == "energy" else ("snapshots", "G2", "clustering")
         for f in files:
             for kind in kinds:
-                plotting.plot(f, kind, figs / f.stem)
+                plotting.plot(f, kind, figs / f.stem, formats=formats)
         print(f"figures in {figs}/")
     return 0
 
