@@ -106,8 +106,8 @@ def test_chain_rule(norm, variant, sign):
     Fv = lambda Y: sign * wflow.field(Y, D, **kw).velocity
     rk = RungeKutta(RK4)
     h = 1e-4
-    Ep = wflow.energy(rk.step(Fv, X, h), D, beta=1.3)
-    Em = wflow.energy(rk.step(Fv, X, -h), D, beta=1.3)
+    Ep = wflow.energy(rk.advance(Fv, X, h), D, beta=1.3)
+    Em = wflow.energy(rk.advance(Fv, X, -h), D, beta=1.3)
     dEdt = (Ep - Em) / (2 * h)
     assert abs(dEdt - sign * F0.dissipation) <= 1e-6 * max(abs(F0.dissipation), 1e-3)
 

@@ -14,7 +14,7 @@ from test_io import _fail_after_calls, assert_same_records, status, tiny
 
 import wflow
 from wflow import config as C
-from wflow import io
+from wflow import driver, io
 from wflow.cli import _toml, main
 
 SHIPPED = Path(wflow.__file__).resolve().parents[1] / "experiments" / "configs"
@@ -136,7 +136,7 @@ def test_numerical_error_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
     rc, stdout, err = run_cli(capsys, "resume", out, "-q")
     assert rc == 0, err
     assert "from step 4 of 20" in stdout
-    ref = io.run_to_file(tiny(), tmp_path / "ref.h5")
+    ref = driver.run_to_file(tiny(), tmp_path / "ref.h5")
     assert_same_records(out, ref)
 
 
@@ -144,7 +144,7 @@ def test_unexpected_exception_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
     def broken(*a, **k):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(io, "run_to_file", broken)
+    monkeypatch.setattr(driver, "run_to_file", broken)
     rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", "-q")
     assert rc == 1
     line = one_line(err)
@@ -309,7 +309,7 @@ def test_plot_and_animate_wiring(tmp_path, cfg_file, capsys, fake_plotting):
 
 
 def test_animate_needs_tokens(tmp_path, capsys, fake_plotting):
-    out = io.run_to_file(tiny(**{"output.store_tokens": False}), tmp_path / "o.h5")
+    out = driver.run_to_file(tiny(**{"output.store_tokens": False}), tmp_path / "o.h5")
     rc, _, err = run_cli(capsys, "animate", out)
     assert rc == 2 and "store_tokens" in one_line(err)
     assert fake_plotting == []

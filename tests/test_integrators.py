@@ -9,7 +9,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import wflow
-from wflow.integrators import EULER, SOLVERS, RungeKutta, integrate
+from wflow.integrators import EULER, TABLEAUX, RungeKutta, integrate
 
 
 # ---------------------------------------------------------------- order conditions
@@ -71,11 +71,11 @@ def test_tree_counts():
     assert [len(rooted_trees(k)) for k in range(1, 6)] == [1, 1, 2, 4, 9]
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
+@pytest.mark.parametrize("name", sorted(TABLEAUX))
 def test_tableau_order_conditions(name):
     """Every registered tableau satisfies all order conditions up to its declared order p, and
     not all those of order p + 1 (the declared order is the exact classical order)."""
-    tab = SOLVERS[name]
+    tab = TABLEAUX[name]
     s = len(tab.b)
     assert len(tab.A) == s and len(tab.c) == s
     for i in range(s):
@@ -111,7 +111,7 @@ def _two_token_errors(tab, sigma, dts, beta=1.5, T=1.0, theta0=1.0):
     return np.array(errs)
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
+@pytest.mark.parametrize("name", sorted(TABLEAUX))
 @pytest.mark.parametrize("sigma", [1.0, -1.0])
 def test_registered_solver_converges_at_declared_order(name, sigma):
     """Each registered tableau, run by the retracted step, converges at its declared order p
@@ -119,7 +119,7 @@ def test_registered_solver_converges_at_declared_order(name, sigma):
     errors stay ≥ 1e-10 (measured: ≥ 4e-10 for RK4), far above the round-off and the
     reference's accuracy (~1e-14) they would otherwise meet: Δt = 2^{-k}·Δt₀, k = 0..3, with
     Δt₀ = 0.1 for p ≤ 2 and 0.25 beyond."""
-    tab = SOLVERS[name]
+    tab = TABLEAUX[name]
     dt0 = 0.1 if tab.order <= 2 else 0.25
     dts = dt0 / 2.0 ** np.arange(4)
     errs = _two_token_errors(tab, sigma, dts)
@@ -132,5 +132,5 @@ def test_euler_is_the_reference_update():
     rng = np.random.default_rng(0)
     X = wflow.sphere.uniform(5, 3, rng)
     V = wflow.sphere.project(X, rng.standard_normal((5, 3)))
-    X1 = RungeKutta(EULER).step(lambda Y: V, X, 0.01)
+    X1 = RungeKutta(EULER).advance(lambda Y: V, X, 0.01)
     np.testing.assert_allclose(X1, wflow.sphere.normalize(X + 0.01 * V), rtol=0, atol=0)

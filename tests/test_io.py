@@ -17,10 +17,11 @@ import pytest
 
 import wflow
 from wflow import config as C
-from wflow import io
+from wflow import driver, io
 from wflow.attention import AttentionModel
 from wflow.cli import _toml
 from wflow.errors import ConfigError, NumericalError
+from wflow.run import State
 
 
 def tiny(**over):
@@ -81,7 +82,7 @@ def reference(tmp_path_factory):
     def get(name, cfg):
         if name not in cache:
             p = tmp_path_factory.mktemp("ref") / f"{name}.h5"
-            io.run_to_file(cfg, p)
+            driver.run_to_file(cfg, p)
             cache[name] = p
         return cache[name]
 
@@ -92,7 +93,7 @@ def reference(tmp_path_factory):
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_round_trip_equals_simulate(tmp_path, backend):
     cfg = tiny(**{"solver.backend": backend, "output.store_weights": True})
-    path = io.run_to_file(cfg, tmp_path / "r.h5")
+    path = driver.run_to_file(cfg, tmp_path / "r.h5")
     got_cfg, arrays, attrs = io.read(path)
     assert got_cfg == C.validate(cfg)
     res = wflow.simulate(cfg)
@@ -136,8 +137,8 @@ def test_to_xarray(reference):
 
 
 def test_same_config_twice_identical(tmp_path):
-    a = io.run_to_file(tiny(), tmp_path / "a.h5")
-    b = io.run_to_file(tiny(), tmp_path / "b.h5")
+    a = driver.run_to_file(tiny(), tmp_path / "a.h5")
+    b = driver.run_to_file(tiny(), tmp_path / "b.h5")
     da, db = all_datasets(a), all_datasets(b)
     assert sorted(da) == sorted(db)
     assert any(k.startswith("checkpoint/") for k in da)
@@ -150,12 +151,13 @@ def test_checkpoint_contents(reference):
     with h5py.File(path, "r") as f:
         best = io._best_checkpoint(f)
         n_t = len(f["t"])
-    state, n_rec, seq, slot = best
+    ckpt, n_rec, seq, slot = best
+    state = State.from_checkpoint(ckpt)
     # 20 steps, checkpoint every 4 (k = 0 written too, the last step is not): 0,4,...,16
     assert state.k == 16 and seq == 5
     assert n_rec == 4 <= n_t  # records at steps 0, 5, 10, 15 precede step 16
     assert state.X.shape == (2, 12, 3) and set(state.pending) == {"E_mid", "drift", "mart", "tok", "res"}
-    assert state.memo["step_ledger"].shape == (5, 2, 6)
+    assert state.step_ledger.shape == (5, 2, 6)
     assert state.rng_states[0]["bit_generator"] == "PCG64"
     assert isinstance(state.rng_states[0]["state"]["state"], int)
 
@@ -163,31 +165,31 @@ def test_checkpoint_contents(reference):
 # ------------------------------------------------------------------ overwrite rules
 def test_refuses_complete_partial_and_foreign(tmp_path, reference):
     cfg = tiny()
-    p = io.run_to_file(cfg, tmp_path / "r.h5")
+    p = driver.run_to_file(cfg, tmp_path / "r.h5")
     before = p.read_bytes()
     with pytest.raises(FileExistsError, match="complete result.*--overwrite"):
-        io.run_to_file(cfg, p)
+        driver.run_to_file(cfg, p)
     assert p.read_bytes() == before
-    io.run_to_file(tiny(**{"init.seed": 3}), p, overwrite=True)
+    driver.run_to_file(tiny(**{"init.seed": 3}), p, overwrite=True)
     assert C.validate(io.read(p)[0])["init"]["seed"] == 3
 
     # output.overwrite = true in the configuration counts as --overwrite
-    io.run_to_file(tiny(**{"output.overwrite": True}), p)
+    driver.run_to_file(tiny(**{"output.overwrite": True}), p)
 
     partial = tmp_path / "partial.h5"
     rec = io.H5Recorder(partial, C.validate(cfg))
     rec.close()
     for ow in (False, True):
         with pytest.raises(FileExistsError, match="partial run: use `wflow resume"):
-            io.run_to_file(cfg, partial, overwrite=ow)
+            driver.run_to_file(cfg, partial, overwrite=ow)
     assert status(partial) == "running"
 
     foreign = tmp_path / "notes.h5"
     foreign.write_text("my notes")
     with pytest.raises(FileExistsError, match="not a wflow result"):
-        io.run_to_file(cfg, foreign)
+        driver.run_to_file(cfg, foreign)
     assert foreign.read_text() == "my notes"
-    io.run_to_file(cfg, foreign, overwrite=True)
+    driver.run_to_file(cfg, foreign, overwrite=True)
     assert status(foreign) == "complete"
 
 
@@ -197,17 +199,17 @@ def test_second_writer_is_refused(tmp_path):
     rec = io.H5Recorder(p, cfg)
     try:
         with pytest.raises(FileExistsError, match="being written by another"):
-            io.resume(p)
+            driver.resume(p)
     finally:
         rec.close()
-    assert io.resume(p).action == "restarted"
+    assert driver.resume(p).action == "restarted"
 
 
 # ------------------------------------------------------------------ resume
 def test_resume_complete_is_noop(reference):
     path = reference("plain", tiny())
     before = all_datasets(path)
-    r = io.resume(path)
+    r = driver.resume(path)
     assert r.action == "noop" and r.n_records == 5
     after = all_datasets(path)
     for k in before:
@@ -232,7 +234,7 @@ def crash_in_checkpoint(monkeypatch, cfg, path, nth):
 
     monkeypatch.setattr(io, "_mark_complete", mark)
     with pytest.raises(Boom):
-        io.run_to_file(cfg, path)
+        driver.run_to_file(cfg, path)
     monkeypatch.setattr(io, "_mark_complete", real)
 
 
@@ -244,7 +246,7 @@ def test_crash_inside_checkpoint_write_resumes_identically(tmp_path, monkeypatch
     assert status(p) == "running"
     info = io.inspect(p)
     assert info["checkpoint_step"] == 8  # the previous complete slot
-    r = io.resume(p)
+    r = driver.resume(p)
     assert (r.action, r.from_step) == ("resumed", 8)
     assert status(p) == "complete"
     assert_same_records(p, ref)
@@ -256,14 +258,14 @@ def test_unreadable_newest_slot_falls_back(tmp_path, monkeypatch, reference):
     p = tmp_path / "r.h5"
     _fail_after_calls(monkeypatch, 25)  # ~ step 12: checkpoints 0, 4, 8, 12 written
     with pytest.raises(NumericalError):
-        io.run_to_file(cfg, p)
+        driver.run_to_file(cfg, p)
     monkeypatch.undo()
     with h5py.File(p, "r+") as f:
-        state, _, _, slot = io._best_checkpoint(f)
-        assert state.k == 12
+        ckpt, _, _, slot = io._best_checkpoint(f)
+        assert ckpt["k"] == 12
         del f["checkpoint"][slot]["X"]  # damage the newest checkpoint
     assert io.inspect(p)["checkpoint_step"] == 8
-    assert io.resume(p).from_step == 8
+    assert driver.resume(p).from_step == 8
     assert_same_records(p, ref)
 
 
@@ -277,7 +279,7 @@ def test_killed_before_first_checkpoint_restarts(tmp_path, reference):
     rec.flush()
     rec._release()  # the process dies: nothing else is written
     assert io.inspect(p)["checkpoint_step"] is None
-    r = io.resume(p)
+    r = driver.resume(p)
     assert r.action == "restarted"
     assert status(p) == "complete"
     got = record_datasets(p)
@@ -308,14 +310,14 @@ def test_numerical_error_leaves_resumable_file(tmp_path, monkeypatch, reference)
     p = tmp_path / "r.h5"
     _fail_after_calls(monkeypatch, 15)  # 1 + 2 per step: fails at step 7
     with pytest.raises(NumericalError, match="non-finite energy at step 7"):
-        io.run_to_file(cfg, p)
+        driver.run_to_file(cfg, p)
     monkeypatch.undo()
     assert status(p) == "running"
     info = io.inspect(p)
     assert info["checkpoint_step"] == 4
     assert "NumericalError" in info["attrs"]["error"]
     assert not (tmp_path / "r.h5.lock").exists()
-    r = io.resume(p)
+    r = driver.resume(p)
     assert (r.action, r.from_step, r.nsteps) == ("resumed", 4, 20)
     assert "error" not in io.inspect(p)["attrs"]
     assert_same_records(p, ref)
@@ -410,7 +412,7 @@ def test_bad_files_are_config_errors(tmp_path, reference):
              (plain, "not a wflow result file"), (broken, "not valid JSON"),
              (tmp_path, "is a directory")]
     for path, msg in cases:
-        for fn in (io.read, io.resume, io.inspect):
+        for fn in (io.read, driver.resume, io.inspect):
             with pytest.raises(ConfigError, match=msg) as ei:
                 fn(path)
             assert str(path) in str(ei.value) and "\n" not in str(ei.value)
@@ -418,7 +420,7 @@ def test_bad_files_are_config_errors(tmp_path, reference):
 
 def test_missing_output_directory(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
-        io.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
+        driver.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
 
 
 @pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 2},
@@ -430,6 +432,6 @@ def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
     ref = reference("memo-" + "-".join(over), cfg)
     p = tmp_path / "r.h5"
     crash_in_checkpoint(monkeypatch, cfg, p, 3)  # the 3rd checkpoint (k = 8)
-    r = io.resume(p)
+    r = driver.resume(p)
     assert r.action == "resumed" and r.from_step == 4
     assert_same_records(p, ref)

@@ -72,8 +72,8 @@ def test_ou_exact_ledger_closes_paper_residual_does_not():
             "solver": {"dt": dt, "T": 1.0, "record_every": int(round(1.0 / dt)), "paths": 2},
             "diagnostics": {"clustering": False},
         }
-        sim = Simulation(cfg)
-        sim.process = DrivenOU(dW, 1.0 / 400, rate=1.0, noise_var=2.0)  # one path, refined
+        # one Brownian path, refined across Δt
+        sim = Simulation(cfg, process=DrivenOU(dW, 1.0 / 400, rate=1.0, noise_var=2.0))
         r = sim.run()
         led.append(np.mean(np.abs(r.ledger_residual[-1])))
         pap.append(np.mean(np.abs(r.paper_residual[-1])))
@@ -100,8 +100,7 @@ def test_ito_realised_vs_expected_sqrt_dt():
             "solver": {"dt": dt, "T": T, "record_every": int(round(T / dt)), "paths": P},
             "diagnostics": {"clustering": False},
         }
-        sim = Simulation(cfg)
-        sim.process = DrivenOU(dW, dt_fine, rate=1.0, noise_var=2.0)
+        sim = Simulation(cfg, process=DrivenOU(dW, dt_fine, rate=1.0, noise_var=2.0))
         r = sim.run()
         diffs.append(np.sqrt(np.mean((r.ito_realised[-1] - r.int_ito_expected[-1]) ** 2)))
     slope = fit_order(dts, diffs)

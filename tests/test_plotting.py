@@ -8,7 +8,7 @@ import pytest
 from PIL import Image  # pillow: a dependency of wflow (GIF animations)
 
 import wflow
-from wflow import io, plotting
+from wflow import driver, plotting
 
 
 def _cfg(d=3, heads=3, **over):
@@ -206,7 +206,7 @@ def test_animation_output_errors(res2, tmp_path, monkeypatch):
 
 
 def test_hdf5_round_trip(tmp_path):
-    path = io.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+    path = driver.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
     files = plotting.plot(path, kind=["G2", "snapshots"], outdir=tmp_path, formats=("png",))
     _check_png(files[0], "G2")
     _check_png(files[1], "snapshots")

@@ -5,7 +5,11 @@ import pytest
 from conftest import small_config
 
 import wflow
-from wflow.run import SERIES_CUMULATIVE, SERIES_POINT, Simulation
+from wflow.run import Simulation
+from wflow.series import names
+
+SERIES_POINT = names(kind="point", group="core")
+SERIES_CUMULATIVE = names(kind="cumulative")
 
 
 def test_shapes_and_records():

@@ -54,7 +54,7 @@ def _file_summary(path) -> str | None:
 
 
 def _run_config(config, sets, output, overwrite, quiet) -> int:
-    from .io import run_to_file
+    from .driver import run_to_file
     from .run import Simulation
 
     sim = Simulation(config, sets or [])
@@ -73,7 +73,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .io import resume
+    from .driver import resume
 
     r = resume(args.file, progress=not args.quiet)
     if r.action == "noop":

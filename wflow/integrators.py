@@ -19,13 +19,86 @@ update ``normalize(x + σ dt v)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 import numpy as np
 
 from . import sphere
 
-__all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "get_solver", "SOLVERS"]
+__all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "STEPPERS",
+           "StepContext", "Stepper", "register_tableau", "register_stepper", "get_stepper",
+           "integrate"]
+
+
+@dataclass
+class StepContext:
+    r"""What a stepper may use to advance the tokens over one step (weights frozen at
+    :math:`D_k`, [model §6]).
+
+    Attributes
+    ----------
+    X : (P, n, d) tokens :math:`X_k`.
+    dt : step :math:`\Delta t`.
+    sigma : the sign σ = ±1 of the flow.
+    velocity : callable Y (P, n, d) -> σ v(Y; D_k), the token field with frozen weights.
+    k1 : σ v(X_k; D_k), already computed with the diagnostics (saves one evaluation).
+    energy_grad : callable (p, Y (n, d)) -> (E, ∇E / n) of path p at frozen weights
+        (energy-based steppers).
+    mobility : (P, n) mobility b of the metric at X_k (energy-based steppers).
+    """
+
+    X: np.ndarray
+    dt: float
+    sigma: float
+    velocity: Callable
+    k1: np.ndarray | None = None
+    energy_grad: Callable | None = None
+    mobility: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Stepper(Protocol):
+    """The one protocol of token steppers: explicit tableaux, JKO, and any later scheme.
+
+    ``name`` is the ``solver.method`` value, ``order`` the declared order in Δt, ``series``
+    the names of the per-record series the stepper reports (declared in
+    :mod:`wflow.series`); ``step`` returns the new tokens and a dict with those series'
+    values of this step, each of shape (P,).
+    """
+
+    name: str
+    order: int
+    series: tuple
+
+    def step(self, ctx: StepContext) -> tuple[np.ndarray, dict]: ...
+
+
+#: solver.method -> factory(solver_config: dict) -> Stepper
+STEPPERS: dict[str, Callable] = {}
+
+
+def register_stepper(name: str, factory: Callable | None = None):
+    """Register a stepper factory under ``solver.method = name`` (usable as a decorator).
+
+    ``factory(solver_config)`` receives the ``[solver]`` table and returns a :class:`Stepper`.
+    """
+    def deco(f):
+        STEPPERS[name] = f
+        return f
+
+    return deco if factory is None else deco(factory)
+
+
+def get_stepper(method: str, solver_config: dict | None = None) -> Stepper:
+    """The stepper for ``solver.method``; ``ValueError`` naming the allowed values."""
+    if method not in STEPPERS:
+        from . import jko  # noqa: F401  (registers "jko")
+    try:
+        factory = STEPPERS[method]
+    except KeyError:
+        raise ValueError(f"method = {method!r}: allowed values are {', '.join(STEPPERS)}") from None
+    return factory(dict(solver_config or {}))
 
 
 @dataclass(frozen=True)
@@ -44,15 +117,28 @@ class ButcherTableau:
         return len(self.b)
 
 
-EULER = ButcherTableau("euler", ((0.0,),), (1.0,), (0.0,), 1)
-HEUN = ButcherTableau("heun", ((0.0, 0.0), (1.0, 0.0)), (0.5, 0.5), (0.0, 1.0), 2)
-RK4 = ButcherTableau(
+#: solver.method -> ButcherTableau (the explicit schemes; data, as in scipy's solve_ivp)
+TABLEAUX: dict[str, ButcherTableau] = {}
+
+
+def register_tableau(tab: ButcherTableau) -> ButcherTableau:
+    """Declare an explicit scheme: its tableau is run by :class:`RungeKutta` under
+    ``solver.method = tab.name``, and the tests check its order conditions and convergence
+    at ``tab.order`` without being edited."""
+    TABLEAUX[tab.name] = tab
+    register_stepper(tab.name, lambda solver_config, tab=tab: RungeKutta(tab))
+    return tab
+
+
+EULER = register_tableau(ButcherTableau("euler", ((0.0,),), (1.0,), (0.0,), 1))
+HEUN = register_tableau(ButcherTableau("heun", ((0.0, 0.0), (1.0, 0.0)), (0.5, 0.5), (0.0, 1.0), 2))
+RK4 = register_tableau(ButcherTableau(
     "rk4",
     ((0.0, 0.0, 0.0, 0.0), (0.5, 0.0, 0.0, 0.0), (0.0, 0.5, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0)),
     (1 / 6, 1 / 3, 1 / 3, 1 / 6),
     (0.0, 0.5, 0.5, 1.0),
     4,
-)
+))
 
 
 class RungeKutta:
@@ -64,6 +150,8 @@ class RungeKutta:
     retraction : callable ``(X, U) -> X'`` mapping a point and an ambient/tangent
         increment back to the manifold (default: :func:`wflow.sphere.retract`).
     """
+
+    series = ()  # no per-step statistics
 
     def __init__(self, tableau: ButcherTableau, retraction=sphere.retract):
         self.tableau = tableau
@@ -77,7 +165,11 @@ class RungeKutta:
     def name(self) -> str:
         return self.tableau.name
 
-    def step(self, F, X, dt, k1=None):
+    def step(self, ctx: StepContext):
+        """The :class:`Stepper` protocol: one step of ``ctx.velocity`` from ``ctx.X``."""
+        return self.advance(ctx.velocity, ctx.X, ctx.dt, ctx.k1), {}
+
+    def advance(self, F, X, dt, k1=None):
         """One step of size ``dt`` from X; ``k1`` = F(X) if already known (saves one evaluation)."""
         tab = self.tableau
         K = []
@@ -95,22 +187,9 @@ class RungeKutta:
         return f"RungeKutta({self.tableau.name}, order={self.order})"
 
 
-SOLVERS = {"euler": EULER, "heun": HEUN, "rk4": RK4}
-
-
-def get_solver(method: str, retraction=sphere.retract) -> RungeKutta:
-    """The solver for ``solver.method`` in {"euler", "heun", "rk4"}."""
-    try:
-        return RungeKutta(SOLVERS[method], retraction)
-    except KeyError:
-        raise ValueError(
-            f"solver.method = {method!r}: allowed values are {', '.join(SOLVERS)}"
-        ) from None
-
-
 def integrate(F, X0, dt, nsteps, solver: RungeKutta):
     """Advance ``nsteps`` steps of an autonomous field (for tests and studies); returns X."""
     X = np.array(X0, dtype=float)
     for _ in range(nsteps):
-        X = solver.step(F, X, dt)
+        X = solver.advance(F, X, dt)
     return X

@@ -56,7 +56,7 @@ import h5py
 import numpy as np
 
 from . import __version__
-from . import config as _config
+from . import series as _series
 from .errors import ConfigError, WflowError
 
 log = logging.getLogger(__name__)
@@ -64,70 +64,20 @@ log = logging.getLogger(__name__)
 __all__ = [
     "FORMAT",
     "H5Recorder",
-    "run_to_file",
-    "resume",
+    "create",
+    "reopen",
+    "read_header",
+    "read_arrays",
     "read",
     "to_xarray",
     "inspect",
     "file_status",
-    "ResumeResult",
 ]
 
 FORMAT = "wflow-results/1"
 RUNNING, COMPLETE = "running", "complete"
 SLOTS = ("a", "b")
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-
-#: description and units of every known dataset (others get a generic description)
-DESCRIPTIONS = {
-    "t": ("model time of each record", "time"),
-    "X": ("token snapshots x_i on the sphere", "dimensionless"),
-    "D": ("weight matrices D_h", "dimensionless"),
-    "energy": ("energy E(X_k; D_k)", "energy"),
-    "dissipation": ("dissipation (1/n) sum <g_i, v_i>", "energy/time"),
-    "G2": ("G^2 = (1/n) sum |v_i|^2 / m_bar(x_i) (reference simulation)", "energy/time"),
-    "G2_hm": ("G^2_hm = (1/n) sum |v_i|^2 / b_hat(x_i)", "energy/time"),
-    "v2_mean": ("mean squared speed (1/n) sum |v_i|^2", "1/time^2"),
-    "b_hat_mean": ("mean effective mobility b_hat = 1/Z_bar", "dimensionless"),
-    "b_hat_min": ("minimum effective mobility", "dimensionless"),
-    "b_hat_max": ("maximum effective mobility", "dimensionless"),
-    "Zbar_mean": ("mean partition function Z_h(x_i) over heads and tokens", "dimensionless"),
-    "dEdt_drift": ("<dE/dD, f(D, t)>: energy rate of the weight drift", "energy/time"),
-    "ito_expected": ("expected Ito correction rate", "energy/time"),
-    "int_dissipation": ("cumulative sum dt * dissipation", "energy"),
-    "int_G2": ("cumulative sum dt * G2", "energy"),
-    "int_dEdt_drift": ("cumulative sum dt * dEdt_drift", "energy"),
-    "int_ito_expected": ("cumulative sum dt * ito_expected", "energy"),
-    "paper_martingale": ("cumulative martingale of the paper's balance", "energy"),
-    "paper_residual": ("residual of the paper's energy balance (docs/model.md §6)", "energy"),
-    "weight_work": ("cumulative weight part of the exact ledger", "energy"),
-    "token_work": ("cumulative token part of the exact ledger", "energy"),
-    "drift_work": ("cumulative drift part of the weight work", "energy"),
-    "martingale": ("cumulative martingale part of the weight work", "energy"),
-    "ito_realised": ("cumulative realised Ito part of the weight work", "energy"),
-    "ledger_residual": ("residual of the exact ledger (docs/model.md §6)", "energy"),
-    "ledger_telescoping": ("E - E0 - weight_work - token_work (rounding check)", "energy"),
-    "order_parameter": ("order parameter |mean x_i|", "dimensionless"),
-    "min_cosine": ("smallest pairwise cosine", "dimensionless"),
-    "n_clusters": ("number of clusters at diagnostics.cluster_angle", "count"),
-    "variance": ("within-sequence variance 1 - |mean x_i|^2", "dimensionless"),
-    "spectral_rank": ("spectral rank of the token Gram matrix", "count"),
-    "step_weight_part": ("per step: E(X_{k+1}; D_{k+1}) - E(X_{k+1}; D_k)", "energy"),
-    "step_token_part": ("per step: E(X_{k+1}; D_k) - E(X_k; D_k)", "energy"),
-    "step_drift": ("per step: <dE/dD(X_{k+1}; D_k), f(D_k, t_k) dt>", "energy"),
-    "step_martingale": ("per step: <dE/dD(X_{k+1}; D_k), xi_k>", "energy"),
-    "step_ito_realised": ("per step: weight part - drift - martingale", "energy"),
-    "step_ledger_residual": ("per step: token part - sigma dt (D_k + D'_k)/2", "energy"),
-}
-_SHAPES = {
-    "t": ("(records,)", ("record",)),
-    "X": ("(records, paths, n, d)", ("record", "path", "token", "coord")),
-    "D": ("(records, paths, heads, d, d)", ("record", "path", "head", "coord", "coord2")),
-}
-_SERIES_SHAPE = ("(records, paths)", ("record", "path"))
-for _k in DESCRIPTIONS:
-    if _k.startswith("step_"):  # entry [r, j]: step (r - 1) * record_every + j
-        _SHAPES[_k] = ("(records, record_every, paths)", ("record", "step_in_record", "path"))
 
 #: records kept in memory between writes (at most; fewer for large snapshots)
 BUFFER_RECORDS = 64
@@ -264,10 +214,9 @@ def _stored_config(f, path: Path) -> dict:
         cfg = json.loads(_attr_str(f.attrs["config"]))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{path}: stored configuration is not valid JSON ({exc})") from None
-    try:
-        return _config.validate(cfg)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: stored configuration is invalid: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: stored configuration is not a table")
+    return cfg
 
 
 class _Lock:
@@ -350,18 +299,20 @@ class H5Recorder:
     Parameters
     ----------
     path : output file.
-    config : validated configuration dict, or a :class:`~wflow.run.Simulation`.
+    config : the (validated) configuration dict, stored as JSON.
     overwrite : replace a complete result (or a non-wflow file) at ``path``. A partial
-        run is never replaced: it can only be continued with :func:`resume`.
+        run is never replaced: it can only be continued with ``wflow resume``.
+    header : further root attributes (``config_hash``, ``seed``, ``nsteps``,
+        ``n_records_expected``, …), written with the file.
 
     Methods ``record(row)``, ``checkpoint(state)``, ``finalize()`` (flush and mark the
     file complete) and ``close()`` (flush, leave it resumable).
     """
 
-    def __init__(self, path, config, overwrite=False):
+    def __init__(self, path, config, overwrite=False, header=None):
         self.path = Path(path)
-        cfg = getattr(config, "config", config)
-        self.config = _config.validate(cfg)
+        self.config = config
+        self.header = dict(header or {})
         self._init_state(n_records=0, seq=0, last_slot=None)
         parent = self.path.parent
         if not parent.is_dir():
@@ -434,10 +385,8 @@ class H5Recorder:
             a["status"] = RUNNING
             a["wflow_version"] = __version__
             a["config"] = _config_json(cfg)
-            a["config_hash"] = _config.config_hash(cfg)
-            a["seed"] = int(cfg["init"]["seed"])
-            a["nsteps"] = _config.n_steps(cfg)
-            a["n_records_expected"] = len(_record_steps(cfg))
+            for key, value in self.header.items():
+                a[key] = value
             a["created"] = _now()
             a["machine"] = json.dumps(_machine())
             a["versions"] = json.dumps(_versions())
@@ -497,7 +446,8 @@ class H5Recorder:
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, state):
-        """Write ``state`` (a :class:`~wflow.run.State`) into the free slot (see module doc)."""
+        """Write a checkpoint into the free slot (see module doc): a mapping of arrays, or
+        an object with ``to_checkpoint()`` returning one."""
         if self._closed:
             raise WflowError(f"{self.path}: recorder is closed")
         slot = SLOTS[1] if self._last_slot == SLOTS[0] else SLOTS[0]
@@ -507,16 +457,17 @@ class H5Recorder:
             g = f["checkpoint"][slot]
             g.attrs.modify("complete", 0)  # 2. invalidate the slot before touching it
             f.flush()
-            _write_slot(g, state)
+            ckpt = state.to_checkpoint() if hasattr(state, "to_checkpoint") else state
+            _write_slot(g, ckpt)
             g.attrs.modify("seq", seq)
-            g.attrs.modify("k", int(state.k))
+            g.attrs.modify("k", int(ckpt["k"]))
             g.attrs.modify("n_records", self.n_records)
             g.attrs["written"] = _now()
             f.flush()
             _mark_complete(g)  # 3. the completeness mark goes last
             f.flush()
         self._seq, self._last_slot = seq, slot
-        log.debug("checkpoint k=%d (slot %s, seq %d, %d records)", state.k, slot, seq,
+        log.debug("checkpoint k=%d (slot %s, seq %d, %d records)", int(ckpt["k"]), slot, seq,
                   self.n_records)
 
     # ------------------------------------------------------------------ end
@@ -564,12 +515,6 @@ class H5Recorder:
         return False
 
 
-def _record_steps(cfg) -> list:
-    nsteps = _config.n_steps(cfg)
-    every = int(cfg["solver"]["record_every"])
-    return sorted(set(range(0, nsteps + 1, every)) | {nsteps})
-
-
 def _create_record_dataset(f, name, key, data, n0):
     row_shape = data.shape[1:]
     row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * data.dtype.itemsize)
@@ -579,11 +524,11 @@ def _create_record_dataset(f, name, key, data, n0):
         kw["fillvalue"] = np.nan
     ds = f.create_dataset(name, shape=(n0,) + row_shape, maxshape=(None,) + row_shape,
                           dtype=data.dtype, chunks=(chunk_rows,) + row_shape, **kw)
-    desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see docs/model.md §10"))
-    shape_text, dims = _SHAPES.get(key, _SERIES_SHAPE)
+    desc, units = _series.describe(key)
+    dims = _series.dims(key)
     ds.attrs["description"] = desc
     ds.attrs["units"] = units
-    ds.attrs["shape"] = shape_text
+    ds.attrs["shape"] = "(" + ", ".join(dims) + ")"
     ds.attrs["dims"] = json.dumps(list(dims))
     return ds
 
@@ -600,26 +545,20 @@ def _put(g, name, value):
     g.create_dataset(name, data=value)
 
 
-def _write_slot(g, state):
-    _put(g, "k", np.int64(state.k))
-    _put(g, "X", np.asarray(state.X, dtype=np.float64))
-    _put(g, "D", np.asarray(state.D, dtype=np.float64))
-    _put(g, "E0", np.asarray(state.E0))
-    cum = g.require_group("cum")
-    for name, v in state.cum.items():
-        _put(cum, name, np.asarray(v))
-    pend = g.require_group("pending")
-    keys = sorted(state.pending or {})
-    for name in keys:
-        _put(pend, name, np.asarray(state.pending[name]))
-    g.attrs["pending_keys"] = json.dumps(keys)
-    memo = g.require_group("memo")
-    mkeys = sorted(getattr(state, "memo", None) or {})
-    for name in mkeys:
-        _put(memo, name, np.asarray(state.memo[name]))
-    g.attrs["memo_keys"] = json.dumps(mkeys)
-    g.attrs["cum_keys"] = json.dumps(sorted(state.cum))
-    text = json.dumps([_jsonable(s) for s in state.rng_states]).encode("utf-8")
+def _write_slot(g, ckpt: dict):
+    """Write a checkpoint mapping (``k``, ``X``, ``D``, ``E0`` arrays; ``cum``, ``pending``,
+    ``memo`` groups of arrays; ``rng_states`` a JSON-able list) into slot ``g``."""
+    for name in ("k", "X", "D", "E0"):
+        value = np.asarray(ckpt[name])
+        _put(g, name, value.astype(np.float64) if name in ("X", "D") else value)
+    for group in ("cum", "pending", "memo"):
+        items = ckpt.get(group) or {}
+        sub = g.require_group(group)
+        keys = sorted(items)
+        for name in keys:
+            _put(sub, name, np.asarray(items[name]))
+        g.attrs[f"{group}_keys"] = json.dumps(keys)
+    text = json.dumps([_jsonable(s) for s in ckpt["rng_states"]]).encode("utf-8")
     old = g.get("rng_states")
     cap = old.shape[0] if old is not None and old.shape[0] >= len(text) else 2 * len(text) + 64
     buf = np.full(cap, ord(" "), dtype=np.uint8)  # JSON ignores the trailing blanks
@@ -647,29 +586,20 @@ def _mark_complete(g):
 
 
 def _read_slot(g):
-    """A State from slot ``g`` (raises on any problem)."""
-    from .run import State
-
+    """(checkpoint mapping, n_records, seq) of slot ``g`` (raises on any problem)."""
     if int(g.attrs.get("complete", 0)) != 1:
         raise ValueError("slot not complete")
     k = int(g["k"][()])
     if k != int(g.attrs["k"]):
         raise ValueError("slot k mismatch")
-    cum_keys = json.loads(_attr_str(g.attrs["cum_keys"]))
-    pending_keys = json.loads(_attr_str(g.attrs["pending_keys"]))
-    memo_keys = json.loads(_attr_str(g.attrs.get("memo_keys", "[]")))
-    rng = json.loads(bytes(np.asarray(g["rng_states"][...], dtype=np.uint8)).decode("utf-8"))
-    state = State(
-        k=k,
-        X=np.array(g["X"][...]),
-        D=np.array(g["D"][...]),
-        rng_states=rng,
-        cum={name: np.array(g["cum"][name][...]) for name in cum_keys},
-        E0=np.array(g["E0"][...]),
-        pending={name: np.array(g["pending"][name][...]) for name in pending_keys},
-        memo={name: np.array(g["memo"][name][...]) for name in memo_keys},
-    )
-    return state, int(g.attrs["n_records"]), int(g.attrs["seq"])
+    ckpt = {"k": k, "X": np.array(g["X"][...]), "D": np.array(g["D"][...]),
+            "E0": np.array(g["E0"][...])}
+    for group in ("cum", "pending", "memo"):
+        keys = json.loads(_attr_str(g.attrs.get(f"{group}_keys", "[]")))
+        ckpt[group] = {name: np.array(g[group][name][...]) for name in keys}
+    ckpt["rng_states"] = json.loads(
+        bytes(np.asarray(g["rng_states"][...], dtype=np.uint8)).decode("utf-8"))
+    return ckpt, int(g.attrs["n_records"]), int(g.attrs["seq"])
 
 
 def _best_checkpoint(f):
@@ -702,95 +632,55 @@ def _record_keys(f):
     return keys
 
 
-def _run_sim(sim, rec, state, progress):
-    """Run ``sim`` into recorder ``rec`` from ``state``; mark complete or leave resumable."""
-    try:
-        sim.run(recorder=rec, state=state, progress=progress)
-    except BaseException as exc:
-        try:
-            rec.close(error=f"{type(exc).__name__}: {exc}")
-        except Exception as exc2:  # noqa: BLE001 - keep the original error
-            log.warning("could not flush %s after the failure: %s", rec.path, exc2)
-        raise
-    rec.finalize(elapsed=getattr(sim, "elapsed", None))
+def create(path, config, overwrite=False, header=None) -> H5Recorder:
+    """A new result file at ``path`` (see :class:`H5Recorder`)."""
+    return H5Recorder(path, config, overwrite=overwrite, header=header)
 
 
-def run_to_file(config=None, path=None, overrides=(), overwrite=False, progress=False,
-                simulation=None):
-    """Run a configuration into an HDF5 result file; returns the path.
-
-    ``path`` defaults to ``output.path``; ``overwrite`` (or ``output.overwrite``) allows
-    replacing a complete result. A checkpoint is written at k = 0 and every
-    ``output.checkpoint_every`` steps. ``simulation`` may pass an already built
-    :class:`~wflow.run.Simulation` (then ``config``/``overrides`` are ignored).
-    """
-    from .run import Simulation
-
-    sim = simulation if simulation is not None else Simulation(config, overrides)
-    cfg = sim.config
-    path = Path(path if path is not None else cfg["output"]["path"])
-    rec = H5Recorder(path, cfg, overwrite=overwrite or cfg["output"]["overwrite"])
-    try:
-        state = sim.initial_state()
-        rec.checkpoint(state)
-    except BaseException as exc:
-        rec.close(error=f"{type(exc).__name__}: {exc}")
-        raise
-    _run_sim(sim, rec, state, progress)
-    return path
-
-
-@dataclass
-class ResumeResult:
-    """What :func:`resume` did: ``action`` is "noop" (already complete), "resumed" or
-    "restarted" (no usable checkpoint: run again from the start, in place)."""
-
-    path: Path
-    action: str
-    from_step: int
-    nsteps: int
-    n_records: int
-
-
-def resume(path, progress=False, simulation_hook=None) -> ResumeResult:
-    """Continue a partial result file from its newest complete checkpoint.
-
-    Ends bit-identical to an uninterrupted run. A complete file is left alone
-    (``action = "noop"``); a file without a usable checkpoint restarts from scratch.
-    """
-    from .run import Simulation
-
+def read_header(path) -> dict:
+    """Stored configuration, status, records on disk and writer version of a result file."""
     path = Path(path)
 
     def head(f):
-        cfg = _stored_config(f, path)
-        n_on_disk = len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0
-        return cfg, _attr_str(f.attrs.get("status")), n_on_disk, _attr_str(
-            f.attrs.get("wflow_version"))
+        return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
+                "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
+                "wflow_version": _attr_str(f.attrs.get("wflow_version"))}
 
-    cfg, status, n_on_disk, version = _with_file(path, head)
-    if status == COMPLETE:
-        return ResumeResult(path, "noop", _config.n_steps(cfg), _config.n_steps(cfg), n_on_disk)
-    if version != __version__:
-        log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
-                    "from an uninterrupted run", path, version, __version__)
-    sim = Simulation(cfg)
-    if simulation_hook is not None:
-        simulation_hook(sim)
+    return _with_file(path, head)
+
+
+@dataclass
+class Reopened:
+    """A partial file taken over for continuation: its ``recorder`` (holding the lock), the
+    newest complete ``checkpoint`` mapping (None: restart from step 0) and ``n_records``."""
+
+    recorder: H5Recorder | None
+    checkpoint: dict | None
+    n_records: int
+
+
+def reopen(path, config, check=None) -> Reopened:
+    """Take over a partial result file to continue it.
+
+    Locks the file; picks the complete checkpoint slot with the highest ``seq`` that reads
+    back cleanly; ``check(checkpoint, n_records)`` may refuse it (raise); truncates every
+    record dataset to the checkpoint's ``n_records`` and counts the resume. A file that
+    became complete meanwhile gives ``recorder = None``.
+    """
+    path = Path(path)
     lock = _Lock(path).acquire(path)
     try:
         with _open_write(path) as f:
             if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
                 lock.release()
-                return ResumeResult(path, "noop", sim.nsteps, sim.nsteps, len(f["t"]))
+                return Reopened(None, None, len(f["t"]))
             best = _best_checkpoint(f)
             if best is not None:
-                state, n_rec, seq, slot = best
-                _check_state(path, sim, state, n_rec)
-                action = "resumed"
+                ckpt, n_rec, seq, slot = best
+                if check is not None:
+                    check(ckpt, n_rec)
             else:
-                state, n_rec, seq, slot = None, 0, _max_seq(f), None
-                action = "restarted"
+                ckpt, n_rec, seq, slot = None, 0, _max_seq(f), None
             for name in _record_keys(f):
                 ds = f[name]
                 if ds.shape[0] < n_rec:
@@ -804,22 +694,8 @@ def resume(path, progress=False, simulation_hook=None) -> ResumeResult:
     except BaseException:
         lock.release()
         raise
-    rec = H5Recorder._attach(path, sim.config, n_records=n_rec, seq=seq, last_slot=slot,
-                             lock=lock)
-    if state is None:
-        log.info("%s: no usable checkpoint, restarting from step 0", path)
-        try:
-            state = sim.initial_state()
-            rec.checkpoint(state)
-        except BaseException as exc:
-            rec.close(error=f"{type(exc).__name__}: {exc}")
-            raise
-    else:
-        log.info("%s: resuming from step %d of %d (%d records)", path, state.k, sim.nsteps,
-                 n_rec)
-    from_step = state.k
-    _run_sim(sim, rec, state, progress)
-    return ResumeResult(path, action, from_step, sim.nsteps, rec.n_records)
+    rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock)
+    return Reopened(rec, ckpt, n_rec)
 
 
 def _max_seq(f):
@@ -832,28 +708,37 @@ def _max_seq(f):
     return max(seqs)
 
 
-def _check_state(path, sim, state, n_rec):
-    P, n, d, H = sim.P, sim.n, sim.d, sim.H
-    problems = []
-    if state.X.shape != (P, n, d):
-        problems.append(f"X shape {state.X.shape} != {(P, n, d)}")
-    if state.D.shape != (P, H, d, d):
-        problems.append(f"D shape {state.D.shape} != {(P, H, d, d)}")
-    if len(state.rng_states) != P:
-        problems.append(f"{len(state.rng_states)} random streams for {P} paths")
-    if not 0 <= state.k <= sim.nsteps:
-        problems.append(f"step {state.k} outside 0..{sim.nsteps}")
-    expected = sum(1 for s in sim.record_steps if s < state.k)
-    if n_rec != expected:
-        problems.append(f"{n_rec} records, expected {expected} before step {state.k}")
-    if problems:
-        raise ConfigError(f"{path}: checkpoint does not match the configuration: "
-                          + "; ".join(problems))
-
-
 # --------------------------------------------------------------------------------------
 # reading
 # --------------------------------------------------------------------------------------
+
+ARRAY_SUFFIXES = (".npz", ".h5", ".hdf5")
+
+
+def read_arrays(path, keys, what="file"):
+    """Named arrays from an input file (tokens, weights): ``.npz`` (no pickling) or
+    ``.h5``/``.hdf5`` (top-level datasets). Returns ``{key: ndarray}`` for the ``keys``
+    present; every failure is one ConfigError line naming the file.
+    """
+    path = Path(path)
+    where = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in ARRAY_SUFFIXES:
+        raise ConfigError(f"{where}: {what} suffix {suffix!r}: allowed values are "
+                          f"{', '.join(ARRAY_SUFFIXES)}")
+    if not path.is_file():
+        raise ConfigError(f"{where}: {what} not found")
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as f:
+                return {k: np.asarray(f[k]) for k in keys if k in f.files}
+        with h5py.File(path, "r") as f:
+            return {k: np.asarray(f[k][()]) for k in keys
+                    if k in f and isinstance(f[k], h5py.Dataset)}
+    except Exception as exc:  # corrupt file, object arrays (pickle refused), ...
+        msg = (str(exc).splitlines() or [""])[0]
+        raise ConfigError(f"{where}: cannot read {what} ({type(exc).__name__}: {msg})") from exc
+
 
 
 def read(path, tokens=True):
@@ -918,8 +803,8 @@ def inspect(path) -> dict:
         "attrs": attrs,
         "status": attrs.get("status"),
         "n_records": n_records,
-        "checkpoint_step": None if best is None else best[0].k,
-        "nsteps": _config.n_steps(cfg),
+        "checkpoint_step": None if best is None else int(best[0]["k"]),
+        "nsteps": attrs.get("nsteps"),
         "datasets": datasets,
     }
 
@@ -938,13 +823,13 @@ def to_xarray(path):
     for key, a in arrays.items():
         if key == "t":
             continue
-        dims = _SHAPES.get(key, _SERIES_SHAPE)[1]
-        desc, units = DESCRIPTIONS.get(key, (f"result series {key!r}", "see docs/model.md §10"))
+        dims = _series.dims(key)
+        desc, units = _series.describe(key)
         data_vars[key] = (dims, a, {"description": desc, "units": units})
     coords = {"record": np.arange(len(arrays.get("t", ()))),
               "path": np.arange(cfg["solver"]["paths"])}
     if "t" in arrays:
-        coords["t"] = ("record", arrays["t"], {"description": DESCRIPTIONS["t"][0]})
+        coords["t"] = ("record", arrays["t"], {"description": _series.describe("t")[0]})
     ds_attrs = {k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in attrs.items()}
     ds_attrs["config"] = json.dumps(cfg, sort_keys=True)
     return xr.Dataset(data_vars, coords=coords, attrs=ds_attrs)

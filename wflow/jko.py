@@ -26,8 +26,12 @@ import numpy as np
 from scipy.optimize import minimize
 
 from . import sphere
+from .integrators import StepContext, register_stepper
 
-__all__ = ["JKO", "exp_map_vjp"]
+__all__ = ["JKO", "exp_map_vjp", "JKO_SERIES"]
+
+#: the per-record statistics of the last JKO step (declared in :mod:`wflow.series`)
+JKO_SERIES = ("jko_iterations", "jko_converged", "jko_objective_drop", "jko_w2", "jko_identity")
 
 
 def exp_map_vjp(X, U, G):
@@ -62,6 +66,7 @@ class JKO:
 
     order = 1
     name = "jko"
+    series = JKO_SERIES
 
     def __init__(self, tol=1e-10, maxiter=200, check_coupling=True, max_n=2000):
         self.tol = float(tol)
@@ -124,18 +129,27 @@ class JKO:
             info["identity"] = float(np.allclose(np.diag(plan) * n, 1.0, atol=1e-9))
         return Y, info
 
-    def step(self, energy_grad, X, b, tau, sigma):
-        """Batched over paths: X (P, n, d), b (P, n); ``energy_grad(p, Y)``.
+    def step(self, ctx: StepContext):
+        """The :class:`~wflow.integrators.Stepper` protocol, batched over paths: ``ctx.X``
+        (P, n, d), ``ctx.mobility`` (P, n), ``ctx.energy_grad(p, Y)``.
 
-        Returns X' (P, n, d) and a dict of (P,) arrays (jko_iterations, jko_converged,
-        jko_objective_drop, jko_w2, jko_identity).
+        Returns X' (P, n, d) and a dict of (P,) arrays named :data:`JKO_SERIES`.
         """
+        X, b = ctx.X, ctx.mobility
         P = X.shape[0]
         out = np.empty_like(X)
-        keys = ("iterations", "converged", "objective_drop", "w2", "identity")
-        info = {f"jko_{k}": np.empty(P) for k in keys}
+        keys = [name.removeprefix("jko_") for name in JKO_SERIES]
+        info = {name: np.empty(P) for name in JKO_SERIES}
         for p in range(P):
-            out[p], inf = self.step_one(lambda Y, p=p: energy_grad(p, Y), X[p], b[p], tau, sigma)
-            for k in keys:
-                info[f"jko_{k}"][p] = inf[k]
+            out[p], inf = self.step_one(lambda Y, p=p: ctx.energy_grad(p, Y), X[p], b[p],
+                                        ctx.dt, ctx.sigma)
+            for k, name in zip(keys, JKO_SERIES):
+                info[name][p] = inf[k]
         return out, info
+
+
+@register_stepper("jko")
+def _jko_from_config(solver_config: dict) -> JKO:
+    return JKO(tol=solver_config.get("jko_tol", 1e-10),
+               maxiter=solver_config.get("jko_maxiter", 200),
+               max_n=solver_config.get("max_pairwise_n", 2000))

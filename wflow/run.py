@@ -34,45 +34,31 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import config as _config
+from . import series as _series
 from . import sphere
 from .attention import AttentionModel, Field
-from .diagnostics import CLUSTERING_NAMES, clustering_series
+from .diagnostics import clustering_series
 from .errors import ConfigError, NumericalError
-from .integrators import get_solver
+from .integrators import StepContext, get_stepper
 from .weights import initial_weights, load_weight_file, make_process
 
 log = logging.getLogger(__name__)
 
-__all__ = ["simulate", "Simulation", "Result", "SERIES_POINT", "SERIES_CUMULATIVE"]
+__all__ = ["simulate", "Simulation", "Result", "State"]
 
-#: values at the record time, at (X_k; D_k), shape (records, P)
-SERIES_POINT = (
-    "energy", "dissipation", "G2", "G2_hm", "v2_mean", "b_hat_mean", "b_hat_min", "b_hat_max",
-    "Zbar_mean", "dEdt_drift", "ito_expected",
-)
-#: cumulative from t = 0 to the record time, shape (records, P)
-SERIES_CUMULATIVE = (
-    "int_dissipation", "int_G2", "int_dEdt_drift", "int_ito_expected", "paper_martingale",
-    "paper_residual", "weight_work", "token_work", "drift_work", "martingale", "ito_realised",
-    "ledger_residual", "ledger_telescoping",
-)
-#: the exact-ledger series (NaN when diagnostics.ledger = false or under the causal mask)
-LEDGER_NAMES = (
-    "weight_work", "token_work", "drift_work", "martingale", "ito_realised", "ledger_residual",
-    "ledger_telescoping",
-)
-#: the per-step ledger, shape (records, record_every, P): entry [r, j] is step
-#: (r − 1)·record_every + j of the interval ending at record r (NaN at r = 0 and for
-#: missing steps of a shorter last interval)
-STEP_LEDGER = ("step_weight_part", "step_token_part", "step_drift", "step_martingale",
-               "step_ito_realised", "step_ledger_residual")
-#: JKO statistics of the last step before the record (only for solver.method = "jko")
-SERIES_JKO = ("jko_iterations", "jko_converged", "jko_objective_drop", "jko_w2", "jko_identity")
+#: the per-step ledger pieces, in the order of the step-ledger buffer's last axis
+STEP_LEDGER = _series.names(kind="per_step", group="step_ledger")
 
 
 @dataclass
 class State:
-    """Everything needed to continue a run bit-identically (the checkpoint)."""
+    """Everything needed to continue a run bit-identically (the checkpoint).
+
+    ``cum`` holds the cumulative series (P,) each; ``pending`` the ledger pieces of the last
+    step, finished at the next pass; ``stepper_info`` the stepper's series of its last step;
+    ``step_ledger`` the per-step ledger of the open record interval (record_every, P, 6);
+    ``w2_prev`` the last recorded snapshot and its time (for ``w2_step``).
+    """
 
     k: int
     X: np.ndarray  # (P, n, d)
@@ -80,8 +66,33 @@ class State:
     rng_states: list  # bit-generator states, one per path
     cum: dict  # cumulative sums, (P,) each
     E0: np.ndarray  # (P,) energy at t = 0 (NaN until the first pass at k = 0 sets it)
-    pending: dict = field(default_factory=dict)  # ledger pieces of the last step, (P,) each
-    memo: dict = field(default_factory=dict)  # what later records need: last JKO info, last snapshot
+    pending: dict = field(default_factory=dict)
+    stepper_info: dict = field(default_factory=dict)
+    step_ledger: np.ndarray | None = None
+    w2_prev: tuple | None = None  # (X (P, n, d), t)
+
+    def to_checkpoint(self) -> dict:
+        """A plain mapping of arrays for the storage layer (the file layout of
+        ``wflow-results/1``: the stepper, step-ledger and W₂ pieces under ``memo``)."""
+        memo = dict(self.stepper_info)
+        if self.step_ledger is not None:
+            memo["step_ledger"] = self.step_ledger
+        if self.w2_prev is not None:
+            memo["w2_prev_X"], memo["w2_prev_t"] = self.w2_prev[0], np.array(self.w2_prev[1])
+        return {"k": np.int64(self.k), "X": self.X, "D": self.D, "E0": self.E0,
+                "cum": self.cum, "pending": self.pending, "memo": memo,
+                "rng_states": self.rng_states}
+
+    @classmethod
+    def from_checkpoint(cls, c: dict) -> "State":
+        memo = dict(c.get("memo", {}))
+        led = memo.pop("step_ledger", None)
+        w2 = None
+        if "w2_prev_X" in memo:
+            w2 = (memo.pop("w2_prev_X"), float(memo.pop("w2_prev_t")))
+        return cls(k=int(c["k"]), X=c["X"], D=c["D"], rng_states=c["rng_states"], cum=c["cum"],
+                   E0=c["E0"], pending=c.get("pending", {}), stepper_info=memo,
+                   step_ledger=led, w2_prev=w2)
 
 
 class Result:
@@ -123,7 +134,7 @@ class ListRecorder:
     def record(self, row: dict):
         self.rows.append(row)
 
-    def checkpoint(self, state: State):  # in-memory runs need no checkpoint
+    def checkpoint(self, state):  # in-memory runs need no checkpoint
         pass
 
     def arrays(self):
@@ -139,9 +150,12 @@ class Simulation:
     ----------
     config : dict (nested, [model §10]), path, or None for the embedded default.
     overrides : list of "section.key=value".
+    process : a :class:`~wflow.weights.WeightProcess` instance to use instead of the one
+        the ``[weights]`` table describes (e.g. :class:`~wflow.weights.DrivenOU` for
+        refinement studies); the run then records its parameters, not the table's.
     """
 
-    def __init__(self, config=None, overrides=()):
+    def __init__(self, config=None, overrides=(), process=None):
         cfg = _config.resolve(config, overrides)
         self.config = cfg
         m, ini, w, s, dg = (cfg[k] for k in ("model", "init", "weights", "solver", "diagnostics"))
@@ -188,21 +202,14 @@ class Simulation:
             values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
             precision=s["precision"],
         )
-        self.process = make_process(w, self.H, self.d, self.dt)
-        if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
-            D0 = np.broadcast_to(self.process.at(0.0), D0.shape).copy()
+        self.process = process if process is not None else make_process(w, self.H, self.d,
+                                                                         self.dt)
+        D0 = self.process.initial(D0)
         note = getattr(self.process, "rounding_note", "")
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
-        self.noise_var = float(w.get("noise_var", 0.0)) if w["process"] == "ou" else 0.0
         self.method = s["method"]
-        if self.method == "jko":
-            from .jko import JKO
-
-            self.stepper = JKO(tol=s["jko_tol"], maxiter=s["jko_maxiter"],
-                               max_n=dg["max_pairwise_n"])
-        else:
-            self.stepper = get_solver(self.method)
+        self.stepper = get_stepper(self.method, {**s, "max_pairwise_n": dg["max_pairwise_n"]})
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
@@ -224,42 +231,28 @@ class Simulation:
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
         rngs = [np.random.default_rng(s) for s in self._path_seeds]
-        zeros = {k: np.zeros(self.P) for k in SERIES_CUMULATIVE}
+        zeros = {k: np.zeros(self.P) for k in _series.names(kind="cumulative")}
         return State(k=0, X=self.X0.copy(), D=self.D0.copy(),
                      rng_states=[r.bit_generator.state for r in rngs], cum=zeros,
                      E0=np.full(self.P, np.nan))
 
-    def series_names(self):
-        names = list(SERIES_POINT) + list(SERIES_CUMULATIVE)
-        if self.clustering:
-            names += list(CLUSTERING_NAMES)
-        if self.method == "jko":
-            names += list(SERIES_JKO)
-        if self.w2:
-            names += ["w2_step", "metric_speed"]
-        if self._step_ledger:
-            names += list(STEP_LEDGER)
-        return names
-
-    def _row(self, state: State, F: Field, t: float, extra: dict):
+    def _row(self, state: State, F: Field, t: float):
+        """One record: every active series of :data:`wflow.series.SERIES`."""
+        ctx = _series.RecordContext(X=state.X, D=state.D, t=t, field=F,
+                                    drift=self.process.drift(state.D, t), model=self.model,
+                                    process=self.process, config=self.config)
         row = {"t": t}
-        fcur = self.process.drift(state.D, t)
-        row.update(
-            energy=F.energy, dissipation=F.dissipation, G2=F.G2, G2_hm=F.G2_hm,
-            v2_mean=np.mean(np.sum(F.velocity**2, axis=-1), axis=-1),
-            b_hat_mean=F.b_hat.mean(axis=1), b_hat_min=F.b_hat.min(axis=1),
-            b_hat_max=F.b_hat.max(axis=1), Zbar_mean=F.partition.mean(axis=(1, 2)),
-            dEdt_drift=np.einsum("phab,phab->p", F.dE_dD, fcur),
-            ito_expected=self._ito_rate(F),
-        )
-        for k in SERIES_CUMULATIVE:
+        for name, s in _series.SERIES.items():
+            if s.fn is not None and s.group in ("core", "user"):
+                row[name] = s.fn(ctx)
+        for k in _series.names(kind="cumulative"):
             row[k] = state.cum[k].copy()
         row["paper_residual"] = (
             F.energy - state.E0 - self.model.sigma * row["int_G2"] - row["int_dEdt_drift"]
             - row["int_ito_expected"] - row["paper_martingale"]
         )
         if not self.ledger or self.model.causal:
-            for k in LEDGER_NAMES:
+            for k in _series.names(group="ledger"):
                 row[k] = np.full(self.P, np.nan)
         out = self.config["output"]
         if out["store_tokens"]:
@@ -270,30 +263,28 @@ class Simulation:
             dg = self.config["diagnostics"]
             row.update(clustering_series(state.X, dg["cluster_angle"], dg["max_pairwise_n"]))
         if self._step_ledger:  # the steps of the interval ending here, then a fresh buffer
-            buf = state.memo["step_ledger"]
             for i, name in enumerate(STEP_LEDGER):
-                row[name] = buf[..., i].copy()
-            buf[...] = np.nan
+                row[name] = state.step_ledger[..., i].copy()
+            state.step_ledger[...] = np.nan
         if self.w2:
-            prev = state.memo.get("w2_prev_X")
-            w2 = np.full(self.P, np.nan)
-            if prev is not None and self.n <= self.config["diagnostics"]["max_pairwise_n"]:
-                from .diagnostics import w2_geodesic
-
-                w2 = np.array([w2_geodesic(prev[p], state.X[p]) for p in range(self.P)])
-            row["w2_step"] = w2
-            if prev is not None:  # the last interval may be shorter than record_every steps
-                w2 = w2 / (t - float(state.memo["w2_prev_t"]))
-            row["metric_speed"] = w2
-            state.memo["w2_prev_X"] = state.X.copy()
-            state.memo["w2_prev_t"] = np.array(t)
-        row.update(extra)
+            row.update(self._w2_series(state, t))
+        for name in self.stepper.series:
+            row[name] = state.stepper_info[name].copy()
         return row
 
-    def _ito_rate(self, F: Field):
-        if self.noise_var == 0.0:
-            return np.zeros(self.P)
-        return self.model.beta * self.noise_var / 4.0 * F.ito_sum
+    def _w2_series(self, state: State, t: float) -> dict:
+        w2 = np.full(self.P, np.nan)
+        prev = state.w2_prev
+        if prev is not None and self.n <= self.config["diagnostics"]["max_pairwise_n"]:
+            from .diagnostics import w2_geodesic
+
+            w2 = np.array([w2_geodesic(prev[0][p], state.X[p]) for p in range(self.P)])
+        out = {"w2_step": w2}
+        if prev is not None:  # the last interval may be shorter than record_every steps
+            w2 = w2 / (t - float(prev[1]))
+        out["metric_speed"] = w2
+        state.w2_prev = (state.X.copy(), t)
+        return out
 
     # ------------------------------------------------------------------ loop
     def run(self, recorder=None, state: State | None = None, progress=False, stop_after=None):
@@ -310,7 +301,7 @@ class Simulation:
             r.bit_generator.state = stt
             rngs.append(r)
         sigma, dt, P = self.model.sigma, self.dt, self.P
-        want_ito = self.noise_var > 0.0
+        want_ito = self.process.needs_ito
         ckpt_every = int(self.config["output"].get("checkpoint_every", 0) or 0)
         bar = None
         if progress:
@@ -319,12 +310,10 @@ class Simulation:
             bar = tqdm(total=self.nsteps, initial=st.k, unit="step", dynamic_ncols=True,
                        desc="wflow")
         t_start = time.perf_counter()
-        if self.method == "jko":
-            for k in SERIES_JKO:
-                st.memo.setdefault(k, np.full(P, np.nan))
-        if self._step_ledger:
-            st.memo.setdefault("step_ledger",
-                               np.full((self.record_every, P, len(STEP_LEDGER)), np.nan))
+        for name in self.stepper.series:
+            st.stepper_info.setdefault(name, np.full(P, np.nan))
+        if self._step_ledger and st.step_ledger is None:
+            st.step_ledger = np.full((self.record_every, P, len(STEP_LEDGER)), np.nan)
         steps_done = 0
         while True:
             k = st.k
@@ -343,25 +332,19 @@ class Simulation:
                     F.energy - st.E0 - st.cum["weight_work"] - st.cum["token_work"]
                 )
                 j = (k - 1) % self.record_every  # slot of step k − 1 in the record interval
-                buf = st.memo["step_ledger"]
-                buf[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
+                st.step_ledger[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
                                    st.pending["mart"], wpart - st.pending["drift"] - st.pending["mart"],
                                    st.pending["res"]], axis=-1)
                 st.pending = {}
             if k in self._record_set:
-                rec.record(self._row(st, F, t, {k: st.memo[k].copy() for k in SERIES_JKO}
-                                         if self.method == "jko" else {}))
+                rec.record(self._row(st, F, t))
             if k >= self.nsteps or (stop_after is not None and steps_done >= stop_after):
                 break
 
             # token step with weights frozen at D_k
             Dk = st.D
-            F_tok = lambda Y, Dk=Dk: sigma * self.model.velocity(Y, Dk)
-            if self.method == "jko":
-                X1, info = self._jko_step(st.X, Dk, F)
-                st.memo.update(info)
-            else:
-                X1 = self.stepper.step(F_tok, st.X, dt, k1=sigma * F.velocity)
+            X1, info = self.stepper.step(self._step_context(st.X, Dk, F))
+            st.stepper_info.update(info)
             _check_finite(X1, "tokens X", k + 1, t + dt)
 
             # the paper's balance, left point
@@ -372,7 +355,7 @@ class Simulation:
             c["int_dissipation"] += dt * F.dissipation
             c["int_G2"] += dt * F.G2
             c["int_dEdt_drift"] += dt * np.einsum("phab,phab->p", F.dE_dD, fk)
-            c["int_ito_expected"] += dt * self._ito_rate(F)
+            c["int_ito_expected"] += dt * self.process.ito_rate(self.model.beta, F.ito_sum)
             c["paper_martingale"] += np.einsum("phab,phab->p", F.dE_dD, xi)
             # the exact ledger needs (X_{k+1}; D_k): a second pass
             if self.ledger and not self.model.causal:
@@ -404,16 +387,20 @@ class Simulation:
             return Result(self.config, arrays, {"elapsed": self.elapsed})
         return rec
 
-    def _jko_step(self, X, Dk, F: Field):
-        """JKO step with weights D_k and mobility frozen at X_k: b̂ (head, joint) or 1 (none)."""
-        b = np.ones_like(F.b_hat) if self.model.normalization == "none" else F.b_hat
-        n = self.n
+    def _step_context(self, X, Dk, F: Field) -> StepContext:
+        """What a stepper may use at step k: the field with weights frozen at D_k, its first
+        stage, and for energy-based steppers E, ∇E and the mobility — b̂ (head, joint) or
+        1 (none), frozen at X_k [model §7]."""
+        sigma, n = self.model.sigma, self.n
 
         def energy_grad(p, Y):
             G = self.model.evaluate(Y[None], Dk[p : p + 1], want_ito=False)
             return float(G.energy[0]), G.gradient[0] / n
 
-        return self.stepper.step(energy_grad, X, b, self.dt, self.model.sigma)
+        b = np.ones_like(F.b_hat) if self.model.normalization == "none" else F.b_hat
+        return StepContext(X=X, dt=self.dt, sigma=sigma,
+                           velocity=lambda Y: sigma * self.model.velocity(Y, Dk),
+                           k1=sigma * F.velocity, energy_grad=energy_grad, mobility=b)
 
 
 def _check_finite(a, what, k, t):
@@ -422,17 +409,12 @@ def _check_finite(a, what, k, t):
 
 
 def _load_tokens(path, n, d):
-    try:
-        if str(path).endswith((".h5", ".hdf5")):
-            import h5py
+    from .io import read_arrays
 
-            with h5py.File(path, "r") as f:
-                X = np.asarray(f["X"])
-        else:
-            with np.load(path, allow_pickle=False) as z:
-                X = np.asarray(z["X"])
-    except (OSError, KeyError, ValueError) as e:
-        raise ConfigError(f"init.tokens_file = {str(path)!r}: cannot read key 'X' ({e})") from None
+    raw = read_arrays(path, ("X",), what="tokens file")
+    if "X" not in raw:
+        raise ConfigError(f"init.tokens_file = {str(path)!r}: cannot read key 'X' (missing)")
+    X = raw["X"]
     if X.shape != (n, d) or not np.all(np.isfinite(X)):
         raise ConfigError(
             f"init.tokens_file = {str(path)!r}: 'X' must be finite with shape ({n}, {d}), got {X.shape}"

@@ -63,19 +63,19 @@ def run_task(name, cfg, path, overwrite=False):
 
     Returns a dict (name, path, action, elapsed seconds).
     """
-    from . import io
+    from . import driver, io
 
     t0 = time.perf_counter()
     status = io.file_status(path)
     if status == "complete" and not overwrite:
         action = "skipped (complete)"
     elif status == "running":
-        io.resume(path)
+        driver.resume(path)
         action = "resumed"
     elif status == "foreign":
         raise ConfigError(f"sweep: {str(path)!r} exists and is not a wflow result")
     else:
-        io.run_to_file(cfg, path, overwrite=overwrite)
+        driver.run_to_file(cfg, path, overwrite=overwrite)
         action = "ran"
     return {"name": name, "path": str(path), "action": action,
             "elapsed": time.perf_counter() - t0}

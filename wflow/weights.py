@@ -42,10 +42,16 @@ __all__ = [
     "Layers",
     "FromFile",
     "make_process",
+    "register_process",
+    "get_process",
+    "PROCESSES",
 ]
 
 SYM_RTOL = 1e-10
-PROCESSES = ("frozen", "ou", "oscillating", "layers", "file")
+#: weights.process -> WeightProcess subclass; filled by :func:`register_process`
+PROCESSES: dict = {}
+#: the entry-point group through which installed packages add weight processes
+ENTRY_POINT_GROUP = "wflow.processes"
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
 
 
@@ -219,32 +225,10 @@ def load_weight_file(path):
     ConfigError
         Any problem, one line naming the file and the key.
     """
-    path = Path(path)
-    where = str(path)
-    suffix = path.suffix.lower()
-    if suffix not in WEIGHT_FILE_SUFFIXES:
-        raise ConfigError(
-            f"{where}: weight-file suffix {suffix!r}: allowed values are .npz, .h5, .hdf5"
-        )
-    if not path.is_file():
-        raise ConfigError(f"{where}: weight file not found")
-    try:
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as f:
-                raw = {k: np.asarray(f[k]) for k in ("D", "t") if k in f.files}
-        else:
-            import h5py
+    from .io import read_arrays
 
-            with h5py.File(path, "r") as f:
-                raw = {
-                    k: np.asarray(f[k][()])
-                    for k in ("D", "t")
-                    if k in f and isinstance(f[k], h5py.Dataset)
-                }
-    except Exception as exc:  # corrupt file, object arrays (pickle refused), ...
-        msg = (str(exc).splitlines() or [""])[0]
-        msg = f"{where}: cannot read weight file ({type(exc).__name__}: {msg})"
-        raise ConfigError(msg) from exc
+    where = str(path)
+    raw = read_arrays(path, ("D", "t"), what="weight file")
     if "D" not in raw:
         raise ConfigError(
             f"{where}: key 'D' missing: expected a dataset 'D' of shape (H, d, d) or (K, H, d, d)"
@@ -267,23 +251,95 @@ def load_weight_file(path):
 # --------------------------------------------------------------------------- processes
 
 
+def register_process(cls):
+    """Class decorator: make ``cls`` the weight process of ``weights.process = cls.name``.
+
+    A process from outside wflow is found in a new interpreter (``wflow resume``, a Dask
+    worker) in one of two ways: an installed package declares it in the entry-point group
+    ``wflow.processes`` (``name = "package.module:Class"``), or the configuration names it
+    by module path, ``weights.process = "package.module:Class"`` — the result file stores
+    the configuration, so a resume imports it again.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
+        raise TypeError("register_process: expected a WeightProcess subclass")
+    PROCESSES[cls.name] = cls
+    return cls
+
+
+def get_process(name: str):
+    """The process class of ``weights.process = name``: the registry, then the entry points
+    of ``wflow.processes``, then a ``module:Class`` path. ``ValueError`` naming the allowed
+    values otherwise."""
+    if name in PROCESSES:
+        return PROCESSES[name]
+    from importlib import import_module, metadata
+
+    try:
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name == name:
+                return register_process(ep.load())
+    except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, not fatal here
+        raise ValueError(f"process = {name!r}: its entry point failed to load ({exc})") from None
+    if isinstance(name, str) and ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"process = {name!r}: cannot import it ({exc})") from None
+        if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
+            raise ValueError(f"process = {name!r}: not a WeightProcess subclass")
+        PROCESSES.setdefault(name, cls)
+        return cls
+    raise ValueError(f"process = {name!r}: allowed values are {', '.join(PROCESSES)} "
+                     "or 'module:Class'")
+
+
 class WeightProcess:
-    r"""Base class of the weight processes.
+    r"""Base class and protocol of the weight processes [model §5].
 
     .. math::
 
         D_{k+1} = D_k + f(D_k, t_k)\,\Delta t + \xi_k .
 
+    A process declares, in one place (its class): its config name ``name``, the
+    ``[weights]`` keys it reads with their defaults (``params``), how it is built from
+    them (:meth:`from_config`), its initial weights (:meth:`initial`), its drift, its step,
+    its realised noise, and its expected Itô rate (:meth:`ito_rate`). The run loop names
+    no process.
+
     Attributes
     ----------
     name : str
         The ``weights.process`` value.
+    params : dict
+        ``[weights]`` keys this process reads and their defaults.
     deterministic : bool
         True when a step draws no random numbers.
     """
 
     name = "base"
+    params: dict = {}
     deterministic = True
+
+    @classmethod
+    def from_config(cls, spec: dict, H: int, d: int, dt: float):
+        """Build the process from the ``[weights]`` table (keys of :attr:`params`)."""
+        return cls()
+
+    def initial(self, D0):
+        """:math:`D(0)` given the drawn initial weights ``D0`` (P, H, d, d): ``D0`` itself,
+        unless the process prescribes its own trajectory."""
+        return D0
+
+    def ito_rate(self, beta, ito_sum):
+        r"""Expected Itô rate of the energy per path, from the kernel's ``ito_sum`` (P,):
+        0 for a process without Brownian noise."""
+        return np.zeros(np.shape(ito_sum))
+
+    @property
+    def needs_ito(self) -> bool:
+        """Whether :meth:`ito_rate` uses ``ito_sum`` (the kernel then computes it)."""
+        return False
 
     def drift(self, D, t):
         r"""Drift :math:`f(D, t)`, same shape as ``D`` ((H, d, d) or (P, H, d, d))."""
@@ -318,6 +374,7 @@ class WeightProcess:
         return {"process": self.name}
 
 
+@register_process
 class Frozen(WeightProcess):
     r"""Frozen weights.
 
@@ -336,6 +393,7 @@ class Frozen(WeightProcess):
         return np.array(_batch(D))
 
 
+@register_process
 class OrnsteinUhlenbeck(WeightProcess):
     r"""Matrix Ornstein–Uhlenbeck process on Sym(d), per head and path.
 
@@ -371,6 +429,24 @@ class OrnsteinUhlenbeck(WeightProcess):
     """
 
     name = "ou"
+    params = {"rate": 1.0, "mean": 1.0, "noise_var": 2.0, "scheme": "euler_maruyama"}
+
+    @classmethod
+    def from_config(cls, spec, H, d, dt):
+        scheme = _choice(spec.get("scheme", "euler_maruyama"), "weights.scheme",
+                         ("euler_maruyama", "exact"), {"euler": "euler_maruyama"})
+        return cls(spec.get("rate", 1.0), spec.get("mean"), spec.get("noise_var", 2.0), scheme,
+                   d=d)
+
+    def ito_rate(self, beta, ito_sum):
+        r"""Expected Itô rate :math:`\beta g^2/4 \cdot` ``ito_sum`` [model §6]."""
+        if self.noise_var == 0.0:
+            return np.zeros(np.shape(ito_sum))
+        return beta * self.noise_var / 4.0 * ito_sum
+
+    @property
+    def needs_ito(self):
+        return self.noise_var > 0.0
 
     def __init__(self, rate=1.0, mean=None, noise_var=2.0, scheme="euler_maruyama", d=None):
         self.rate = _number(rate, "weights.rate")
@@ -476,6 +552,7 @@ class DrivenOU(OrnsteinUhlenbeck):
         return _sym(D + self.rate * (M - D) * dt + np.sqrt(self.noise_var) * S)
 
 
+@register_process
 class Oscillating(WeightProcess):
     r"""Relaxation towards a periodic forcing, per head with a phase.
 
@@ -520,6 +597,14 @@ class Oscillating(WeightProcess):
 
     name = "oscillating"
     deterministic = True
+
+    params = {"phase": "shared", "scheme": "euler"}
+
+    @classmethod
+    def from_config(cls, spec, H, d, dt):
+        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme", ("euler", "exact"),
+                         {"euler_maruyama": "euler"})
+        return cls(d, H, spec.get("phase", "shared"), scheme)
 
     def __init__(self, d, H, phase="shared", scheme="euler"):
         if int(d) != d or d < 2 or int(H) != H or H < 1:
@@ -575,6 +660,7 @@ class Oscillating(WeightProcess):
                 "scheme": self.scheme}
 
 
+@register_process
 class Layers(WeightProcess):
     r"""Piecewise-constant weights: a list of sets, each held for a whole number of steps.
 
@@ -598,7 +684,25 @@ class Layers(WeightProcess):
     """
 
     name = "layers"
+    params = {"layers": []}
     deterministic = True
+
+    @classmethod
+    def from_config(cls, spec, H, d, dt):
+        layers = spec.get("layers")
+        if not isinstance(layers, (list, tuple)) or not layers:
+            raise ConfigError("weights.layers: missing or empty: expected a list of "
+                              "{duration, weights, seed} tables")
+        if not all(isinstance(x, dict) for x in layers):
+            raise ConfigError("weights.layers: expected a list of {duration, weights, seed} tables")
+        built = [_layer_weights(i, x, H, d) for i, x in enumerate(layers)]
+        proc = cls([W for W, _ in built], [x.get("duration") for x in layers], dt)
+        proc.sources = [s for _, s in built]
+        return proc
+
+    def initial(self, D0):
+        """The trajectory fixes :math:`D(0)`: the first layer."""
+        return np.broadcast_to(self.at(0.0), np.shape(D0)).copy()
 
     def __init__(self, weight_sets, durations, dt):
         self.dt = _number(dt, "solver.dt", strict=True)
@@ -649,6 +753,7 @@ class Layers(WeightProcess):
                 "sources": self.sources}
 
 
+@register_process
 class FromFile(WeightProcess):
     r"""A weight trajectory, piecewise-linear in time.
 
@@ -671,7 +776,26 @@ class FromFile(WeightProcess):
     """
 
     name = "file"
+    params = {"file": ""}
     deterministic = True
+
+    @classmethod
+    def from_config(cls, spec, H, d, dt):
+        path = spec.get("file")
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise ConfigError("weights.file: missing: process 'file' needs the path of an "
+                              ".npz/.h5/.hdf5 weight file")
+        data = load_weight_file(path)
+        D, t = data["D"], data["t"]
+        if D.shape[-3:] != (H, d, d):
+            raise ConfigError(f"{path}: key 'D' has shape {D.shape}: expected (..., {H}, {d}, {d})")
+        if t is None and D.ndim == 4:
+            t = _number(dt, "solver.dt", strict=True) * np.arange(D.shape[0])
+        return cls(t, D)
+
+    def initial(self, D0):
+        """The trajectory fixes :math:`D(0)`."""
+        return np.broadcast_to(self.at(0.0), np.shape(D0)).copy()
 
     def __init__(self, times, D_traj):
         D = _validated(D_traj, "weights.file: D", (3, 4))
@@ -787,38 +911,8 @@ def make_process(spec, H, d, dt):
     """
     spec = dict(spec or {})
     kind = spec.get("process", "frozen")
-    if kind == "frozen":
-        return Frozen()
-    if kind == "ou":
-        scheme = _choice(spec.get("scheme", "euler_maruyama"), "weights.scheme",
-                         ("euler_maruyama", "exact"), {"euler": "euler_maruyama"})
-        return OrnsteinUhlenbeck(spec.get("rate", 1.0), spec.get("mean"),
-                                 spec.get("noise_var", 2.0), scheme, d=d)
-    if kind == "oscillating":
-        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme", ("euler", "exact"),
-                         {"euler_maruyama": "euler"})
-        return Oscillating(d, H, spec.get("phase", "shared"), scheme)
-    if kind == "layers":
-        layers = spec.get("layers")
-        if not isinstance(layers, (list, tuple)) or not layers:
-            raise ConfigError("weights.layers: missing or empty: expected a list of "
-                              "{duration, weights, seed} tables")
-        if not all(isinstance(x, dict) for x in layers):
-            raise ConfigError("weights.layers: expected a list of {duration, weights, seed} tables")
-        built = [_layer_weights(i, x, H, d) for i, x in enumerate(layers)]
-        proc = Layers([W for W, _ in built], [x.get("duration") for x in layers], dt)
-        proc.sources = [s for _, s in built]
-        return proc
-    if kind == "file":
-        path = spec.get("file")
-        if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise ConfigError("weights.file: missing: process 'file' needs the path of an "
-                              ".npz/.h5/.hdf5 weight file")
-        data = load_weight_file(path)
-        D, t = data["D"], data["t"]
-        if D.shape[-3:] != (H, d, d):
-            raise ConfigError(f"{path}: key 'D' has shape {D.shape}: expected (..., {H}, {d}, {d})")
-        if t is None and D.ndim == 4:
-            t = _number(dt, "solver.dt", strict=True) * np.arange(D.shape[0])
-        return FromFile(t, D)
-    raise ConfigError(f"weights.process = {kind!r}: allowed values are {', '.join(PROCESSES)}")
+    try:
+        cls = get_process(kind)
+    except ValueError as exc:
+        raise ConfigError(f"weights.{exc}") from None
+    return cls.from_config(spec, H, d, dt)

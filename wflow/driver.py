@@ -1,0 +1,141 @@
+r"""Runs into result files: create, checkpoint, finish, resume (the run loop + storage).
+
+:func:`run_to_file` drives a :class:`~wflow.run.Simulation` and hands its records and
+checkpoints to the storage layer (:mod:`wflow.io`), which knows nothing of the model;
+:func:`resume` continues a partial file from its newest complete checkpoint and ends
+bit-identical to an uninterrupted run (the protocol is described in :mod:`wflow.io`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, io
+from . import config as _config
+from .errors import ConfigError
+from .run import Simulation, State
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_to_file", "resume", "ResumeResult", "header"]
+
+
+def header(sim: Simulation) -> dict:
+    """Root attributes a result file carries besides the configuration."""
+    cfg = sim.config
+    return {"config_hash": _config.config_hash(cfg), "seed": int(cfg["init"]["seed"]),
+            "nsteps": sim.nsteps, "n_records_expected": len(sim.record_steps)}
+
+
+def _run_sim(sim, rec, state, progress):
+    """Run ``sim`` into recorder ``rec`` from ``state``; mark complete or leave resumable."""
+    try:
+        sim.run(recorder=rec, state=state, progress=progress)
+    except BaseException as exc:
+        try:
+            rec.close(error=f"{type(exc).__name__}: {exc}")
+        except Exception as exc2:  # noqa: BLE001 - keep the original error
+            log.warning("could not flush %s after the failure: %s", rec.path, exc2)
+        raise
+    rec.finalize(elapsed=getattr(sim, "elapsed", None))
+
+
+def run_to_file(config=None, path=None, overrides=(), overwrite=False, progress=False,
+                simulation=None):
+    """Run a configuration into an HDF5 result file; returns the path.
+
+    ``path`` defaults to ``output.path``; ``overwrite`` (or ``output.overwrite``) allows
+    replacing a complete result. A checkpoint is written at k = 0 and every
+    ``output.checkpoint_every`` steps. ``simulation`` may pass an already built
+    :class:`~wflow.run.Simulation` (then ``config``/``overrides`` are ignored).
+    """
+    sim = simulation if simulation is not None else Simulation(config, overrides)
+    cfg = sim.config
+    path = Path(path if path is not None else cfg["output"]["path"])
+    rec = io.create(path, cfg, overwrite=overwrite or cfg["output"]["overwrite"],
+                    header=header(sim))
+    try:
+        state = sim.initial_state()
+        rec.checkpoint(state)
+    except BaseException as exc:
+        rec.close(error=f"{type(exc).__name__}: {exc}")
+        raise
+    _run_sim(sim, rec, state, progress)
+    return path
+
+
+@dataclass
+class ResumeResult:
+    """What :func:`resume` did: ``action`` is "noop" (already complete), "resumed" or
+    "restarted" (no usable checkpoint: run again from the start, in place)."""
+
+    path: Path
+    action: str
+    from_step: int
+    nsteps: int
+    n_records: int
+
+
+def resume(path, progress=False) -> ResumeResult:
+    """Continue a partial result file from its newest complete checkpoint.
+
+    Ends bit-identical to an uninterrupted run. A complete file is left alone
+    (``action = "noop"``); a file without a usable checkpoint restarts from scratch.
+    """
+    path = Path(path)
+    head = io.read_header(path)
+    try:
+        cfg = _config.validate(head["config"])
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: stored configuration is invalid: {exc}") from None
+    if head["status"] == io.COMPLETE:
+        n = _config.n_steps(cfg)
+        return ResumeResult(path, "noop", n, n, head["n_records"])
+    if head["wflow_version"] != __version__:
+        log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
+                    "from an uninterrupted run", path, head["wflow_version"], __version__)
+    sim = Simulation(cfg)
+    again = io.reopen(path, sim.config,
+                      check=lambda c, n_rec: _check_state(path, sim, State.from_checkpoint(c),
+                                                          n_rec))
+    if again.recorder is None:  # finished meanwhile
+        return ResumeResult(path, "noop", sim.nsteps, sim.nsteps, again.n_records)
+    rec = again.recorder
+    if again.checkpoint is None:
+        log.info("%s: no usable checkpoint, restarting from step 0", path)
+        action = "restarted"
+        try:
+            state = sim.initial_state()
+            rec.checkpoint(state)
+        except BaseException as exc:
+            rec.close(error=f"{type(exc).__name__}: {exc}")
+            raise
+    else:
+        action = "resumed"
+        state = State.from_checkpoint(again.checkpoint)
+        log.info("%s: resuming from step %d of %d (%d records)", path, state.k, sim.nsteps,
+                 again.n_records)
+    from_step = state.k
+    _run_sim(sim, rec, state, progress)
+    return ResumeResult(path, action, from_step, sim.nsteps, rec.n_records)
+
+
+def _check_state(path, sim, state, n_rec):
+    P, n, d, H = sim.P, sim.n, sim.d, sim.H
+    problems = []
+    if state.X.shape != (P, n, d):
+        problems.append(f"X shape {state.X.shape} != {(P, n, d)}")
+    if state.D.shape != (P, H, d, d):
+        problems.append(f"D shape {state.D.shape} != {(P, H, d, d)}")
+    if len(state.rng_states) != P:
+        problems.append(f"{len(state.rng_states)} random streams for {P} paths")
+    if not 0 <= state.k <= sim.nsteps:
+        problems.append(f"step {state.k} outside 0..{sim.nsteps}")
+    expected = sum(1 for s in sim.record_steps if s < state.k)
+    if n_rec != expected:
+        problems.append(f"{n_rec} records, expected {expected} before step {state.k}")
+    if problems:
+        raise ConfigError(f"{path}: checkpoint does not match the configuration: "
+                          + "; ".join(problems))

@@ -1,0 +1,212 @@
+r"""The result series, declared once [model §10].
+
+Every series a run can record is one :class:`Series` in :data:`SERIES`: its name, its
+kind (which fixes its shape), a description, its units, the group that decides when it is
+recorded, and — for values at the record point — how it is computed from the
+:class:`RecordContext`. The run loop, the HDF5 writer (descriptions, units, dimension
+names), ``wflow info``, plotting and analysis all read this table, as Dedalus's
+``add_task(name)`` or diffrax's ``SaveAt(fn=…)`` declare outputs instead of writing them
+into the loop.
+
+Kinds and shapes:
+
+=============  =========================================  ==========================
+kind           meaning                                    shape in a result
+=============  =========================================  ==========================
+``point``      value at the record, at :math:`(X_k; D_k)`  (records, P)
+``cumulative`` sum from t = 0 to the record                (records, P)
+``per_step``   every step of the record interval           (records, record_every, P)
+``snapshot``   the state itself                            (records, P, …)
+=============  =========================================  ==========================
+
+Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``step_ledger``
+(with the ledger, not under the causal mask), ``clustering`` (``diagnostics.clustering``),
+``w2`` (``diagnostics.w2``), ``stepper`` (declared by the stepper, e.g. JKO),
+``tokens``/``weights`` (``output.store_tokens``/``store_weights``), ``user`` (added with
+:func:`add_series`: recorded by every run while registered).
+
+Adding a diagnostic is one call::
+
+    wflow.series.add_series("mean_z", "point", "mean third coordinate", "dimensionless",
+                            fn=lambda ctx: ctx.X[..., 2].mean(axis=-1))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Series", "SERIES", "RecordContext", "add_series", "remove_series", "describe",
+           "dims", "names"]
+
+KINDS = ("point", "cumulative", "per_step", "snapshot", "time")
+_DIMS = {
+    "time": ("record",),
+    "point": ("record", "path"),
+    "cumulative": ("record", "path"),
+    "per_step": ("record", "step_in_record", "path"),
+}
+
+
+@dataclass(frozen=True)
+class Series:
+    """One recorded series (see the module docstring for kinds and groups)."""
+
+    name: str
+    kind: str
+    description: str
+    units: str
+    group: str = "core"
+    fn: Callable | None = None  # point series: fn(RecordContext) -> (P,) array
+    dims: tuple = ()
+
+    @property
+    def shape_text(self) -> str:
+        return "(" + ", ".join(d.replace("record", "records").replace("path", "paths")
+                               for d in self.dims) + ")"
+
+
+@dataclass
+class RecordContext:
+    r"""What a point series may read at a record: tokens ``X`` (P, n, d), weights ``D``
+    (P, H, d, d), the time ``t``, the :class:`~wflow.attention.Field` ``field`` at
+    :math:`(X_k; D_k)`, the drift ``drift`` :math:`f(D_k, t_k)`, the ``model``, the weight
+    ``process`` and the validated ``config``."""
+
+    X: np.ndarray
+    D: np.ndarray
+    t: float
+    field: object
+    drift: np.ndarray
+    model: object
+    process: object
+    config: dict
+
+
+SERIES: dict[str, Series] = {}
+
+
+def add_series(name, kind, description, units, group="user", fn=None, dims=None) -> Series:
+    """Declare a series (the one place a new diagnostic is written). A ``point`` series of
+    the ``user`` group needs ``fn(ctx: RecordContext) -> (P,)``; it is then recorded by
+    every run, in memory and in the HDF5 file, until :func:`remove_series`."""
+    if kind not in KINDS:
+        raise ValueError(f"kind = {kind!r}: allowed values are {', '.join(KINDS)}")
+    if group == "user" and (kind != "point" or fn is None):
+        raise ValueError(f"series {name!r}: a user series is a 'point' series with fn")
+    s = Series(name, kind, description, units, group, fn,
+               tuple(dims) if dims is not None else _DIMS.get(kind, ()))
+    SERIES[name] = s
+    return s
+
+
+def remove_series(name):
+    """Forget a series added with :func:`add_series`."""
+    SERIES.pop(name, None)
+
+
+def describe(name):
+    """(description, units) of a series; a generic text for names not in the table."""
+    s = SERIES.get(name)
+    if s is None:
+        return f"result series {name!r}", "see docs/model.md §10"
+    return s.description, s.units
+
+
+def dims(name):
+    """Dimension names of a series in a result (``(record, path)`` for unknown names)."""
+    s = SERIES.get(name)
+    return s.dims if s is not None else _DIMS["point"]
+
+
+def names(kind=None, group=None):
+    """Names in declaration order, filtered by kind and/or group."""
+    return tuple(n for n, s in SERIES.items()
+                 if (kind is None or s.kind == kind) and (group is None or s.group == group))
+
+
+def _mean_v2(c):
+    return np.mean(np.sum(c.field.velocity**2, axis=-1), axis=-1)
+
+
+# ---------------------------------------------------------------------------- the table
+_T = "energy/time"
+for _n, _d, _u, _fn in (
+    ("energy", "energy E(X_k; D_k)", "energy", lambda c: c.field.energy),
+    ("dissipation", "dissipation (1/n) sum <g_i, v_i>", _T, lambda c: c.field.dissipation),
+    ("G2", "G^2 = (1/n) sum |v_i|^2 / m_bar(x_i) (reference simulation)", _T,
+     lambda c: c.field.G2),
+    ("G2_hm", "G^2_hm = (1/n) sum |v_i|^2 / b_hat(x_i)", _T, lambda c: c.field.G2_hm),
+    ("v2_mean", "mean squared speed (1/n) sum |v_i|^2", "1/time^2", _mean_v2),
+    ("b_hat_mean", "mean effective mobility b_hat = 1/Z_bar", "dimensionless",
+     lambda c: c.field.b_hat.mean(axis=1)),
+    ("b_hat_min", "minimum effective mobility", "dimensionless",
+     lambda c: c.field.b_hat.min(axis=1)),
+    ("b_hat_max", "maximum effective mobility", "dimensionless",
+     lambda c: c.field.b_hat.max(axis=1)),
+    ("Zbar_mean", "mean partition function Z_h(x_i) over heads and tokens", "dimensionless",
+     lambda c: c.field.partition.mean(axis=(1, 2))),
+    ("dEdt_drift", "<dE/dD, f(D, t)>: energy rate of the weight drift", _T,
+     lambda c: np.einsum("phab,phab->p", c.field.dE_dD, c.drift)),
+    ("ito_expected", "expected Ito correction rate", _T,
+     lambda c: c.process.ito_rate(c.model.beta, c.field.ito_sum)),
+):
+    add_series(_n, "point", _d, _u, group="core", fn=_fn)
+
+for _n, _d, _g in (
+    ("int_dissipation", "cumulative sum dt * dissipation", "core"),
+    ("int_G2", "cumulative sum dt * G2", "core"),
+    ("int_dEdt_drift", "cumulative sum dt * dEdt_drift", "core"),
+    ("int_ito_expected", "cumulative sum dt * ito_expected", "core"),
+    ("paper_martingale", "cumulative martingale of the paper's balance", "core"),
+    ("paper_residual", "residual of the paper's energy balance (docs/model.md §6)", "core"),
+    ("weight_work", "cumulative weight part of the exact ledger", "ledger"),
+    ("token_work", "cumulative token part of the exact ledger", "ledger"),
+    ("drift_work", "cumulative drift part of the weight work", "ledger"),
+    ("martingale", "cumulative martingale part of the weight work", "ledger"),
+    ("ito_realised", "cumulative realised Ito part of the weight work", "ledger"),
+    ("ledger_residual", "residual of the exact ledger (docs/model.md §6)", "ledger"),
+    ("ledger_telescoping", "E - E0 - weight_work - token_work (rounding check)", "ledger"),
+):
+    add_series(_n, "cumulative", _d, "energy", group=_g)
+
+for _n, _d in (
+    ("step_weight_part", "per step: E(X_{k+1}; D_{k+1}) - E(X_{k+1}; D_k)"),
+    ("step_token_part", "per step: E(X_{k+1}; D_k) - E(X_k; D_k)"),
+    ("step_drift", "per step: <dE/dD(X_{k+1}; D_k), f(D_k, t_k) dt>"),
+    ("step_martingale", "per step: <dE/dD(X_{k+1}; D_k), xi_k>"),
+    ("step_ito_realised", "per step: weight part - drift - martingale"),
+    ("step_ledger_residual", "per step: token part - sigma dt (D_k + D'_k)/2"),
+):
+    add_series(_n, "per_step", _d, "energy", group="step_ledger")
+
+for _n, _d, _u in (
+    ("order_parameter", "order parameter |mean x_i|", "dimensionless"),
+    ("min_cosine", "smallest pairwise cosine", "dimensionless"),
+    ("n_clusters", "number of clusters at diagnostics.cluster_angle", "count"),
+    ("variance", "within-sequence variance 1 - |mean x_i|^2", "dimensionless"),
+    ("spectral_rank", "spectral rank of the token Gram matrix", "count"),
+):
+    add_series(_n, "point", _d, _u, group="clustering")
+
+add_series("w2_step", "point", "W2 between successive records (geodesic cost)", "dimensionless",
+           group="w2")
+add_series("metric_speed", "point", "w2_step / record interval (metric speed)", "1/time",
+           group="w2")
+
+for _n, _d in (
+    ("jko_iterations", "L-BFGS iterations of the last JKO step"),
+    ("jko_converged", "1 if the last JKO step converged"),
+    ("jko_objective_drop", "objective decrease of the last JKO step (per token)"),
+    ("jko_w2", "W2 between X_k and X_{k+1} of the last JKO step"),
+    ("jko_identity", "1 if the optimal coupling of the last JKO step is the identity"),
+):
+    add_series(_n, "point", _d, "dimensionless", group="stepper")
+
+add_series("t", "time", "model time of each record", "time", group="time")
+add_series("X", "snapshot", "token snapshots x_i on the sphere", "dimensionless", group="tokens",
+           dims=("record", "path", "token", "coord"))
+add_series("D", "snapshot", "weight matrices D_h", "dimensionless", group="weights",
+           dims=("record", "path", "head", "coord", "coord2"))
