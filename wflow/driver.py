@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import __version__, io
 from . import config as _config
+from . import series as _series
 from .errors import ConfigError
 from .run import Simulation, State
 
@@ -55,7 +56,7 @@ def run_to_file(config=None, path=None, overrides=(), overwrite=False, progress=
     cfg = sim.config
     path = Path(path if path is not None else cfg["output"]["path"])
     rec = io.create(path, cfg, overwrite=overwrite or cfg["output"]["overwrite"],
-                    header=header(sim))
+                    header=header(sim), describe=_series.describe_full)
     try:
         state = sim.initial_state()
         rec.checkpoint(state)
@@ -99,7 +100,8 @@ def resume(path, progress=False) -> ResumeResult:
     sim = Simulation(cfg)
     again = io.reopen(path, sim.config,
                       check=lambda c, n_rec: _check_state(path, sim, State.from_checkpoint(c),
-                                                          n_rec))
+                                                          n_rec),
+                      describe=_series.describe_full)
     if again.recorder is None:  # finished meanwhile
         return ResumeResult(path, "noop", sim.nsteps, sim.nsteps, again.n_records)
     rec = again.recorder

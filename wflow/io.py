@@ -56,7 +56,6 @@ import h5py
 import numpy as np
 
 from . import __version__
-from . import series as _series
 from .errors import ConfigError, WflowError
 
 log = logging.getLogger(__name__)
@@ -304,15 +303,18 @@ class H5Recorder:
         run is never replaced: it can only be continued with ``wflow resume``.
     header : further root attributes (``config_hash``, ``seed``, ``nsteps``,
         ``n_records_expected``, …), written with the file.
+    describe : callable name -> (description, units, dims) for the attributes of each
+        record dataset (the run layer passes its series table); generic when None.
 
     Methods ``record(row)``, ``checkpoint(state)``, ``finalize()`` (flush and mark the
     file complete) and ``close()`` (flush, leave it resumable).
     """
 
-    def __init__(self, path, config, overwrite=False, header=None):
+    def __init__(self, path, config, overwrite=False, header=None, describe=None):
         self.path = Path(path)
         self.config = config
         self.header = dict(header or {})
+        self.describe = describe or _generic_description
         self._init_state(n_records=0, seq=0, last_slot=None)
         parent = self.path.parent
         if not parent.is_dir():
@@ -325,10 +327,11 @@ class H5Recorder:
             raise
 
     @classmethod
-    def _attach(cls, path, config, n_records, seq, last_slot, lock):
+    def _attach(cls, path, config, n_records, seq, last_slot, lock, describe=None):
         self = cls.__new__(cls)
         self.path = Path(path)
         self.config = config
+        self.describe = describe or _generic_description
         self._init_state(n_records=n_records, seq=seq, last_slot=last_slot)
         self._lock = lock
         return self
@@ -432,7 +435,7 @@ class H5Recorder:
             name = _dataset_name(key)
             ds = f.get(name)
             if ds is None:
-                ds = _create_record_dataset(f, name, key, data, n0)
+                ds = _create_record_dataset(f, name, key, data, n0, self.describe)
             elif ds.shape[1:] != data.shape[1:]:
                 raise WflowError(
                     f"{self.path}: record {key!r} has shape {data.shape[1:]}, "
@@ -515,7 +518,13 @@ class H5Recorder:
         return False
 
 
-def _create_record_dataset(f, name, key, data, n0):
+def _generic_description(name):
+    """(description, units, dims) of a record dataset nobody described."""
+    dims = ("record",) if name == "t" else ("record", "path")
+    return f"result series {name!r}", "see docs/model.md §10", dims
+
+
+def _create_record_dataset(f, name, key, data, n0, describe=_generic_description):
     row_shape = data.shape[1:]
     row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * data.dtype.itemsize)
     chunk_rows = int(max(1, min(256, CHUNK_BYTES // row_bytes)))
@@ -524,8 +533,9 @@ def _create_record_dataset(f, name, key, data, n0):
         kw["fillvalue"] = np.nan
     ds = f.create_dataset(name, shape=(n0,) + row_shape, maxshape=(None,) + row_shape,
                           dtype=data.dtype, chunks=(chunk_rows,) + row_shape, **kw)
-    desc, units = _series.describe(key)
-    dims = _series.dims(key)
+    desc, units, dims = describe(key)
+    if len(dims) != len(data.shape):  # a description that does not fit: name the axes only
+        dims = ("record",) + tuple(f"axis{i}" for i in range(1, len(data.shape)))
     ds.attrs["description"] = desc
     ds.attrs["units"] = units
     ds.attrs["shape"] = "(" + ", ".join(dims) + ")"
@@ -632,9 +642,9 @@ def _record_keys(f):
     return keys
 
 
-def create(path, config, overwrite=False, header=None) -> H5Recorder:
+def create(path, config, overwrite=False, header=None, describe=None) -> H5Recorder:
     """A new result file at ``path`` (see :class:`H5Recorder`)."""
-    return H5Recorder(path, config, overwrite=overwrite, header=header)
+    return H5Recorder(path, config, overwrite=overwrite, header=header, describe=describe)
 
 
 def read_header(path) -> dict:
@@ -659,7 +669,7 @@ class Reopened:
     n_records: int
 
 
-def reopen(path, config, check=None) -> Reopened:
+def reopen(path, config, check=None, describe=None) -> Reopened:
     """Take over a partial result file to continue it.
 
     Locks the file; picks the complete checkpoint slot with the highest ``seq`` that reads
@@ -694,7 +704,8 @@ def reopen(path, config, check=None) -> Reopened:
     except BaseException:
         lock.release()
         raise
-    rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock)
+    rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock,
+                             describe=describe)
     return Reopened(rec, ckpt, n_rec)
 
 
@@ -810,7 +821,8 @@ def inspect(path) -> dict:
 
 
 def to_xarray(path):
-    """The result file as an ``xarray.Dataset`` (dims record, path, token, coord, head)."""
+    """The result file as an ``xarray.Dataset``; dimension names, descriptions and units come
+    from each dataset's own attributes (the file describes itself)."""
     try:
         import xarray as xr
     except ImportError:
@@ -818,18 +830,31 @@ def to_xarray(path):
             "wflow.io.to_xarray needs xarray, which is not installed: pip install xarray "
             "(or use wflow.io.read, which returns plain numpy arrays)"
         ) from None
+    path = Path(path)
+
+    def meta(f):
+        out = {}
+        for name in _record_keys(f):
+            a = f[name].attrs
+            dims = json.loads(_attr_str(a["dims"])) if "dims" in a else None
+            out[name.removeprefix("series/")] = (dims, _attr_str(a.get("description", "")),
+                                                 _attr_str(a.get("units", "")))
+        return out
+
+    info = _with_file(path, meta)
     cfg, arrays, attrs = read(path)
     data_vars = {}
     for key, a in arrays.items():
         if key == "t":
             continue
-        dims = _series.dims(key)
-        desc, units = _series.describe(key)
-        data_vars[key] = (dims, a, {"description": desc, "units": units})
+        dims, desc, units = info.get(key, (None, "", ""))
+        if dims is None or len(dims) != a.ndim:
+            dims = ["record"] + [f"{key}_axis{i}" for i in range(1, a.ndim)]
+        data_vars[key] = (tuple(dims), a, {"description": desc, "units": units})
     coords = {"record": np.arange(len(arrays.get("t", ()))),
               "path": np.arange(cfg["solver"]["paths"])}
     if "t" in arrays:
-        coords["t"] = ("record", arrays["t"], {"description": _series.describe("t")[0]})
+        coords["t"] = ("record", arrays["t"], {"description": info.get("t", (0, ""))[1]})
     ds_attrs = {k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in attrs.items()}
     ds_attrs["config"] = json.dumps(cfg, sort_keys=True)
     return xr.Dataset(data_vars, coords=coords, attrs=ds_attrs)

@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 
 __all__ = ["Series", "SERIES", "RecordContext", "add_series", "remove_series", "describe",
-           "dims", "names"]
+           "describe_full", "dims", "names"]
 
 KINDS = ("point", "cumulative", "per_step", "snapshot", "time")
 _DIMS = {
@@ -113,6 +113,11 @@ def describe(name):
     if s is None:
         return f"result series {name!r}", "see docs/model.md §10"
     return s.description, s.units
+
+
+def describe_full(name):
+    """(description, units, dims): what the storage layer writes beside each dataset."""
+    return (*describe(name), dims(name))
 
 
 def dims(name):
