@@ -104,7 +104,7 @@ def get_solver(method: str, retraction=sphere.retract) -> RungeKutta:
         return RungeKutta(SOLVERS[method], retraction)
     except KeyError:
         raise ValueError(
-            f"solver.method = {method!r}: allowed values are {', '.join(SOLVERS)}"
+            f"method = {method!r}: allowed values are {', '.join(SOLVERS)}"
         ) from None
 
 

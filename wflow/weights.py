@@ -45,7 +45,13 @@ __all__ = [
 ]
 
 SYM_RTOL = 1e-10
+# The allowed values of the weight options, defined once (wflow.config's schema imports them).
 PROCESSES = ("frozen", "ou", "oscillating", "layers", "file")
+#: the schemes of each process that has a choice; the first is the process' default
+SCHEMES_BY_PROCESS = {"ou": ("euler_maruyama", "exact"), "oscillating": ("euler", "exact")}
+PHASES = ("shared", "spread")
+INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file")  # init.weights ("given": the API)
+LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
 
 
@@ -375,7 +381,7 @@ class OrnsteinUhlenbeck(WeightProcess):
     def __init__(self, rate=1.0, mean=None, noise_var=2.0, scheme="euler_maruyama", d=None):
         self.rate = _number(rate, "weights.rate")
         self.noise_var = _number(noise_var, "weights.noise_var")
-        self.scheme = _choice(scheme, "weights.scheme", ("euler_maruyama", "exact"))
+        self.scheme = _choice(scheme, "weights.scheme", SCHEMES_BY_PROCESS["ou"])
         self.deterministic = self.noise_var == 0
         if mean is None:
             mean = 1.0
@@ -526,8 +532,8 @@ class Oscillating(WeightProcess):
             raise ConfigError(f"oscillating weights: d = {d}, H = {H}: allowed values are "
                               "integers d >= 2, H >= 1")
         self.d, self.H = int(d), int(H)
-        self.phase = _choice(phase, "weights.phase", ("shared", "spread"))
-        self.scheme = _choice(scheme, "weights.scheme", ("euler", "exact"))
+        self.phase = _choice(phase, "weights.phase", PHASES)
+        self.scheme = _choice(scheme, "weights.scheme", SCHEMES_BY_PROCESS["oscillating"])
         h = np.arange(self.H)
         self.phases = 2 * np.pi * h / self.H if self.phase == "spread" else np.zeros(self.H)
         a = np.arange(self.d)
@@ -791,12 +797,12 @@ def make_process(spec, H, d, dt):
         return Frozen()
     if kind == "ou":
         scheme = _choice(spec.get("scheme", "euler_maruyama"), "weights.scheme",
-                         ("euler_maruyama", "exact"), {"euler": "euler_maruyama"})
+                         SCHEMES_BY_PROCESS["ou"], {"euler": "euler_maruyama"})
         return OrnsteinUhlenbeck(spec.get("rate", 1.0), spec.get("mean"),
                                  spec.get("noise_var", 2.0), scheme, d=d)
     if kind == "oscillating":
-        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme", ("euler", "exact"),
-                         {"euler_maruyama": "euler"})
+        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme",
+                         SCHEMES_BY_PROCESS["oscillating"], {"euler_maruyama": "euler"})
         return Oscillating(d, H, spec.get("phase", "shared"), scheme)
     if kind == "layers":
         layers = spec.get("layers")
