@@ -264,8 +264,8 @@ def _stored_config(f, path: Path) -> dict:
         cfg = json.loads(_attr_str(f.attrs["config"]))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{path}: stored configuration is not valid JSON ({exc})") from None
-    try:
-        return _config.validate(cfg)
+    try:  # a stored configuration is complete: no key of it counts as set explicitly
+        return _config.validate(cfg, explicit=())
     except ConfigError as exc:
         raise ConfigError(f"{path}: stored configuration is invalid: {exc}") from None
 
@@ -361,7 +361,7 @@ class H5Recorder:
     def __init__(self, path, config, overwrite=False):
         self.path = Path(path)
         cfg = getattr(config, "config", config)
-        self.config = _config.validate(cfg)
+        self.config = _config.validate(cfg, explicit=())
         self._init_state(n_records=0, seq=0, last_slot=None)
         parent = self.path.parent
         if not parent.is_dir():
@@ -774,7 +774,7 @@ def resume(path, progress=False, simulation_hook=None) -> ResumeResult:
     if version != __version__:
         log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
                     "from an uninterrupted run", path, version, __version__)
-    sim = Simulation(cfg)
+    sim = Simulation(cfg, explicit=())
     if simulation_hook is not None:
         simulation_hook(sim)
     lock = _Lock(path).acquire(path)

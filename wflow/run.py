@@ -141,8 +141,8 @@ class Simulation:
     overrides : list of "section.key=value".
     """
 
-    def __init__(self, config=None, overrides=()):
-        cfg = _config.resolve(config, overrides)
+    def __init__(self, config=None, overrides=(), explicit=None):
+        cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
         m, ini, w, s, dg = (cfg[k] for k in ("model", "init", "weights", "solver", "diagnostics"))
         self.n, self.d, self.H, self.P = m["n"], m["d"], m["heads"], s["paths"]
@@ -182,12 +182,13 @@ class Simulation:
         X0 = np.stack([self._tokens(ini, rng_t) for _ in range(self.P if per_path_tok else 1)])
         X0 = np.broadcast_to(X0, (self.P, self.n, self.d)).copy()
 
-        self.model = AttentionModel(
-            beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
-            laplacian=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
-            values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
-            precision=s["precision"],
-        )
+        with _config.config_errors():  # the model names its parameters; errors name keys
+            self.model = AttentionModel(
+                beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
+                laplacian=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
+                values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
+                precision=s["precision"],
+            )
         self.process = make_process(w, self.H, self.d, self.dt)
         if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
             D0 = np.broadcast_to(self.process.at(0.0), D0.shape).copy()
@@ -202,7 +203,8 @@ class Simulation:
             self.stepper = JKO(tol=s["jko_tol"], maxiter=s["jko_maxiter"],
                                max_n=dg["max_pairwise_n"])
         else:
-            self.stepper = get_solver(self.method)
+            with _config.config_errors():
+                self.stepper = get_solver(self.method)
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
