@@ -5,7 +5,7 @@ Every key is one :class:`~wflow.schema.Param` of the table below (default, const
 one-line doc, when it applies, cross-key rule). From the table come :data:`DEFAULTS`,
 :func:`validate`, the embedded default run ``wflow/data/default.toml``
 (:func:`default_toml`) and the README's key reference (:func:`markdown_reference`);
-``python -m wflow.schema write`` regenerates both files. Every problem raises
+``python -m wflow.config_files write`` regenerates both files. Every problem raises
 :class:`~wflow.errors.ConfigError` with a one-line message naming the dotted key, the
 offending value and what is allowed; validation never raises anything else.
 
@@ -29,20 +29,24 @@ Choices (see also the README):
 
 from __future__ import annotations
 
-import copy
-import functools
 import hashlib
-import importlib.resources
 import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from contextlib import contextmanager
 
-from wflow import schema
+from wflow import config_files, schema
 from wflow.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
+from wflow.config_files import (
+    default_config,
+    default_toml,
+    generated_files,
+    load_toml,
+    markdown_reference,
+    parse_override,
+)
 from wflow.errors import ConfigError
 from wflow.integrators import SOLVERS
 from wflow.schema import (
@@ -296,29 +300,9 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: the embedded default run: the reference setting of [model §9], shortened
+#: the embedded default run (wflow/data/default.toml): the reference setting of [model §9],
+#: shortened; every other key at its default
 DEFAULT_RUN = {"solver.T": 2.0, "solver.paths": 2}
-DEFAULT_RUN_HEADER = (
-    "wflow — the embedded default run (`wflow run` with no config file).",
-    "The reference setting of [model §9] (the paper's Section 6, OU weights) with H = 10 heads",
-    "and 2 Monte Carlo paths, shortened to T = 2 (400 steps) so that it ends in well under a",
-    "minute. Generated from the table in wflow/config.py by `python -m wflow.schema write`.",
-)
-README_MARKERS = ("<!-- config-keys:begin (generated: python -m wflow.schema write) -->",
-                  "<!-- config-keys:end -->")
-
-
-def default_toml() -> str:
-    """The text of ``wflow/data/default.toml``, generated from the table (with tomlkit)."""
-    import tomlkit
-
-    doc = schema.toml_document(DEFAULT_RUN, DEFAULT_RUN_HEADER)
-    return tomlkit.dumps(doc).rstrip("\n") + "\n"
-
-
-def markdown_reference() -> str:
-    """The README's key reference (between :data:`README_MARKERS`)."""
-    return "\n".join([README_MARKERS[0], schema.markdown_table(), README_MARKERS[1]])
 
 
 def n_steps(cfg: dict) -> int:
@@ -352,102 +336,8 @@ def config_errors():
 
 
 # --------------------------------------------------------------------------------------
-# Loading, overrides, resolution
+# Overrides, resolution
 # --------------------------------------------------------------------------------------
-
-_OVERRIDE_KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
-
-
-def load_toml(path) -> dict:
-    """Read a TOML file with the standard library; every failure is a ConfigError."""
-    try:
-        name = os.fspath(path)
-    except TypeError:
-        raise error(f"config file {show(path)}: must be a path (got {typename(path)})") from None
-    shown = show(str(name) if not isinstance(name, bytes) else name)
-    try:
-        with open(name, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise error(f"config file {shown}: file not found") from None
-    except IsADirectoryError:
-        raise error(f"config file {shown}: is a directory, not a TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise error(f"config file {shown}: invalid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"config file {shown}: not UTF-8 text ({exc.reason} "
-                    f"at byte {exc.start})") from None
-    except OSError as exc:
-        raise error(f"config file {shown}: {exc.strerror or typename(exc)}") from None
-    except RecursionError:
-        raise error(f"config file {shown}: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer literal longer than Python's digit limit
-        raise error(f"config file {shown}: invalid TOML: {exc}") from None
-
-
-@functools.lru_cache(maxsize=1)
-def _embedded_default() -> dict:
-    text = importlib.resources.files("wflow").joinpath("data/default.toml").read_text("utf-8")
-    return tomllib.loads(text)
-
-
-def _merge(base: dict, top: Mapping) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def default_config() -> dict:
-    """The embedded default run (wflow/data/default.toml) merged over the defaults (a copy)."""
-    return _merge(schema.defaults(), _embedded_default())
-
-
-def parse_override(s: str) -> tuple[list[str], object]:
-    """``"solver.dt=0.01"`` -> ``(["solver", "dt"], 0.01)``.
-
-    The value is read as a TOML value (``1`` int, ``0.5`` float, ``true`` bool,
-    ``[0, 1]`` list, ``"x"`` string, ``{a = 1}`` table); anything that is not a TOML
-    value (a bare word, a path) is taken as a string, and so is a TOML date or time.
-    """
-    if not isinstance(s, str):
-        raise error(f"override {show(s)}: must be a string 'section.key=value' "
-                    f"(got {typename(s)})")
-    if "=" not in s:
-        raise error(f"override {show(s)}: missing '=' (expected 'section.key=value')")
-    key, _, text = s.partition("=")
-    key = key.strip()
-    if not key:
-        raise error(f"override {show(s)}: empty key (expected 'section.key=value')")
-    if not _OVERRIDE_KEY.match(key):
-        raise error(f"override {show(s)}: key {show(key)} must be dotted names made of "
-                    "letters, digits, '_' and '-' (e.g. 'solver.dt')")
-    text = text.strip()
-    if any(c in text for c in "\n\r"):
-        raise error(f"override {show(s)}: the value must be on one line")
-    try:
-        value = tomllib.loads(f"v = {text}")["v"]
-    except RecursionError:
-        raise error(f"override {show(s)}: value nested too deeply") from None
-    except tomllib.TOMLDecodeError:  # not a TOML value: a bare word, a path, ...
-        return key.split("."), text
-    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
-        raise error(f"override {show(s)}: invalid value ({exc})") from None
-    if typename(value) in ("date", "datetime", "time"):
-        value = text
-    return key.split("."), value
-
-
-def _copy_tree(obj):
-    """Copy nested dicts and lists (leaves are shared); other mappings become dicts."""
-    if isinstance(obj, Mapping):
-        return {k: _copy_tree(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_copy_tree(v) for v in obj]
-    return obj
 
 
 def apply_overrides(cfg: dict, overrides) -> dict:
@@ -457,33 +347,9 @@ def apply_overrides(cfg: dict, overrides) -> dict:
     ``weights.scheme`` is not, an inherited scheme that the new process does not
     allow (or that does not apply to it) is dropped, so the process' default applies.
     """
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    if not isinstance(cfg, Mapping):
-        raise error(f"config = {show(cfg)}: must be a table of sections (got {typename(cfg)})")
-    try:
-        overrides = list(overrides)
-    except TypeError:
-        raise error(f"overrides = {show(overrides)}: must be a list of "
-                    "'section.key=value' strings") from None
-    try:
-        out = _copy_tree(cfg)
-    except RecursionError:
-        raise error("config: nested too deeply") from None
-    parsed = [parse_override(o) for o in overrides]
-    for (path, value), text in zip(parsed, overrides):
-        node = out
-        for depth, part in enumerate(path[:-1]):
-            nxt = node.get(part)
-            if nxt is None:
-                nxt = node[part] = {}
-            elif not isinstance(nxt, dict):
-                where = ".".join(path[: depth + 1])
-                raise error(f"override {show(text)}: {where} = {show(nxt)} is not a table")
-            node = nxt
-        node[path[-1]] = value
-    keys = {tuple(p) for p, _ in parsed}
-    if ("weights", "process") in keys and ("weights", "scheme") not in keys:
+    out = config_files.apply_overrides(cfg, overrides)
+    keys = _override_keys(overrides)
+    if "weights.process" in keys and "weights.scheme" not in keys:
         w = out.get("weights")
         if isinstance(w, dict) and isinstance(w.get("process"), str) and "scheme" in w:
             allowed = SCHEMES_BY_PROCESS.get(w["process"], (schema.param("weights.scheme").default,))
@@ -526,15 +392,3 @@ def config_hash(cfg) -> str:
     """sha256 (hex) of the canonical JSON (sorted keys) of the validated configuration."""
     text = json.dumps(validate(cfg, ()), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def generated_files(root=None) -> dict:
-    """``{path: text}`` of the files generated from the table: ``wflow/data/default.toml``
-    and ``README.md`` with its key reference between :data:`README_MARKERS`."""
-    from pathlib import Path as _P
-
-    root = _P(root) if root is not None else _P(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text("utf-8")
-    a, b = readme.index(README_MARKERS[0]), readme.index(README_MARKERS[1]) + len(README_MARKERS[1])
-    return {root / "wflow" / "data" / "default.toml": default_toml(),
-            root / "README.md": readme[:a] + markdown_reference() + readme[b:]}

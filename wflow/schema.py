@@ -8,8 +8,8 @@ ordered table (like scikit-learn's ``_parameter_constraints``). From the table c
 * :func:`validate` — filling, checking and normalising a configuration, with one-line
   :class:`~wflow.errors.ConfigError` messages (``model.n = 1: must be an integer >= 2``,
   ``unknown key 'solver.dtt': did you mean 'solver.dt'?``);
-* :func:`toml_document` — the annotated TOML (the embedded ``wflow/data/default.toml``);
-* :func:`markdown_table` — the key reference of the README.
+* the annotated TOML (the embedded ``wflow/data/default.toml``) and the README's key
+  reference (:mod:`wflow.config_files`: ``toml_document``, ``markdown_table``).
 
 The built-in table is declared in :mod:`wflow.config`. Another module adds its own keys with
 :func:`register_param` or :func:`register_section_params` (e.g. a weight process declaring
@@ -37,8 +37,8 @@ from wflow.errors import ConfigError
 __all__ = [
     "Param", "When", "Interval", "Integer", "Choice", "Boolean", "String", "Path", "Custom",
     "register_param", "register_section_params", "register_section", "params", "param",
-    "sections", "defaults", "validate", "toml_document", "markdown_table", "bad", "error",
-    "show", "typename", "is_int", "choices_text",
+    "sections", "defaults", "validate", "unknown_key", "bad", "error", "show", "typename",
+    "is_int", "choices_text",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -498,87 +498,3 @@ def _validate(cfg, explicit) -> dict:
                             f"{_value_text(out[section][name])}"
                             f": cannot apply (only with {cond.text})")
     return out
-
-
-# --------------------------------------------------------------------------------------
-# Generated documents
-# --------------------------------------------------------------------------------------
-
-
-def _doc_line(p: Param) -> str:
-    if not p.applies:
-        return p.doc
-    return f"{p.doc} (only with {' and '.join(c.text for c in p.applies)})"
-
-
-def toml_document(values: Mapping | None = None, header: Sequence[str] = (), column: int = 29):
-    """A tomlkit document of every key, each commented with its one-line doc.
-
-    ``values``: ``{dotted key: value}`` replacing defaults (e.g. the default run's T).
-    """
-    import tomlkit
-
-    values = dict(values or {})
-    doc = tomlkit.document()
-    for line in header:
-        doc.add(tomlkit.comment(line))
-    for section, sdoc in _SECTIONS.items():
-        table = tomlkit.table()
-        if sdoc:
-            table.add(tomlkit.comment(sdoc))
-        for p in _PARAMS.values():
-            if p.section != section:
-                continue
-            item = tomlkit.item(values.get(p.key, copy.deepcopy(p.default)))
-            item.comment(_doc_line(p))
-            item.trivia.comment_ws = " " * max(1, column - len(f"{p.name} = {item.as_string()}"))
-            table.add(p.name, item)
-        doc.add(tomlkit.nl())
-        doc.add(section, table)
-    return doc
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def markdown_table() -> str:
-    """The key reference: one Markdown table row per key."""
-    import tomlkit
-
-    rows = ["| key | default | allowed | description |", "|---|---|---|---|"]
-    for p in _PARAMS.values():
-        default = tomlkit.item(copy.deepcopy(p.default)).as_string()
-        describe = getattr(p.check, "describe", lambda: "")()
-        rows.append(f"| `{p.key}` | `{_md(default)}` | {_md(describe)} | {_md(_doc_line(p))} |")
-    return "\n".join(rows)
-
-
-def main(argv=None) -> int:
-    """``python -m wflow.schema [--toml | --markdown | --write | --check]``: print the
-    generated default TOML or key reference, or write (check) the generated files."""
-    import argparse
-
-    from wflow import config
-
-    p = argparse.ArgumentParser(prog="python -m wflow.schema", description=main.__doc__)
-    p.add_argument("what", choices=("toml", "markdown", "write", "check"))
-    args = p.parse_args(argv)
-    if args.what == "toml":
-        print(config.default_toml(), end="")
-    elif args.what == "markdown":
-        print(config.markdown_reference())
-    else:
-        stale = [path for path, text in config.generated_files().items()
-                 if path.read_text("utf-8") != text]
-        if args.what == "check":
-            for path in stale:
-                print(f"{path}: out of date (run `python -m wflow.schema write`)")
-            return 1 if stale else 0
-        for path, text in config.generated_files().items():
-            path.write_text(text, "utf-8")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
