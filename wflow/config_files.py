@@ -74,8 +74,15 @@ def _merge(base: dict, top: Mapping) -> dict:
     return out
 
 
+def _load_table() -> None:
+    """The built-in keys are declared by wflow.config (imported here, not at the top: it
+    imports this module)."""
+    import wflow.config  # noqa: F401
+
+
 def default_config() -> dict:
     """The embedded default run (wflow/data/default.toml) merged over the defaults (a copy)."""
+    _load_table()
     return _merge(schema.defaults(), _embedded_default())
 
 
@@ -178,6 +185,7 @@ def toml_document(values: Mapping | None = None, header: Sequence[str] = (), col
     doc = tomlkit.document()
     for line in header:
         doc.add(tomlkit.comment(line))
+    _load_table()
     for section, sdoc in schema.sections().items():
         table = tomlkit.table()
         if sdoc:
@@ -203,6 +211,7 @@ def markdown_table() -> str:
     import tomlkit
 
     rows = ["| key | default | allowed | description |", "|---|---|---|---|"]
+    _load_table()
     for p in schema.params():
         default = tomlkit.item(copy.deepcopy(p.default)).as_string()
         describe = getattr(p.check, "describe", lambda: "")()
