@@ -87,7 +87,8 @@ def jko_orders():
             return {"model": {"n": 10, "heads": H, "normalization": norm},
                     "init": {"seed": 2, "tokens": "uniform"}, "weights": {"process": "frozen"},
                     "solver": {"method": method, "dt": tau, "T": T, "record_every": 1, "paths": 1,
-                               "jko_tol": 1e-12, "jko_maxiter": 500},
+                               **({"jko_tol": 1e-12, "jko_maxiter": 500} if method == "jko"
+                                  else {})},
                     "diagnostics": {"clustering": False}}
 
         ref = wflow.simulate(cfg("rk4", taus[-1] / 8)).X[-1, 0]

@@ -70,5 +70,11 @@ def test_new_process_and_series_through_simulate_and_hdf5(tmp_path, mean_z, proc
 
 
 def test_new_process_is_named_in_errors():
-    with pytest.raises(wflow.ConfigError, match="weights.process.*decay"):
-        wflow.simulate(_cfg("nope"))
+    """The registered process is among the allowed values; its own key is checked by the
+    type of its declared default, and is unknown to the other processes."""
+    with pytest.raises(wflow.ConfigError, match="weights.process = 'nope'.*decay"):
+        wflow.simulate({"weights": {"process": "nope"}})
+    with pytest.raises(wflow.ConfigError, match="weights.gamma"):
+        wflow.simulate({"weights": {"process": "decay", "gamma": "fast"}})
+    with pytest.raises(wflow.ConfigError, match="unknown key 'weights.gamma'"):
+        wflow.simulate({"weights": {"process": "ou", "gamma": 1.0}})

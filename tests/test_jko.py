@@ -15,7 +15,8 @@ def jko_config(norm, H, tau, T, method="jko", n=10, seed=2, beta=1.0, sign="desc
         "init": {"seed": seed, "tokens": "uniform"},
         "weights": {"process": "frozen"},
         "solver": {"method": method, "dt": tau, "T": T, "record_every": 1, "paths": 1,
-                   "jko_tol": 1e-12, "jko_maxiter": 500},
+                   # JKO options only where they apply (an explicit one that cannot is an error)
+                   **({"jko_tol": 1e-12, "jko_maxiter": 500} if method == "jko" else {})},
         "diagnostics": {"clustering": False},
     }
 

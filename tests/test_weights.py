@@ -564,7 +564,7 @@ def test_make_process_builds_each_process(tmp_path):
     "spec, match",
     [
         ({"process": "foo"}, "^weights.process = 'foo': allowed values are frozen, ou, "
-                             "oscillating, layers, file or 'module:Class'$"),
+                             "oscillating, layers, file"),  # then any registered later
         ({"process": "ou", "scheme": "rk4"}, "weights.scheme = 'rk4'"),
         ({"process": "ou", "noise_var": -1}, "weights.noise_var"),
         ({"process": "ou", "rate": "fast"}, "weights.rate"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+#: the multi-head normalisations [model §2] (defined here, the bottom layer; attention and
+#: the configuration schema import this tuple)
 NORMALIZATIONS = ("head", "joint", "none")
 
 

@@ -26,13 +26,25 @@ from dataclasses import field as dc_field
 
 import numpy as np
 
+from ._reference import NORMALIZATIONS
 from .errors import ConfigError
 
-__all__ = ["AttentionModel", "Field", "field", "energy", "laplacian_indices"]
+__all__ = ["AttentionModel", "Field", "field", "energy", "laplacian_indices", "NORMALIZATIONS",
+           "SIGNS", "MASKS", "BACKENDS", "PRECISIONS", "EXPS"]
 
-NORMALIZATIONS = ("head", "joint", "none")
+# The allowed values of the model's options, defined once (wflow.config's schema imports them).
+# Errors of this module are plain ValueErrors naming the parameter (``beta = 0: must be > 0``);
+# the config layer maps the parameter names to configuration keys.
 SIGNS = {"descent": -1.0, "ascent": 1.0}
+MASKS = ("none", "causal")
 BACKENDS = ("numba", "numpy")
+PRECISIONS = ("float64", "float32")
+EXPS = ("fast", "libm")  # the kernels' exponential: fast_exp = (exp == "fast")
+
+
+def _allowed(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} = {value!r}: allowed values are {', '.join(map(repr, allowed))}")
 
 
 def laplacian_indices(spec, H):
@@ -42,14 +54,13 @@ def laplacian_indices(spec, H):
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         k = int(spec)
         if not 0 <= k <= H:
-            raise ConfigError(f"model.laplacian_heads = {k}: must be in 0..{H} (model.heads = {H})")
+            raise ValueError(f"laplacian = {k}: an integer k (the last k heads) must be in 0..{H} "
+                             f"(heads = {H})")
         return tuple(range(H - k, H))
     idx = tuple(sorted(int(i) for i in spec))
     if any(i < 0 or i >= H for i in idx) or len(set(idx)) != len(idx):
-        raise ConfigError(
-            f"model.laplacian_heads = {list(spec)!r}: indices must be distinct in 0..{H - 1} "
-            f"(model.heads = {H})"
-        )
+        raise ValueError(f"laplacian = {list(spec)!r}: indices must be distinct in 0..{H - 1} "
+                         f"(heads = {H})")
     return idx
 
 
@@ -117,19 +128,15 @@ class AttentionModel:
     precision: str = "float64"
 
     def __post_init__(self):
-        if self.normalization not in NORMALIZATIONS:
-            raise ConfigError(
-                f"model.normalization = {self.normalization!r}: allowed values are "
-                "'head', 'joint', 'none'"
-            )
-        if self.sign not in SIGNS:
-            raise ConfigError(f"model.sign = {self.sign!r}: allowed values are 'descent', 'ascent'")
-        if self.backend not in BACKENDS:
-            raise ConfigError(
-                f"solver.backend = {self.backend!r}: allowed values are 'numba', 'numpy'"
-            )
+        _allowed("normalization", self.normalization, NORMALIZATIONS)
+        _allowed("sign", self.sign, tuple(SIGNS))
+        _allowed("backend", self.backend, BACKENDS)
+        _allowed("precision", self.precision, PRECISIONS)
         if not (np.isfinite(self.beta) and self.beta > 0):
-            raise ConfigError(f"model.beta = {self.beta!r}: must be a number > 0")
+            raise ValueError(f"beta = {self.beta!r}: must be > 0")
+        if self.precision == "float32" and not (self.backend == "numba" and self.fast_exp):
+            raise ValueError("precision = 'float32': needs backend = 'numba' and fast_exp = True "
+                             f"(got backend = {self.backend!r}, fast_exp = {self.fast_exp!r})")
 
     @property
     def sigma(self) -> float:
@@ -142,6 +149,8 @@ class AttentionModel:
         D = np.ascontiguousarray(D, dtype=float)
         P, n, d = X.shape
         H = D.shape[1]
+        if self.precision == "float32" and d != 3:
+            raise ValueError(f"precision = 'float32': needs d = 3 (got d = {d})")
         if self.values is None:
             V = D
             tied = True
@@ -217,8 +226,7 @@ def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none",
     """
     Xb, Db = _as_batch(X, D)
     H = Db.shape[1]
-    if mask not in ("none", "causal"):
-        raise ConfigError(f"model.mask = {mask!r}: allowed values are 'none', 'causal'")
+    _allowed("mask", mask, MASKS)
     V = None if values is None else np.asarray(values, dtype=float).reshape(Db.shape[1:])
     model = AttentionModel(
         beta=float(beta), normalization=normalization, laplacian=laplacian_indices(laplacian_heads, H),

@@ -92,28 +92,10 @@ def cmd_resume(args) -> int:
 
 
 # ---------------------------------------------------------------------- info
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    return json.dumps(str(v))
-
-
 def _toml(cfg: dict) -> str:
-    lines = []
-    for section, table in cfg.items():
-        lines.append(f"[{section}]")
-        for k, v in table.items():
-            lines.append(f"{k} = {_toml_value(v)}")
-        lines.append("")
-    return "\n".join(lines).rstrip()
+    import tomlkit
+
+    return tomlkit.dumps(cfg).rstrip()
 
 
 def cmd_info(args) -> int:

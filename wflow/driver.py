@@ -88,7 +88,8 @@ def resume(path, progress=False) -> ResumeResult:
     path = Path(path)
     head = io.read_header(path)
     try:
-        cfg = _config.validate(head["config"])
+        # a stored configuration is complete: no key of it counts as set explicitly
+        cfg = _config.validate(head["config"], explicit=())
     except ConfigError as exc:
         raise ConfigError(f"{path}: stored configuration is invalid: {exc}") from None
     if head["status"] == io.COMPLETE:
@@ -97,7 +98,7 @@ def resume(path, progress=False) -> ResumeResult:
     if head["wflow_version"] != __version__:
         log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
                     "from an uninterrupted run", path, head["wflow_version"], __version__)
-    sim = Simulation(cfg)
+    sim = Simulation(cfg, explicit=())
     again = io.reopen(path, sim.config,
                       check=lambda c, n_rec: _check_state(path, sim, State.from_checkpoint(c),
                                                           n_rec),

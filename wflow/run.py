@@ -155,8 +155,8 @@ class Simulation:
         refinement studies); the run then records its parameters, not the table's.
     """
 
-    def __init__(self, config=None, overrides=(), process=None):
-        cfg = _config.resolve(config, overrides)
+    def __init__(self, config=None, overrides=(), process=None, explicit=None):
+        cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
         m, ini, w, s, dg = (cfg[k] for k in ("model", "init", "weights", "solver", "diagnostics"))
         self.n, self.d, self.H, self.P = m["n"], m["d"], m["heads"], s["paths"]
@@ -196,12 +196,13 @@ class Simulation:
         X0 = np.stack([self._tokens(ini, rng_t) for _ in range(self.P if per_path_tok else 1)])
         X0 = np.broadcast_to(X0, (self.P, self.n, self.d)).copy()
 
-        self.model = AttentionModel(
-            beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
-            laplacian=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
-            values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
-            precision=s["precision"],
-        )
+        with _config.config_errors():  # the model names its parameters; errors name keys
+            self.model = AttentionModel(
+                beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
+                laplacian=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
+                values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
+                precision=s["precision"],
+            )
         self.process = process if process is not None else make_process(w, self.H, self.d,
                                                                          self.dt)
         D0 = self.process.initial(D0)
@@ -209,7 +210,9 @@ class Simulation:
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
         self.method = s["method"]
-        self.stepper = get_stepper(self.method, {**s, "max_pairwise_n": dg["max_pairwise_n"]})
+        with _config.config_errors():
+            self.stepper = get_stepper(self.method,
+                                       {**s, "max_pairwise_n": dg["max_pairwise_n"]})
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)

@@ -52,6 +52,12 @@ SYM_RTOL = 1e-10
 PROCESSES: dict = {}
 #: the entry-point group through which installed packages add weight processes
 ENTRY_POINT_GROUP = "wflow.processes"
+# The allowed values of the weight options, defined once (wflow.config's schema imports them).
+#: the schemes of each process that has a choice; the first is the process' default
+SCHEMES_BY_PROCESS = {"ou": ("euler_maruyama", "exact"), "oscillating": ("euler", "exact")}
+PHASES = ("shared", "spread")
+INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file")  # init.weights ("given": the API)
+LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
 
 
@@ -434,7 +440,7 @@ class OrnsteinUhlenbeck(WeightProcess):
     @classmethod
     def from_config(cls, spec, H, d, dt):
         scheme = _choice(spec.get("scheme", "euler_maruyama"), "weights.scheme",
-                         ("euler_maruyama", "exact"), {"euler": "euler_maruyama"})
+                         SCHEMES_BY_PROCESS["ou"], {"euler": "euler_maruyama"})
         return cls(spec.get("rate", 1.0), spec.get("mean"), spec.get("noise_var", 2.0), scheme,
                    d=d)
 
@@ -451,7 +457,7 @@ class OrnsteinUhlenbeck(WeightProcess):
     def __init__(self, rate=1.0, mean=None, noise_var=2.0, scheme="euler_maruyama", d=None):
         self.rate = _number(rate, "weights.rate")
         self.noise_var = _number(noise_var, "weights.noise_var")
-        self.scheme = _choice(scheme, "weights.scheme", ("euler_maruyama", "exact"))
+        self.scheme = _choice(scheme, "weights.scheme", SCHEMES_BY_PROCESS["ou"])
         self.deterministic = self.noise_var == 0
         if mean is None:
             mean = 1.0
@@ -602,8 +608,8 @@ class Oscillating(WeightProcess):
 
     @classmethod
     def from_config(cls, spec, H, d, dt):
-        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme", ("euler", "exact"),
-                         {"euler_maruyama": "euler"})
+        scheme = _choice(spec.get("scheme", "euler"), "weights.scheme",
+                         SCHEMES_BY_PROCESS["oscillating"], {"euler_maruyama": "euler"})
         return cls(d, H, spec.get("phase", "shared"), scheme)
 
     def __init__(self, d, H, phase="shared", scheme="euler"):
@@ -611,8 +617,8 @@ class Oscillating(WeightProcess):
             raise ConfigError(f"oscillating weights: d = {d}, H = {H}: allowed values are "
                               "integers d >= 2, H >= 1")
         self.d, self.H = int(d), int(H)
-        self.phase = _choice(phase, "weights.phase", ("shared", "spread"))
-        self.scheme = _choice(scheme, "weights.scheme", ("euler", "exact"))
+        self.phase = _choice(phase, "weights.phase", PHASES)
+        self.scheme = _choice(scheme, "weights.scheme", SCHEMES_BY_PROCESS["oscillating"])
         h = np.arange(self.H)
         self.phases = 2 * np.pi * h / self.H if self.phase == "spread" else np.zeros(self.H)
         a = np.arange(self.d)
