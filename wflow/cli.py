@@ -312,33 +312,27 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_study(args) -> int:
-    from .studies import STUDIES, run_study
+    from .studies import StudyOptions, available_studies, run_study
 
     if args.name == "list":
-        for k, v in STUDIES.items():
-            print(f"{k:<12}{v}")
+        studies = available_studies()
+        width = max(len(k) for k in studies) + 2
+        for k, study in studies.items():
+            print(f"{k:<{width}}{study.question}")
         return 0
-    out = args.output or f"study_{args.name}"
-    text = run_study(args.name, out, scale="quick" if args.quick else "full",
-                     executor=args.executor, address=args.address, n_workers=args.workers,
-                     overrides=args.set or [], ledger=args.ledger, progress=not args.quiet)
-    print(text)
-    print(f"results in {out}/")
-    if not args.no_plots:
-        plotting = _load_plotting()
-        files = sorted(Path(out).glob("*.h5"))
-        figs = Path(out) / "figures"
-        formats = ("png",) if args.quick else ("png", "pdf")  # quick: a smoke test, no PDFs
-        if args.name == "section6":
-            fam = {"OU": [str(f) for f in files if f.name.startswith("ou-")],
-                   "oscillating, shared phase": [str(f) for f in files
-                                                 if f.name.startswith("oscillating-")]}
-            plotting.plot_head_scaling(fam, figs, formats=formats)
-        kinds = ("ledger",) if args.name == "energy" else ("snapshots", "G2", "clustering")
-        for f in files:
-            for kind in kinds:
-                plotting.plot(f, kind, figs / f.stem, formats=formats)
-        print(f"figures in {figs}/")
+    formats = () if args.no_plots else (tuple(args.format) if args.format else None)
+    options = StudyOptions(scale="quick" if args.quick else "full", ledger=args.ledger,
+                           overrides=tuple(args.set or ()), executor=args.executor,
+                           address=args.address, workers=args.workers, progress=not args.quiet,
+                           formats=formats)
+    out = Path(args.output or f"study_{args.name}")
+    if formats != ():
+        _load_plotting()  # fail before the runs if the figures cannot be drawn
+    result = run_study(args.name, out, options)
+    print(result.report())
+    print(f"results in {out}/ (summary.txt, summary.csv)")
+    if options.figure_formats:
+        print(f"figures in {out / 'figures'}/")
     return 0
 
 
@@ -431,13 +425,20 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--workers", type=int, help="LocalCluster worker processes")
         r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    r = sub.add_parser("study", parents=[common], help="run a standard study ('list' to list)")
-    r.add_argument("name", help="section6 | energy | laplacian | list")
-    r.add_argument("-o", "--output", metavar="DIR", help="result directory")
-    r.add_argument("--quick", action="store_true", help="short T and few paths (smoke test)")
-    r.add_argument("--ledger", action="store_true", help="record the exact ledger too")
+    r = sub.add_parser("study", parents=[common],
+                       help="run a standard study ('wflow study list' lists them)")
+    r.add_argument("name", help="a study name (see 'wflow study list'), or list")
+    r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: study_NAME)")
+    r.add_argument("--quick", action="store_true",
+                   help="smoke test: each study's short T and few paths (energy: T = 0.4; "
+                        "section6, laplacian: T = 0.5, 2 paths), PNG figures only")
+    r.add_argument("--ledger", action="store_true",
+                   help="record the exact ledger in every run (diagnostics.ledger = true)")
+    r.add_argument("--format", action="append", choices=("png", "pdf", "svg"),
+                   help="figure format (repeatable; default png, and pdf without --quick)")
     r.add_argument("--no-plots", action="store_true", help="skip the figures")
-    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
+    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                   help="override a key of the study's base configuration (repeatable)")
     add_exec_options(r)
     r.set_defaults(func=cmd_study)
 
