@@ -229,52 +229,58 @@ def cmd_validate(args) -> int:
 
 
 # ---------------------------------------------------------------------- experiments
-def _experiments_dir(arg) -> Path:
+def _experiment_files(arg) -> dict:
+    """``{stem: file}`` of the ``*.toml`` in ``--dir`` or, by default, the package data
+    ``wflow/data/experiments`` (an :mod:`importlib.resources` traversable: works from a wheel)."""
     if arg:
         d = Path(arg)
+        if not d.is_dir():
+            raise ConfigError(f"experiments directory {str(d)!r} not found")
     else:
-        import wflow
+        import importlib.resources
 
-        d = Path(wflow.__file__).resolve().parents[1] / "experiments" / "configs"
-    if not d.is_dir():
-        raise ConfigError(f"experiments directory {str(d)!r} not found (use --dir DIR)")
-    return d
+        d = importlib.resources.files("wflow").joinpath("data", "experiments")
+    files = [f for f in d.iterdir() if f.is_file() and f.name.endswith(".toml")]
+    return {f.name[: -len(".toml")]: f for f in sorted(files, key=lambda f: f.name)}
 
 
-def _experiment_description(path: Path) -> str:
+def _experiment_description(path) -> str:
+    """The leading comment block of a configuration, joined into one line."""
+    words = []
     try:
         for line in path.read_text("utf-8").splitlines():
             s = line.strip()
-            if s.startswith("#"):
-                return s.lstrip("#").strip()
-            if s:
-                break
+            if not s.startswith("#"):
+                if s or words:
+                    break
+                continue
+            words.append(s.lstrip("#").strip())
     except (OSError, UnicodeDecodeError):
         pass
-    return ""
+    return " ".join(w for w in words if w)
 
 
 def cmd_experiments_list(args) -> int:
-    d = _experiments_dir(args.dir)
-    files = sorted(d.glob("*.toml"))
+    files = _experiment_files(args.dir)
     if not files:
-        print(f"no experiment configurations in {d}")
+        print(f"no experiment configurations in {args.dir}")
         return 0
-    width = max(len(f.stem) for f in files) + 2
-    for f in files:
-        print(f"{f.stem:<{width}}{_experiment_description(f)}")
+    width = max(len(k) for k in files) + 2
+    for name, f in files.items():
+        print(f"{name:<{width}}{_experiment_description(f)}")
     return 0
 
 
 def cmd_experiments_run(args) -> int:
-    d = _experiments_dir(args.dir)
-    name = args.name
-    candidates = [d / name, d / f"{name}.toml"]
-    path = next((c for c in candidates if c.is_file()), None)
-    if path is None:
-        available = ", ".join(f.stem for f in sorted(d.glob("*.toml"))) or "none"
-        raise ConfigError(f"unknown experiment {name!r}: available are {available}")
-    return _run_config(path, args.set, args.output, args.overwrite, args.quiet)
+    import importlib.resources
+
+    files = _experiment_files(args.dir)
+    name = args.name[: -len(".toml")] if args.name.endswith(".toml") else args.name
+    if name not in files:
+        raise ConfigError(f"unknown experiment {args.name!r}: available are "
+                          f"{', '.join(files) or 'none'}")
+    with importlib.resources.as_file(files[name]) as path:
+        return _run_config(path, args.set, args.output, args.overwrite, args.quiet)
 
 
 # ---------------------------------------------------------------------- bench
@@ -407,14 +413,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
     r.set_defaults(func=cmd_validate)
 
-    e = sub.add_parser("experiments", parents=[common], help="the shipped experiments")
+    e = sub.add_parser("experiments", parents=[common],
+                       help="the shipped experiment configurations (or those of --dir)")
     esub = e.add_subparsers(dest="experiments_cmd", required=True, parser_class=_Parser)
     r = esub.add_parser("list", parents=[common], help="list the experiment configurations")
-    r.add_argument("--dir", help="configuration directory (default: experiments/configs)")
+    r.add_argument("--dir", metavar="PATH",
+                   help="configuration directory (default: the package's wflow/data/experiments)")
     r.set_defaults(func=cmd_experiments_list)
     r = esub.add_parser("run", parents=[common], help="run one experiment")
     r.add_argument("name", help="experiment name (file stem) or file name")
-    r.add_argument("--dir", help="configuration directory (default: experiments/configs)")
+    r.add_argument("--dir", metavar="PATH",
+                   help="configuration directory (default: the package's wflow/data/experiments)")
     add_run_options(r, "result file (default: the experiment's output.path)")
     r.set_defaults(func=cmd_experiments_run)
 
