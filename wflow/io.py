@@ -752,7 +752,7 @@ class ResumeResult:
     n_records: int
 
 
-def resume(path, progress=False, simulation_hook=None) -> ResumeResult:
+def resume(path, progress=False) -> ResumeResult:
     """Continue a partial result file from its newest complete checkpoint.
 
     Ends bit-identical to an uninterrupted run. A complete file is left alone
@@ -775,8 +775,6 @@ def resume(path, progress=False, simulation_hook=None) -> ResumeResult:
         log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
                     "from an uninterrupted run", path, version, __version__)
     sim = Simulation(cfg)
-    if simulation_hook is not None:
-        simulation_hook(sim)
     lock = _Lock(path).acquire(path)
     try:
         with _open_write(path) as f:

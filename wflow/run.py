@@ -139,9 +139,12 @@ class Simulation:
     ----------
     config : dict (nested, [model §10]), path, or None for the embedded default.
     overrides : list of "section.key=value".
+    process : WeightProcess, optional
+        Use this weight process instead of the one ``weights`` describes (e.g. a
+        :class:`wflow.weights.DrivenOU`); the Itô term then uses its ``noise_var``.
     """
 
-    def __init__(self, config=None, overrides=()):
+    def __init__(self, config=None, overrides=(), process=None):
         cfg = _config.resolve(config, overrides)
         self.config = cfg
         m, ini, w, s, dg = (cfg[k] for k in ("model", "init", "weights", "solver", "diagnostics"))
@@ -188,13 +191,15 @@ class Simulation:
             values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
             precision=s["precision"],
         )
-        self.process = make_process(w, self.H, self.d, self.dt)
+        self.process = make_process(w, self.H, self.d, self.dt) if process is None else process
         if w["process"] in ("layers", "file"):  # the weight trajectory fixes D(0)
             D0 = np.broadcast_to(self.process.at(0.0), D0.shape).copy()
         note = getattr(self.process, "rounding_note", "")
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
         self.noise_var = float(w.get("noise_var", 0.0)) if w["process"] == "ou" else 0.0
+        if process is not None:
+            self.noise_var = float(getattr(process, "noise_var", 0.0))
         self.method = s["method"]
         if self.method == "jko":
             from .jko import JKO
