@@ -72,9 +72,8 @@ def test_ou_exact_ledger_closes_paper_residual_does_not():
             "solver": {"dt": dt, "T": 1.0, "record_every": int(round(1.0 / dt)), "paths": 2},
             "diagnostics": {"clustering": False},
         }
-        sim = Simulation(cfg)
-        sim.process = DrivenOU(dW, 1.0 / 400, rate=1.0, noise_var=2.0)  # one path, refined
-        r = sim.run()
+        # one Brownian path, refined across dt
+        r = Simulation(cfg, process=DrivenOU(dW, 1.0 / 400, rate=1.0, noise_var=2.0)).run()
         led.append(np.mean(np.abs(r.ledger_residual[-1])))
         pap.append(np.mean(np.abs(r.paper_residual[-1])))
         gap.append(np.mean(np.abs(r.int_G2[-1] - r.int_dissipation[-1])))
@@ -100,12 +99,22 @@ def test_ito_realised_vs_expected_sqrt_dt():
             "solver": {"dt": dt, "T": T, "record_every": int(round(T / dt)), "paths": P},
             "diagnostics": {"clustering": False},
         }
-        sim = Simulation(cfg)
-        sim.process = DrivenOU(dW, dt_fine, rate=1.0, noise_var=2.0)
-        r = sim.run()
+        r = Simulation(cfg, process=DrivenOU(dW, dt_fine, rate=1.0, noise_var=2.0)).run()
         diffs.append(np.sqrt(np.mean((r.ito_realised[-1] - r.int_ito_expected[-1]) ** 2)))
     slope = fit_order(dts, diffs)
     assert 0.3 < slope < 0.75, (diffs, slope)
+
+
+def test_given_process_sets_the_ito_term():
+    """Simulation(process=…) moves the weights with that process and takes its noise_var."""
+    dW = brownian_increments(8, (1, 1, 3, 3), 0.01, np.random.default_rng(0))
+    cfg = {"model": {"n": 6, "heads": 1}, "weights": {"process": "frozen"},
+           "solver": {"dt": 0.01, "T": 0.08, "paths": 1, "backend": "numpy"}}
+    sim = Simulation(cfg, process=DrivenOU(dW, 0.01, noise_var=0.5))
+    assert isinstance(sim.process, DrivenOU) and sim.noise_var == 0.5
+    r = sim.run()
+    assert np.all(r.ito_expected[1:] > 0) and np.all(np.isfinite(r.ledger_residual))
+    assert Simulation(cfg).noise_var == 0.0
 
 
 @pytest.mark.parametrize("norm", ["joint", "none"])
