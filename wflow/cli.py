@@ -263,7 +263,7 @@ def _experiment_description(path) -> str:
 def cmd_experiments_list(args) -> int:
     files = _experiment_files(args.dir)
     if not files:
-        print(f"no experiment configurations in {args.dir}")
+        print(f"no experiment configurations in {args.dir or 'the package'}")
         return 0
     width = max(len(k) for k in files) + 2
     for name, f in files.items():
