@@ -21,6 +21,18 @@ from wflow import sphere
 from wflow.run import Simulation
 from wflow.weights import DrivenOU, brownian_increments
 
+#: the OU parameters of the refinement studies: the configuration records them and
+#: :func:`driven_ou` builds the process from them, so the run's Itô term and its stored
+#: configuration describe the process that moves the weights
+DRIVEN_OU = {"process": "ou", "rate": 1.0, "mean": 1.0, "noise_var": 2.0,
+             "scheme": "euler_maruyama"}
+
+
+def driven_ou(dW, dt_fine):
+    """The Euler–Maruyama OU of :data:`DRIVEN_OU` driven by the fine Brownian increments ``dW``."""
+    return DrivenOU(dW, dt_fine, rate=DRIVEN_OU["rate"], mean=DRIVEN_OU["mean"],
+                    noise_var=DRIVEN_OU["noise_var"])
+
 
 def slope(x, y):
     return float(np.polyfit(np.log(x), np.log(np.abs(y)), 1)[0])
@@ -49,10 +61,11 @@ def ou_balance():
     dW = brownian_increments(1600, (2, 10, 3, 3), 2.0 / 1600, np.random.default_rng(0))
     for dt in (0.02, 0.01, 0.005, 0.0025):
         sim = Simulation({"model": {"n": 200, "heads": 10}, "init": {"seed": 0},
+                          "weights": DRIVEN_OU,
                           "solver": {"dt": dt, "T": 2.0, "record_every": int(round(2 / dt)),
                                      "paths": 2},
-                          "diagnostics": {"clustering": False}})
-        sim.process = DrivenOU(dW, 2.0 / 1600, rate=1.0, noise_var=2.0)
+                          "diagnostics": {"clustering": False}},
+                         process=driven_ou(dW, 2.0 / 1600))
         r = sim.run()
         g, dd = r.int_G2[-1].mean(), r.int_dissipation[-1].mean()
         print(f"{dt:>8}{np.abs(r.ledger_residual[-1]).mean():>14.3e}"
@@ -68,10 +81,11 @@ def ito_refinement():
     diffs = []
     for dt in dts:
         sim = Simulation({"model": {"n": 16, "heads": H}, "init": {"seed": 5},
+                          "weights": DRIVEN_OU,
                           "solver": {"dt": dt, "T": T, "record_every": int(round(T / dt)),
                                      "paths": P},
-                          "diagnostics": {"clustering": False}})
-        sim.process = DrivenOU(dW, T / 1024, rate=1.0, noise_var=2.0)
+                          "diagnostics": {"clustering": False}},
+                         process=driven_ou(dW, T / 1024))
         r = sim.run()
         diffs.append(np.sqrt(np.mean((r.ito_realised[-1] - r.int_ito_expected[-1]) ** 2)))
     print("dt    " + "  ".join(f"{d:.5f}" for d in dts))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import subprocess
 import sys
 import types
@@ -17,7 +18,7 @@ from wflow import config as C
 from wflow import driver, io
 from wflow.cli import _toml, main
 
-SHIPPED = Path(wflow.__file__).resolve().parents[1] / "experiments" / "configs"
+SHIPPED = Path(str(importlib.resources.files("wflow").joinpath("data", "experiments")))
 
 
 @pytest.fixture
@@ -238,6 +239,8 @@ def test_experiments_list_shipped(capsys):
     assert "paper_ou" in shipped
     listed = [line.split()[0] for line in stdout.strip().splitlines()]
     assert listed == shipped
+    # the whole leading comment, one line per experiment
+    assert "Vary the head count with `--set model.heads=1` / `model.heads=100`." in stdout
     # every shipped configuration validates
     for p in SHIPPED.glob("*.toml"):
         C.resolve(p)

@@ -15,7 +15,7 @@ from wflow import config as C
 from wflow.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "experiments" / "configs").glob("*.toml"))
+EXAMPLES = sorted((ROOT / "wflow" / "data" / "experiments").glob("*.toml"))
 DEFAULT_TOML = ROOT / "wflow" / "data" / "default.toml"
 
 
@@ -92,7 +92,7 @@ def test_required_examples_are_shipped_with_their_settings():
     required = {"paper_ou.toml", "paper_oscillating.toml", "oscillating_spread.toml",
                 "laplacian_heads.toml", "joint_gradient_flow.toml", "clustering_ascent_s2.toml"}
     assert required <= names
-    d = "experiments/configs/"
+    d = "wflow/data/experiments/"
     ou = C.resolve(ROOT / (d + "paper_ou.toml"))
     assert (ou["model"]["heads"], ou["solver"]["paths"], ou["solver"]["T"]) == (10, 10, 20.0)
     assert ou["weights"]["process"] == "ou" and C.n_steps(ou) == 4000

@@ -107,6 +107,18 @@ def test_ito_realised_vs_expected_sqrt_dt():
     assert 0.3 < slope < 0.75, (diffs, slope)
 
 
+def test_given_process_sets_the_ito_term():
+    """Simulation(process=…) moves the weights with that process and takes its noise_var."""
+    dW = brownian_increments(8, (1, 1, 3, 3), 0.01, np.random.default_rng(0))
+    cfg = {"model": {"n": 6, "heads": 1}, "weights": {"process": "frozen"},
+           "solver": {"dt": 0.01, "T": 0.08, "paths": 1, "backend": "numpy"}}
+    sim = Simulation(cfg, process=DrivenOU(dW, 0.01, noise_var=0.5))
+    assert isinstance(sim.process, DrivenOU) and sim.noise_var == 0.5
+    r = sim.run()
+    assert np.all(r.ito_expected[1:] > 0) and np.all(np.isfinite(r.ledger_residual))
+    assert Simulation(cfg).noise_var == 0.0
+
+
 @pytest.mark.parametrize("norm", ["joint", "none"])
 def test_gradient_flow_identities_every_record(norm):
     res = wflow.simulate(small_config(**{"model.normalization": norm}))

@@ -5,7 +5,7 @@ import pytest
 
 import wflow
 from wflow.analysis import fit_power_law, head_scaling_data
-from wflow.studies import section6_tasks
+from wflow.studies import StudyOptions, get_study
 
 pytestmark = pytest.mark.slow
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def runs():
     """[model §9] setting, shortened: T = 5, 3 OU paths, late window t ≥ 2.5 (the paper's)."""
-    tasks = section6_tasks("full", overrides=["solver.T=5.0", "solver.paths=3"])
+    tasks = get_study("section6").tasks(StudyOptions(overrides=("solver.T=5.0", "solver.paths=3")))
     return {name: wflow.simulate(cfg) for name, cfg in tasks}
 
 

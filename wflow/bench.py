@@ -488,10 +488,12 @@ def section6_end_to_end(T=20.0, ledger=False, heads=(1, 10, 100), paths=10):
     """Wall time of the paper's Section 6 (OU H × ``paths`` paths + oscillating H × 1 path),
     in memory (no files); returns (total seconds, per-task list)."""
     from .run import Simulation
-    from .studies import section6_tasks
+    from .studies import StudyOptions, get_study
 
-    tasks = section6_tasks("full", heads=heads, ledger=ledger,
-                           overrides=[f"solver.T={float(T)}", f"solver.paths={int(paths)}"])
+    opts = StudyOptions(ledger=ledger,
+                        overrides=(f"solver.T={float(T)}", f"solver.paths={int(paths)}"))
+    tasks = [(name, cfg) for name, cfg in get_study("section6").tasks(opts)
+             if cfg["model"]["heads"] in heads]
     Simulation(tasks[0][1]).run(stop_after=1)  # compile once, outside the timing
     per = []
     t0 = time.perf_counter()

@@ -211,52 +211,58 @@ def cmd_validate(args) -> int:
 
 
 # ---------------------------------------------------------------------- experiments
-def _experiments_dir(arg) -> Path:
+def _experiment_files(arg) -> dict:
+    """``{stem: file}`` of the ``*.toml`` in ``--dir`` or, by default, the package data
+    ``wflow/data/experiments`` (an :mod:`importlib.resources` traversable: works from a wheel)."""
     if arg:
         d = Path(arg)
+        if not d.is_dir():
+            raise ConfigError(f"experiments directory {str(d)!r} not found")
     else:
-        import wflow
+        import importlib.resources
 
-        d = Path(wflow.__file__).resolve().parents[1] / "experiments" / "configs"
-    if not d.is_dir():
-        raise ConfigError(f"experiments directory {str(d)!r} not found (use --dir DIR)")
-    return d
+        d = importlib.resources.files("wflow").joinpath("data", "experiments")
+    files = [f for f in d.iterdir() if f.is_file() and f.name.endswith(".toml")]
+    return {f.name[: -len(".toml")]: f for f in sorted(files, key=lambda f: f.name)}
 
 
-def _experiment_description(path: Path) -> str:
+def _experiment_description(path) -> str:
+    """The leading comment block of a configuration, joined into one line."""
+    words = []
     try:
         for line in path.read_text("utf-8").splitlines():
             s = line.strip()
-            if s.startswith("#"):
-                return s.lstrip("#").strip()
-            if s:
-                break
+            if not s.startswith("#"):
+                if s or words:
+                    break
+                continue
+            words.append(s.lstrip("#").strip())
     except (OSError, UnicodeDecodeError):
         pass
-    return ""
+    return " ".join(w for w in words if w)
 
 
 def cmd_experiments_list(args) -> int:
-    d = _experiments_dir(args.dir)
-    files = sorted(d.glob("*.toml"))
+    files = _experiment_files(args.dir)
     if not files:
-        print(f"no experiment configurations in {d}")
+        print(f"no experiment configurations in {args.dir or 'the package'}")
         return 0
-    width = max(len(f.stem) for f in files) + 2
-    for f in files:
-        print(f"{f.stem:<{width}}{_experiment_description(f)}")
+    width = max(len(k) for k in files) + 2
+    for name, f in files.items():
+        print(f"{name:<{width}}{_experiment_description(f)}")
     return 0
 
 
 def cmd_experiments_run(args) -> int:
-    d = _experiments_dir(args.dir)
-    name = args.name
-    candidates = [d / name, d / f"{name}.toml"]
-    path = next((c for c in candidates if c.is_file()), None)
-    if path is None:
-        available = ", ".join(f.stem for f in sorted(d.glob("*.toml"))) or "none"
-        raise ConfigError(f"unknown experiment {name!r}: available are {available}")
-    return _run_config(path, args.set, args.output, args.overwrite, args.quiet)
+    import importlib.resources
+
+    files = _experiment_files(args.dir)
+    name = args.name[: -len(".toml")] if args.name.endswith(".toml") else args.name
+    if name not in files:
+        raise ConfigError(f"unknown experiment {args.name!r}: available are "
+                          f"{', '.join(files) or 'none'}")
+    with importlib.resources.as_file(files[name]) as path:
+        return _run_config(path, args.set, args.output, args.overwrite, args.quiet)
 
 
 # ---------------------------------------------------------------------- bench
@@ -294,33 +300,27 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_study(args) -> int:
-    from .studies import STUDIES, run_study
+    from .studies import StudyOptions, available_studies, run_study
 
     if args.name == "list":
-        for k, v in STUDIES.items():
-            print(f"{k:<12}{v}")
+        studies = available_studies()
+        width = max(len(k) for k in studies) + 2
+        for k, study in studies.items():
+            print(f"{k:<{width}}{study.question}")
         return 0
-    out = args.output or f"study_{args.name}"
-    text = run_study(args.name, out, scale="quick" if args.quick else "full",
-                     executor=args.executor, address=args.address, n_workers=args.workers,
-                     overrides=args.set or [], ledger=args.ledger, progress=not args.quiet)
-    print(text)
-    print(f"results in {out}/")
-    if not args.no_plots:
-        plotting = _load_plotting()
-        files = sorted(Path(out).glob("*.h5"))
-        figs = Path(out) / "figures"
-        formats = ("png",) if args.quick else ("png", "pdf")  # quick: a smoke test, no PDFs
-        if args.name == "section6":
-            fam = {"OU": [str(f) for f in files if f.name.startswith("ou-")],
-                   "oscillating, shared phase": [str(f) for f in files
-                                                 if f.name.startswith("oscillating-")]}
-            plotting.plot_head_scaling(fam, figs, formats=formats)
-        kinds = ("ledger",) if args.name == "energy" else ("snapshots", "G2", "clustering")
-        for f in files:
-            for kind in kinds:
-                plotting.plot(f, kind, figs / f.stem, formats=formats)
-        print(f"figures in {figs}/")
+    formats = () if args.no_plots else (tuple(args.format) if args.format else None)
+    options = StudyOptions(scale="quick" if args.quick else "full", ledger=args.ledger,
+                           overrides=tuple(args.set or ()), executor=args.executor,
+                           address=args.address, workers=args.workers, progress=not args.quiet,
+                           formats=formats)
+    out = Path(args.output or f"study_{args.name}")
+    if formats != ():
+        _load_plotting()  # fail before the runs if the figures cannot be drawn
+    result = run_study(args.name, out, options)
+    print(result.report())
+    print(f"results in {out}/ (summary.txt, summary.csv)")
+    if options.figure_formats:
+        print(f"figures in {out / 'figures'}/")
     return 0
 
 
@@ -395,14 +395,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
     r.set_defaults(func=cmd_validate)
 
-    e = sub.add_parser("experiments", parents=[common], help="the shipped experiments")
+    e = sub.add_parser("experiments", parents=[common],
+                       help="the shipped experiment configurations (or those of --dir)")
     esub = e.add_subparsers(dest="experiments_cmd", required=True, parser_class=_Parser)
     r = esub.add_parser("list", parents=[common], help="list the experiment configurations")
-    r.add_argument("--dir", help="configuration directory (default: experiments/configs)")
+    r.add_argument("--dir", metavar="PATH",
+                   help="configuration directory (default: the package's wflow/data/experiments)")
     r.set_defaults(func=cmd_experiments_list)
     r = esub.add_parser("run", parents=[common], help="run one experiment")
     r.add_argument("name", help="experiment name (file stem) or file name")
-    r.add_argument("--dir", help="configuration directory (default: experiments/configs)")
+    r.add_argument("--dir", metavar="PATH",
+                   help="configuration directory (default: the package's wflow/data/experiments)")
     add_run_options(r, "result file (default: the experiment's output.path)")
     r.set_defaults(func=cmd_experiments_run)
 
@@ -413,13 +416,20 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--workers", type=int, help="LocalCluster worker processes")
         r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    r = sub.add_parser("study", parents=[common], help="run a standard study ('list' to list)")
-    r.add_argument("name", help="section6 | energy | laplacian | list")
-    r.add_argument("-o", "--output", metavar="DIR", help="result directory")
-    r.add_argument("--quick", action="store_true", help="short T and few paths (smoke test)")
-    r.add_argument("--ledger", action="store_true", help="record the exact ledger too")
+    r = sub.add_parser("study", parents=[common],
+                       help="run a standard study ('wflow study list' lists them)")
+    r.add_argument("name", help="a study name (see 'wflow study list'), or list")
+    r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: study_NAME)")
+    r.add_argument("--quick", action="store_true",
+                   help="smoke test: each study's short T and few paths (energy: T = 0.4; "
+                        "section6, laplacian: T = 0.5, 2 paths), PNG figures only")
+    r.add_argument("--ledger", action="store_true",
+                   help="record the exact ledger in every run (diagnostics.ledger = true)")
+    r.add_argument("--format", action="append", choices=("png", "pdf", "svg"),
+                   help="figure format (repeatable; default png, and pdf without --quick)")
     r.add_argument("--no-plots", action="store_true", help="skip the figures")
-    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
+    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                   help="override a key of the study's base configuration (repeatable)")
     add_exec_options(r)
     r.set_defaults(func=cmd_study)
 

@@ -71,6 +71,8 @@ __all__ = [
     "plot_balance",
     "plot_clustering",
     "plot_head_scaling",
+    "plot_orders",
+    "plot_table_bars",
     "head_scaling_data",
     "fit_power_law",
     "animate",
@@ -794,3 +796,101 @@ def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
                 title.set_text(f"$t = {t[r]:.3f}$   ({head})")
                 writer.grab_frame()
     return out
+
+
+# ----------------------------------------------------------------------------- study summaries
+#: sizes (inches) of the study summary figures
+SUMMARY_FIGSIZE = {"orders": (5.6, 4.4), "table": (8.0, 5.2)}
+
+
+def plot_orders(table, outdir=".", formats=("png", "pdf"), x="dt", y="ledger_residual",
+                group="method"):
+    r"""Log–log plot of an error against the step, one line per group, with the fitted order.
+
+    For each group g the fit is :math:`\log|e| = p_g \log\Delta t + c_g` (least squares),
+    drawn dashed and named with its order :math:`p_g` (the ``energy`` study: the exact
+    ledger residual :math:`|R(T)|` against :math:`\Delta t` per solver).
+
+    Parameters
+    ----------
+    table : dict
+        Column table (column → list of equal length) with columns ``x``, ``y`` and ``group``.
+    outdir : path-like
+    formats : sequence of str
+    x, y, group : str
+        Column names.
+
+    Returns
+    -------
+    list of Path
+        ``orders.<fmt>``.
+    """
+    formats = _check_formats(formats)
+    X = np.asarray(table[x], dtype=float)
+    Y = np.abs(np.asarray(table[y], dtype=float))
+    G = np.asarray(table[group]).astype(str)
+    colours = [_C["blue"], _C["red"], _C["green"], _C["orange"], _C["purple"], _C["sky"]]
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=SUMMARY_FIGSIZE["orders"], dpi=DPI, layout="constrained")
+        ax = fig.add_subplot()
+        for j, g in enumerate(dict.fromkeys(G)):
+            c = colours[j % len(colours)]
+            sel = (G == g) & (X > 0) & (Y > 0)
+            xs, ys = X[sel], Y[sel]
+            ax.plot(xs, ys, "o", color=c, ms=5)
+            if xs.size >= 2:
+                p, c0 = np.polyfit(np.log(xs), np.log(ys), 1)
+                xx = np.geomspace(xs.min(), xs.max(), 20)
+                ax.plot(xx, np.exp(c0) * xx ** p, "--", color=c, lw=1.0,
+                        label=f"{g}: order {p:.2f}")
+            else:
+                ax.plot([], [], "o", color=c, label=str(g))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(r"step $\Delta t$" if x == "dt" else x)
+        ax.set_ylabel(r"ledger residual $|R(T)|$" if y == "ledger_residual" else y)
+        ax.set_title("Fitted orders (least squares on log–log axes)")
+        ax.legend(loc="best")
+        return _save(fig, outdir, "orders", formats)
+
+
+def plot_table_bars(table, outdir=".", label="run", formats=("png", "pdf")):
+    """Grouped bars of a study's summary table: one panel per numeric column, one bar per row.
+
+    Parameters
+    ----------
+    table : dict
+        Column table (column → list of equal length); ``label`` names the rows.
+    outdir : path-like
+    label : str
+        The column of row names.
+    formats : sequence of str
+
+    Returns
+    -------
+    list of Path
+        ``table.<fmt>``.
+    """
+    formats = _check_formats(formats)
+    names = [str(v) for v in table[label]]
+    cols = [k for k in table if k != label]
+    if not names or not cols:
+        raise PlotInputError("table: nothing to draw (no rows or no numeric columns)")
+    with matplotlib.rc_context(_STYLE):
+        fig = Figure(figsize=SUMMARY_FIGSIZE["table"], dpi=DPI, layout="constrained")
+        ncol = min(3, len(cols))
+        nrow = -(-len(cols) // ncol)
+        colours = [_C["blue"], _C["red"], _C["green"], _C["orange"], _C["purple"], _C["sky"]]
+        handles = None
+        for i, k in enumerate(cols):
+            ax = fig.add_subplot(nrow, ncol, i + 1)
+            vals = np.asarray(table[k], dtype=float)
+            bars = ax.bar(range(len(names)), vals, color=[colours[j % len(colours)]
+                                                          for j in range(len(names))])
+            handles = handles or list(bars)
+            ax.set_title(k)
+            ax.set_xticks([])
+            ax.grid(axis="x", visible=False)
+        fig.legend(handles, names, loc="outside lower center", ncols=min(3, len(names)))
+        fig.suptitle("Final record, mean over paths")
+        return _save(fig, outdir, "table", formats)
