@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from wflow import sphere
+from wflow.core import sphere
 
 BACKENDS = ["numpy", "numba"]
 

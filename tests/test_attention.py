@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from scipy.stats import special_ortho_group
 
 import wflow
-from wflow import sphere
-from wflow.attention import laplacian_indices
-from wflow.integrators import RK4, RungeKutta
+from wflow.core import sphere
+from wflow.model.attention import laplacian_indices
+from wflow.stepping.integrators import RK4, RungeKutta
 
 # the companion case of [model §9] (numbers from the paper's companion simulation), kept in the
 # repository so the check runs on any clone; described in tests/data/companion_case.md
@@ -50,7 +50,7 @@ def test_companion_case(backend):
                + 9 * 3 * U64 * np.sum(np.abs(F.dE_dD * drift)))
     assert abs(dEdt - z["dEdt_ou_noise_var_2"]) <= tol
     # oscillating, spread phases, at t = 0.3
-    from wflow.weights import Oscillating
+    from wflow.model.weights import Oscillating
 
     osc = Oscillating(3, 3, phase="spread")
     f = osc.drift(z["D"], float(z["t"]))
@@ -217,7 +217,7 @@ def test_one_euler_step_from_formulas(backend):
                    "backend": backend},
         "diagnostics": {"clustering": False},
     }
-    from wflow.run import Simulation
+    from wflow.engine.run import Simulation
 
     sim = Simulation(cfg)
     sim.X0 = X[None].copy()

@@ -1,11 +1,11 @@
-"""wflow.bench: the benchmark runs and its table has the expected shape (no timing checks)."""
+"""wflow.lab.bench: the benchmark runs and its table has the expected shape (no timing checks)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from wflow import _kernels
-from wflow.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
+from wflow.core import _kernels
+from wflow.lab.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
 
 
 def test_run_bench_tiny():
@@ -36,7 +36,7 @@ def test_run_bench_tiny():
 
 def test_skip_rule_for_large_dense():
     """n = 100 000 (seconds even for the kernel): the dense baselines are skipped."""
-    from wflow import bench
+    from wflow.lab import bench
 
     assert bench._numpy_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
     assert bench._torch_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
@@ -64,7 +64,7 @@ def test_numpy_dense_matches_kernel():
 
 
 def test_time_section6_smoke():
-    from wflow.bench import time_section6
+    from wflow.lab.bench import time_section6
 
     rows = time_section6(heads=(2,), T=0.025, paths=1)
     assert len(rows) == 1

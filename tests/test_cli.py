@@ -15,8 +15,9 @@ from test_io import _fail_after_calls, assert_same_records, status, tiny
 
 import wflow
 from wflow import config as C
-from wflow import driver, io
 from wflow.cli import _toml, main
+from wflow.engine import driver
+from wflow.storage import io
 
 SHIPPED = Path(str(importlib.resources.files("wflow").joinpath("data", "experiments")))
 
@@ -273,7 +274,7 @@ def test_experiments_dir_and_run(tmp_path, cfg_file, capsys, monkeypatch):
 @pytest.fixture
 def fake_plotting(monkeypatch):
     calls = []
-    mod = types.ModuleType("wflow.plotting")
+    mod = types.ModuleType("wflow.lab.plotting")
     mod.KINDS = ("energy", "snapshots")
 
     def plot(path, kind, outdir):
@@ -285,7 +286,7 @@ def fake_plotting(monkeypatch):
         return Path(out)
 
     mod.plot, mod.animate = plot, animate
-    monkeypatch.setitem(sys.modules, "wflow.plotting", mod)
+    monkeypatch.setitem(sys.modules, "wflow.lab.plotting", mod)
     monkeypatch.setattr(wflow, "plotting", mod, raising=False)
     return calls
 
@@ -319,7 +320,7 @@ def test_animate_needs_tokens(tmp_path, capsys, fake_plotting):
 
 
 def test_bench_wiring(capsys, monkeypatch):
-    mod = types.ModuleType("wflow.bench")
+    mod = types.ModuleType("wflow.lab.bench")
     seen = {}
 
     def run_bench(tiny=False):
@@ -328,7 +329,7 @@ def test_bench_wiring(capsys, monkeypatch):
 
     mod.run_bench = run_bench
     mod.format_table = lambda rows: f"TABLE {rows}"
-    monkeypatch.setitem(sys.modules, "wflow.bench", mod)
+    monkeypatch.setitem(sys.modules, "wflow.lab.bench", mod)
     monkeypatch.setattr(wflow, "bench", mod, raising=False)
     rc, stdout, _ = run_cli(capsys, "bench", "--tiny")
     assert rc == 0 and seen == {"tiny": True} and stdout.strip() == "TABLE [1, 2]"

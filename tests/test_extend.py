@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import wflow
-from wflow import driver, io
-from wflow import series as S
-from wflow.weights import WeightProcess, register_process
+from wflow.engine import driver
+from wflow.engine import series as S
+from wflow.model.weights import WeightProcess, register_process
+from wflow.storage import io
 
 
 @register_process

@@ -17,11 +17,12 @@ import pytest
 
 import wflow
 from wflow import config as C
-from wflow import driver, io
-from wflow.attention import AttentionModel
 from wflow.cli import _toml
+from wflow.engine import driver
+from wflow.engine.run import State
 from wflow.errors import ConfigError, NumericalError
-from wflow.run import State
+from wflow.model.attention import AttentionModel
+from wflow.storage import io
 
 
 def tiny(**over):
@@ -327,7 +328,7 @@ def test_numerical_error_leaves_resumable_file(tmp_path, monkeypatch, reference)
 SLOW_CLI = textwrap.dedent(
     """
     import sys, time
-    from wflow.attention import AttentionModel
+    from wflow.model.attention import AttentionModel
     real = AttentionModel.evaluate
     def slow(self, *a, **kw):  # same numbers, just slower, so that the run can be killed
         time.sleep(0.004)

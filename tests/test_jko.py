@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import wflow
-from wflow import sphere
-from wflow.jko import exp_map_vjp
+from wflow.core import sphere
+from wflow.stepping.jko import exp_map_vjp
 
 
 def jko_config(norm, H, tau, T, method="jko", n=10, seed=2, beta=1.0, sign="descent"):

@@ -1,4 +1,4 @@
-"""The numba kernels (wflow._kernels) against the dense NumPy reference (wflow._reference)."""
+"""The numba kernels (wflow.core._kernels) against the dense NumPy reference (wflow.core._reference)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from bounds import U32, U64, assert_within, field_bounds, relative_bound
 
-from wflow import _kernels as K
-from wflow._reference import field_reference
+from wflow.core import _kernels as K
+from wflow.core._reference import field_reference
 
 NAMES = ("velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2", "G2_hm",
          "dE_dD", "ito_sum")
@@ -255,7 +255,7 @@ def test_thread_count_determinism(d, dtype, beta):
 _BLAS_CHILD = """
 import sys
 import numpy as np
-from wflow import _kernels as K
+from wflow.core import _kernels as K
 z = np.load(sys.argv[1])
 out = K.fused_pass(z["X"], z["D"], z["V"], 1.0, 1, z["lap"], False, False)
 np.savez(sys.argv[2], *out)

@@ -5,8 +5,8 @@ import pytest
 from conftest import small_config
 
 import wflow
-from wflow.run import Simulation
-from wflow.weights import DrivenOU, brownian_increments
+from wflow.engine.run import Simulation
+from wflow.model.weights import DrivenOU, brownian_increments
 
 
 def fit_order(dts, errs):
@@ -142,8 +142,8 @@ def test_paper_balance_terms_match_definitions():
 
 
 def test_w2_geodesic_analytic_cases():
-    from wflow import sphere
-    from wflow.diagnostics import w2_geodesic
+    from wflow.core import sphere
+    from wflow.model.diagnostics import w2_geodesic
 
     rng = np.random.default_rng(3)
     X = sphere.uniform(15, 3, rng)

@@ -1,4 +1,4 @@
-"""Figures and animations (wflow.plotting): headless rendering, sizes, fits, frame counts."""
+"""Figures and animations (wflow.lab.plotting): headless rendering, sizes, fits, frame counts."""
 
 import sys
 import types
@@ -8,7 +8,8 @@ import pytest
 from PIL import Image  # pillow: a dependency of wflow (GIF animations)
 
 import wflow
-from wflow import driver, plotting
+from wflow.engine import driver
+from wflow.lab import plotting
 
 
 def _cfg(d=3, heads=3, **over):
@@ -69,9 +70,9 @@ def test_snapshots_circle_and_high_dimension(res2, tmp_path):
 
 
 def test_path_source_reads_lazily(res3, tmp_path, monkeypatch):
-    fake = types.ModuleType("wflow.io")
+    fake = types.ModuleType("wflow.storage.io")
     fake.read = lambda path: (res3.config, res3.arrays, {"file": str(path)})
-    monkeypatch.setitem(sys.modules, "wflow.io", fake)
+    monkeypatch.setitem(sys.modules, "wflow.storage.io", fake)
     files = plotting.plot(tmp_path / "run.h5", kind="G2", outdir=tmp_path, formats=("png",))
     _check_png(files[0], "G2")
 

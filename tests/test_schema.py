@@ -1,4 +1,4 @@
-"""Tests of wflow.schema: one table of keys, the files generated from it, the extension hook,
+"""Tests of wflow.config.schema: one table of keys, the files generated from it, the extension hook,
 explicit settings that cannot apply, and the model's errors mapped to keys."""
 
 from __future__ import annotations
@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from wflow import _reference, attention, integrators, schema, weights
 from wflow import config as C
-from wflow import config_files as F
-from wflow.attention import AttentionModel
+from wflow.config import files as F
+from wflow.config import schema
+from wflow.config.schema import Choice, Integer, Interval, Param, When
+from wflow.core import _reference
 from wflow.errors import ConfigError
-from wflow.schema import Choice, Integer, Interval, Param, When
+from wflow.model import attention, weights
+from wflow.model.attention import AttentionModel
+from wflow.stepping import integrators
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,11 +44,11 @@ def scratch_table(monkeypatch):
 
 def test_generated_files_are_in_sync():
     """default.toml and the README's key reference are generated from the table
-    (regenerate with `python -m wflow.config_files write`)."""
+    (regenerate with `python -m wflow.config.files write`)."""
     files = F.generated_files(ROOT)
     assert set(files) == {ROOT / "wflow" / "data" / "default.toml", ROOT / "README.md"}
     for path, text in files.items():
-        assert path.read_text("utf-8") == text, f"{path} is stale: python -m wflow.config_files write"
+        assert path.read_text("utf-8") == text, f"{path} is stale: python -m wflow.config.files write"
     assert F.main(["check"]) == 0
 
 

@@ -5,8 +5,8 @@ import pytest
 from conftest import small_config
 
 import wflow
-from wflow.run import Simulation
-from wflow.series import names
+from wflow.engine.run import Simulation
+from wflow.engine.series import names
 
 SERIES_POINT = names(kind="point", group="core")
 SERIES_CUMULATIVE = names(kind="cumulative")

@@ -6,10 +6,18 @@ import numpy as np
 import pytest
 from conftest import small_config
 
-from wflow import io
 from wflow.errors import ConfigError
-from wflow.studies import STUDIES, Study, StudyOptions, get_study, register_study, run_study, summary_table
-from wflow.sweep import expand_grid, run_sweep
+from wflow.lab.studies import (
+    STUDIES,
+    Study,
+    StudyOptions,
+    get_study,
+    register_study,
+    run_study,
+    summary_table,
+)
+from wflow.lab.sweep import expand_grid, run_sweep
+from wflow.storage import io
 
 
 def test_expand_grid_names_and_values():

@@ -1,4 +1,4 @@
-"""Tests of wflow.weights against the mathematics of [model §5] (not against the code).
+"""Tests of wflow.model.weights against the mathematics of [model §5] (not against the code).
 
 Statistical checks allow Z = 5 standard errors derived from the sample size:
 a sample mean of n iid values with variance v within 5·sqrt(v/n); a sample variance
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
 from wflow.errors import ConfigError
-from wflow.weights import (
+from wflow.model.weights import (
     FromFile,
     Frozen,
     Layers,

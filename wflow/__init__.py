@@ -9,17 +9,16 @@ Public API::
 
 import logging
 
-from .attention import AttentionModel, Field, energy, field
-from .errors import ConfigError, NumericalError, WflowError
-
-__version__ = "0.1.0"
+from wflow._version import __version__
+from wflow.errors import ConfigError, NumericalError, WflowError
+from wflow.model.attention import AttentionModel, Field, energy, field
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 def simulate(config=None, overrides=(), recorder=None, progress=False):
-    """Run one configuration; see :func:`wflow.run.simulate`."""
-    from .run import simulate as _simulate
+    """Run one configuration; see :func:`wflow.engine.run.simulate`."""
+    from wflow.engine.run import simulate as _simulate
 
     return _simulate(config, overrides=overrides, recorder=recorder, progress=progress)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, WflowError
+from wflow.errors import ConfigError, WflowError
 
 log = logging.getLogger("wflow")
 
@@ -44,8 +44,8 @@ def _run_line(sim) -> str:
 
 
 def _file_summary(path) -> str | None:
-    from .io import read
-    from .run import Result
+    from wflow.engine.run import Result
+    from wflow.storage.io import read
 
     cfg, arrays, _ = read(path, tokens=False)
     if "energy" not in arrays or len(arrays["energy"]) == 0:
@@ -54,8 +54,8 @@ def _file_summary(path) -> str | None:
 
 
 def _run_config(config, sets, output, overwrite, quiet) -> int:
-    from .driver import run_to_file
-    from .run import Simulation
+    from wflow.engine.driver import run_to_file
+    from wflow.engine.run import Simulation
 
     sim = Simulation(config, sets or [])
     out = Path(output) if output else Path(sim.config["output"]["path"])
@@ -73,7 +73,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .driver import resume
+    from wflow.engine.driver import resume
 
     r = resume(args.file, progress=not args.quiet)
     if r.action == "noop":
@@ -99,7 +99,7 @@ def _toml(cfg: dict) -> str:
 
 
 def cmd_info(args) -> int:
-    from .io import inspect
+    from wflow.storage.io import inspect
 
     info = inspect(args.file)
     a = info["attrs"]
@@ -144,14 +144,14 @@ def cmd_info(args) -> int:
 # ---------------------------------------------------------------------- plots
 def _load_plotting():
     try:
-        from . import plotting
+        from wflow.lab import plotting
     except ImportError as exc:
         raise WflowError(f"plotting is not available ({exc})") from None
     return plotting
 
 
 def cmd_plot(args) -> int:
-    from .io import inspect
+    from wflow.storage.io import inspect
 
     files = [Path(f) for f in args.file]
     infos = [inspect(f) for f in files]  # a bad file is bad input (exit 2) before any import
@@ -185,7 +185,7 @@ def cmd_plot(args) -> int:
 
 
 def cmd_animate(args) -> int:
-    from .io import inspect
+    from wflow.storage.io import inspect
 
     info = inspect(args.file)
     path = Path(args.file)
@@ -203,7 +203,7 @@ def cmd_animate(args) -> int:
 
 # ---------------------------------------------------------------------- validate
 def cmd_validate(args) -> int:
-    from .config import config_hash, resolve
+    from wflow.config import config_hash, resolve
 
     cfg = resolve(args.config, args.set or [])
     print(f"ok: {config_hash(cfg)}")
@@ -268,10 +268,10 @@ def cmd_experiments_run(args) -> int:
 # ---------------------------------------------------------------------- bench
 def cmd_bench(args) -> int:
     try:
-        from .bench import format_table, run_bench
+        from wflow.lab.bench import format_table, run_bench
     except ImportError as exc:
         raise WflowError(f"wflow bench is not available ({exc})") from None
-    from . import bench
+    from wflow.lab import bench
 
     print(format_table(run_bench(tiny=args.tiny)))
     if args.tiny:
@@ -300,7 +300,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_study(args) -> int:
-    from .studies import StudyOptions, available_studies, run_study
+    from wflow.lab.studies import StudyOptions, available_studies, run_study
 
     if args.name == "list":
         studies = available_studies()
@@ -325,7 +325,7 @@ def cmd_study(args) -> int:
 
 
 def _grid_arg(text):
-    from .config import parse_override
+    from wflow.config import parse_override
 
     keys, value = parse_override(text if "=" in text else text + "=")
     if not isinstance(value, list):
@@ -334,8 +334,8 @@ def _grid_arg(text):
 
 
 def cmd_sweep(args) -> int:
-    from .config import resolve
-    from .sweep import expand_grid, run_sweep
+    from wflow.config import resolve
+    from wflow.lab.sweep import expand_grid, run_sweep
 
     base = resolve(args.config, args.set or [])
     grid = dict(_grid_arg(g) for g in (args.grid or []))

@@ -1,11 +1,11 @@
 """Run configuration: the TOML vocabulary of [model §10], declared once in a table.
 
 A run is one nested dict ``{section: {key: value}}`` (the same shape as the TOML document).
-Every key is one :class:`~wflow.schema.Param` of the table below (default, constraint,
+Every key is one :class:`~wflow.config.schema.Param` of the table below (default, constraint,
 one-line doc, when it applies, cross-key rule). From the table come :data:`DEFAULTS`,
 :func:`validate`, the embedded default run ``wflow/data/default.toml``
 (:func:`default_toml`) and the README's key reference (:func:`markdown_reference`);
-``python -m wflow.config_files write`` regenerates both files. Every problem raises
+``python -m wflow.config.files write`` regenerates both files. Every problem raises
 :class:`~wflow.errors.ConfigError` with a one-line message naming the dotted key, the
 offending value and what is allowed; validation never raises anything else.
 
@@ -37,10 +37,9 @@ import re
 from collections.abc import Mapping
 from contextlib import contextmanager
 
-from wflow import config_files, schema
-from wflow import jko as _jko  # noqa: F401  (registers the 'jko' stepper)
-from wflow.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
-from wflow.config_files import (
+from wflow.config import files as config_files
+from wflow.config import schema
+from wflow.config.files import (
     default_config,
     default_toml,
     generated_files,
@@ -48,9 +47,7 @@ from wflow.config_files import (
     markdown_reference,
     parse_override,
 )
-from wflow.errors import ConfigError
-from wflow.integrators import STEPPERS
-from wflow.schema import (
+from wflow.config.schema import (
     Boolean,
     Choice,
     Custom,
@@ -67,7 +64,9 @@ from wflow.schema import (
     show,
     typename,
 )
-from wflow.weights import (
+from wflow.errors import ConfigError
+from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
+from wflow.model.weights import (
     INITIAL_WEIGHTS,
     LAYER_WEIGHTS,
     PHASES,
@@ -75,6 +74,8 @@ from wflow.weights import (
     SCHEMES_BY_PROCESS,
     get_process,
 )
+from wflow.stepping import jko as _jko  # noqa: F401  (registers the 'jko' stepper)
+from wflow.stepping.integrators import STEPPERS
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",

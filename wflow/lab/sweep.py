@@ -17,8 +17,8 @@ import logging
 import time
 from pathlib import Path
 
-from . import config as _config
-from .errors import ConfigError
+from wflow import config as _config
+from wflow.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,8 @@ def run_task(name, cfg, path, overwrite=False):
 
     Returns a dict (name, path, action, elapsed seconds).
     """
-    from . import driver, io
+    from wflow.engine import driver
+    from wflow.storage import io
 
     t0 = time.perf_counter()
     status = io.file_status(path)

@@ -5,12 +5,12 @@ random input (tokens uniform on :math:`S^{d-1}`, :math:`D_h = \Xi + \Xi^T`, β =
 normalisation, tied values):
 
 ``wflow``
-    :func:`wflow._kernels.fused_pass`: velocity and every diagnostic (partition, gradient,
+    :func:`wflow.core._kernels.fused_pass`: velocity and every diagnostic (partition, gradient,
     b̂, energy, 𝒟, G², G²_hm, ∂_D E, Itô sum) in one pass over the pairs.
 ``numpy``
     a plain dense NumPy implementation of the same step with all diagnostics, one head at a
     time with ``n × n`` arrays (:func:`numpy_dense_field`; same numbers as
-    :func:`wflow._reference.field_reference`, which would hold ``H × n × n`` arrays at once).
+    :func:`wflow.core._reference.field_reference`, which would hold ``H × n × n`` arrays at once).
 ``torch``
     PyTorch CPU ``scaled_dot_product_attention`` in float64: the H-head attention outputs
     :math:`a_h(x_i)` only (no projection, no diagnostics), batched over paths and heads.
@@ -65,7 +65,7 @@ def numpy_dense_field(X, D, beta=1.0):
     """Dense NumPy evaluation of v (head normalisation, tied values) and every diagnostic.
 
     X (P, n, d), D (P, H, d, d); one head at a time with n × n arrays (unshifted
-    exponentials: moderate β‖D‖ only). Returns the tuple of :func:`wflow._kernels.fused_pass`.
+    exponentials: moderate β‖D‖ only). Returns the tuple of :func:`wflow.core._kernels.fused_pass`.
     """
     X = np.asarray(X, dtype=float)
     D = np.asarray(D, dtype=float)
@@ -257,7 +257,7 @@ def run_bench(tiny=False, cases=None, torch=True, repeats=None, seed=0, beta=1.0
 
 def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
     """The three rows (wflow, numpy, torch) of one case."""
-    from . import _kernels
+    from wflow.core import _kernels
 
     n, H, d, P = case
     X = rng.normal(size=(P, n, d))
@@ -427,7 +427,7 @@ def _step_config(n, H, d, P, backend, ledger=True):
 def time_full_step(n, H, d, P, backend="numba", steps=5, ledger=True):
     """Seconds per full simulation step (Euler, OU weights, every diagnostic and the exact
     ledger: two field evaluations per step), median-free mean over ``steps`` after a warm-up."""
-    from .run import Simulation
+    from wflow.engine.run import Simulation
 
     sim = Simulation(_step_config(n, H, d, P, backend, ledger))
     sim.run(stop_after=1)  # warm-up (compilation)
@@ -455,7 +455,7 @@ def format_step_table(rows) -> str:
         lines.append(f"{r['case']:<22}{r['wflow_step_s'] * 1e3:>11.2f} ms"
                      f"{r['numpy_step_s'] * 1e3:>13.1f} ms{r['ratio']:>8.1f}x")
     lines.append("full step = Euler + OU draw + every diagnostic + the exact ledger (2 field "
-                 "evaluations); numpy-ref = the same loop on wflow._reference")
+                 "evaluations); numpy-ref = the same loop on wflow.core._reference")
     return "\n".join(lines)
 
 
@@ -471,7 +471,7 @@ def memory_probe(n=100_000, H=4, d=3, ledger=True):
 
     code = (
         "import json, resource, time\n"
-        "from wflow.run import Simulation\n"
+        "from wflow.engine.run import Simulation\n"
         f"sim = Simulation({_step_config(n, H, d, 1, 'numba', ledger)!r})\n"
         "sim.run(stop_after=0)\n"
         "t0 = time.perf_counter(); sim.run(stop_after=1); t = time.perf_counter() - t0\n"
@@ -487,8 +487,8 @@ def memory_probe(n=100_000, H=4, d=3, ledger=True):
 def section6_end_to_end(T=20.0, ledger=False, heads=(1, 10, 100), paths=10):
     """Wall time of the paper's Section 6 (OU H × ``paths`` paths + oscillating H × 1 path),
     in memory (no files); returns (total seconds, per-task list)."""
-    from .run import Simulation
-    from .studies import StudyOptions, get_study
+    from wflow.engine.run import Simulation
+    from wflow.lab.studies import StudyOptions, get_study
 
     opts = StudyOptions(ledger=ledger,
                         overrides=(f"solver.T={float(T)}", f"solver.paths={int(paths)}"))

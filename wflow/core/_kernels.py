@@ -1,7 +1,7 @@
 r"""Numba kernels of the attention field [model §2–4, §6]: one fused pass over the pairs.
 
 :func:`fused_pass` evaluates, for a batch of ``P`` paths, every quantity that
-:func:`wflow._reference.field_reference` returns, without ever forming an
+:func:`wflow.core._reference.field_reference` returns, without ever forming an
 ``n × n`` array.
 
 Design
@@ -815,7 +815,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     Returns
     -------
     tuple of new float64 arrays, per path, with the meaning of
-    :func:`wflow._reference.field_reference`:
+    :func:`wflow.core._reference.field_reference`:
     ``velocity (P, n, d), partition (P, H, n), gradient (P, n, d), b_hat (P, n),
     energy (P,), dissipation (P,), G2 (P,), G2_hm (P,), dE_dD (P, H, d, d), ito_sum (P,)``.
     Under ``causal`` velocity and partition are the masked ones and every

@@ -1,9 +1,9 @@
 r"""Runs into result files: create, checkpoint, finish, resume (the run loop + storage).
 
-:func:`run_to_file` drives a :class:`~wflow.run.Simulation` and hands its records and
-checkpoints to the storage layer (:mod:`wflow.io`), which knows nothing of the model;
+:func:`run_to_file` drives a :class:`~wflow.engine.run.Simulation` and hands its records and
+checkpoints to the storage layer (:mod:`wflow.storage.io`), which knows nothing of the model;
 :func:`resume` continues a partial file from its newest complete checkpoint and ends
-bit-identical to an uninterrupted run (the protocol is described in :mod:`wflow.io`).
+bit-identical to an uninterrupted run (the protocol is described in :mod:`wflow.storage.io`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__, io
-from . import config as _config
-from . import series as _series
-from .errors import ConfigError
-from .run import Simulation, State
+from wflow import config as _config
+from wflow._version import __version__
+from wflow.engine import series as _series
+from wflow.engine.run import Simulation, State
+from wflow.errors import ConfigError
+from wflow.storage import io
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def run_to_file(config=None, path=None, overrides=(), overwrite=False, progress=
     ``path`` defaults to ``output.path``; ``overwrite`` (or ``output.overwrite``) allows
     replacing a complete result. A checkpoint is written at k = 0 and every
     ``output.checkpoint_every`` steps. ``simulation`` may pass an already built
-    :class:`~wflow.run.Simulation` (then ``config``/``overrides`` are ignored).
+    :class:`~wflow.engine.run.Simulation` (then ``config``/``overrides`` are ignored).
     """
     sim = simulation if simulation is not None else Simulation(config, overrides)
     cfg = sim.config

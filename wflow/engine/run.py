@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import config as _config
-from . import series as _series
-from . import sphere
-from .attention import AttentionModel, Field
-from .diagnostics import clustering_series
-from .errors import ConfigError, NumericalError
-from .integrators import StepContext, get_stepper
-from .weights import initial_weights, load_weight_file, make_process
+from wflow import config as _config
+from wflow.core import sphere
+from wflow.engine import series as _series
+from wflow.errors import ConfigError, NumericalError
+from wflow.model.attention import AttentionModel, Field
+from wflow.model.diagnostics import clustering_series
+from wflow.model.weights import initial_weights, load_weight_file, make_process
+from wflow.stepping.integrators import StepContext, get_stepper
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ class Simulation:
     ----------
     config : dict (nested, [model §10]), path, or None for the embedded default.
     overrides : list of "section.key=value".
-    process : a :class:`~wflow.weights.WeightProcess` instance to use instead of the one
-        the ``[weights]`` table describes (e.g. :class:`~wflow.weights.DrivenOU` for
+    process : a :class:`~wflow.model.weights.WeightProcess` instance to use instead of the one
+        the ``[weights]`` table describes (e.g. :class:`~wflow.model.weights.DrivenOU` for
         refinement studies); the run then records its parameters, not the table's.
     """
 
@@ -240,7 +240,7 @@ class Simulation:
                      E0=np.full(self.P, np.nan))
 
     def _row(self, state: State, F: Field, t: float):
-        """One record: every active series of :data:`wflow.series.SERIES`."""
+        """One record: every active series of :data:`wflow.engine.series.SERIES`."""
         ctx = _series.RecordContext(X=state.X, D=state.D, t=t, field=F,
                                     drift=self.process.drift(state.D, t), model=self.model,
                                     process=self.process, config=self.config)
@@ -279,7 +279,7 @@ class Simulation:
         w2 = np.full(self.P, np.nan)
         prev = state.w2_prev
         if prev is not None and self.n <= self.config["diagnostics"]["max_pairwise_n"]:
-            from .diagnostics import w2_geodesic
+            from wflow.model.diagnostics import w2_geodesic
 
             w2 = np.array([w2_geodesic(prev[0][p], state.X[p]) for p in range(self.P)])
         out = {"w2_step": w2}
@@ -412,7 +412,7 @@ def _check_finite(a, what, k, t):
 
 
 def _load_tokens(path, n, d):
-    from .io import read_arrays
+    from wflow.storage.io import read_arrays
 
     raw = read_arrays(path, ("X",), what="tokens file")
     if "X" not in raw:

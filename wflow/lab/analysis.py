@@ -1,7 +1,7 @@
 r"""Analysis of results, without plotting: loading a source, late-window averages and the
 head-count fit :math:`G^2 \approx a H^b` [model §8].
 
-A *source* is an HDF5 result path, a :class:`wflow.run.Result`, or a
+A *source* is an HDF5 result path, a :class:`wflow.engine.run.Result`, or a
 ``(config, arrays[, attrs])`` tuple.
 """
 
@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from .errors import ConfigError
+from wflow.errors import ConfigError
 
 __all__ = ["SourceError", "load_source", "fit_power_law", "head_scaling_data", "window_mask"]
 
@@ -25,10 +25,10 @@ def load_source(src):
     """``(config, arrays)`` from a path, a Result, or a ``(config, arrays[, attrs])`` tuple."""
     if isinstance(src, (str, os.PathLike)):
         try:
-            from .io import read
+            from wflow.storage.io import read
         except ImportError as e:  # pragma: no cover - io.py is written separately
             raise SourceError(
-                f"cannot read {str(src)!r}: wflow.io is not available ({e})"
+                f"cannot read {str(src)!r}: wflow.storage.io is not available ({e})"
             ) from None
         config, arrays = read(src)[:2]
     elif hasattr(src, "config") and hasattr(src, "arrays"):

@@ -7,7 +7,7 @@ A study answers one question with a set of runs. It gives
 - its tasks :math:`\{(\text{name}_k, c_k)\} = \mathrm{variants}(c_0)`, one result file each,
 - a summary (text and a column table) and figures, both computed from the result files.
 
-:func:`run_study` runs every registered study the same way: tasks → :func:`wflow.sweep.run_sweep`
+:func:`run_study` runs every registered study the same way: tasks → :func:`wflow.lab.sweep.run_sweep`
 → ``summary.txt``, ``summary.csv`` and figures in the output folder. Registered here:
 
 - ``section6``: the paper's Section 6 [model §9]: S², n = 200, β = 1, Δt = 5·10⁻³, T = 20,
@@ -38,7 +38,7 @@ Adding a study is one class, anywhere (a package, a script, a test file)::
             return summary_table(paths, ("energy",))
 
 A package can also make its studies known to ``wflow study`` through the entry-point group
-``wflow.studies`` (each entry point names a module or object whose import registers them).
+``wflow.lab.studies`` (each entry point names a module or object whose import registers them).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import config as _config
-from .analysis import fit_power_law, head_scaling_data, load_source
-from .errors import ConfigError
-from .sweep import EXECUTORS, expand_grid, run_sweep
+from wflow import config as _config
+from wflow.errors import ConfigError
+from wflow.lab.analysis import fit_power_law, head_scaling_data, load_source
+from wflow.lab.sweep import EXECUTORS, expand_grid, run_sweep
 
 __all__ = ["Study", "StudyOptions", "StudyResult", "STUDIES", "register_study", "get_study",
            "available_studies", "run_study", "summary_table", "SCALES", "ENTRY_POINT_GROUP"]
@@ -61,7 +61,7 @@ __all__ = ["Study", "StudyOptions", "StudyResult", "STUDIES", "register_study", 
 #: ``quick``: a short T and few paths (a smoke test of the whole pipeline); ``full``: as published
 SCALES = ("quick", "full")
 #: the entry-point group scanned for studies of other packages
-ENTRY_POINT_GROUP = "wflow.studies"
+ENTRY_POINT_GROUP = "wflow.lab.studies"
 
 
 # ---------------------------------------------------------------------------------- options
@@ -78,7 +78,7 @@ class StudyOptions:
     overrides : sequence of str
         ``"section.key=value"``, applied to the study's base configuration.
     executor, address, workers, progress
-        How the runs are executed, see :func:`wflow.sweep.run_sweep`.
+        How the runs are executed, see :func:`wflow.lab.sweep.run_sweep`.
     formats : sequence of str or None
         Figure formats; ``None``: ``("png",)`` when quick, else ``("png", "pdf")``;
         empty: no figures.
@@ -310,7 +310,7 @@ def summary_table(paths, keys=("variance", "spectral_rank", "order_parameter", "
 
 
 def _run_figures(paths, outdir, formats, kinds):
-    from . import plotting
+    from wflow.lab import plotting
 
     out = []
     for p in paths:
@@ -401,7 +401,7 @@ class Section6(Study):
         return "\n".join(lines), table
 
     def figures(self, paths, outdir, formats):
-        from . import plotting
+        from wflow.lab import plotting
 
         fam = self.families(paths)
         groups = {"OU": fam["ou"], "oscillating, shared phase": fam["oscillating"]}
@@ -470,7 +470,7 @@ class Energy(Study):
         return "\n".join(lines), table
 
     def figures(self, paths, outdir, formats):
-        from . import plotting
+        from wflow.lab import plotting
 
         _, table = self.summarize(paths)
         out = list(plotting.plot_orders(table, outdir, formats=formats))
@@ -499,7 +499,7 @@ class Laplacian(Study):
         return expand_grid(base, {"model.laplacian_heads": [0, 2, 4]}, name="laplacian")
 
     def figures(self, paths, outdir, formats):
-        from . import plotting
+        from wflow.lab import plotting
 
         _, table = self.summarize(paths)
         out = list(plotting.plot_table_bars(table, outdir, label="run", formats=formats))

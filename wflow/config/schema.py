@@ -9,7 +9,7 @@ ordered table (like scikit-learn's ``_parameter_constraints``). From the table c
   :class:`~wflow.errors.ConfigError` messages (``model.n = 1: must be an integer >= 2``,
   ``unknown key 'solver.dtt': did you mean 'solver.dt'?``);
 * the annotated TOML (the embedded ``wflow/data/default.toml``) and the README's key
-  reference (:mod:`wflow.config_files`: ``toml_document``, ``markdown_table``).
+  reference (:mod:`wflow.config.files`: ``toml_document``, ``markdown_table``).
 
 The built-in table is declared in :mod:`wflow.config`. Another module adds its own keys with
 :func:`register_param` or :func:`register_section_params` (e.g. a weight process declaring

@@ -27,7 +27,7 @@ Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``ste
 
 Adding a diagnostic is one call::
 
-    wflow.series.add_series("mean_z", "point", "mean third coordinate", "dimensionless",
+    wflow.engine.series.add_series("mean_z", "point", "mean third coordinate", "dimensionless",
                             fn=lambda ctx: ctx.X[..., 2].mean(axis=-1))
 """
 
@@ -71,7 +71,7 @@ class Series:
 @dataclass
 class RecordContext:
     r"""What a point series may read at a record: tokens ``X`` (P, n, d), weights ``D``
-    (P, H, d, d), the time ``t``, the :class:`~wflow.attention.Field` ``field`` at
+    (P, H, d, d), the time ``t``, the :class:`~wflow.model.attention.Field` ``field`` at
     :math:`(X_k; D_k)`, the drift ``drift`` :math:`f(D_k, t_k)`, the ``model``, the weight
     ``process`` and the validated ``config``."""
 

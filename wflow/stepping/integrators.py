@@ -24,7 +24,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from . import sphere
+from wflow.core import sphere
 
 __all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "STEPPERS",
            "StepContext", "Stepper", "register_tableau", "register_stepper", "get_stepper",
@@ -63,7 +63,7 @@ class Stepper(Protocol):
 
     ``name`` is the ``solver.method`` value, ``order`` the declared order in Δt, ``series``
     the names of the per-record series the stepper reports (declared in
-    :mod:`wflow.series`); ``step`` returns the new tokens and a dict with those series'
+    :mod:`wflow.engine.series`); ``step`` returns the new tokens and a dict with those series'
     values of this step, each of shape (P,).
     """
 
@@ -93,7 +93,7 @@ def register_stepper(name: str, factory: Callable | None = None):
 def get_stepper(method: str, solver_config: dict | None = None) -> Stepper:
     """The stepper for ``solver.method``; ``ValueError`` naming the allowed values."""
     if method not in STEPPERS:
-        from . import jko  # noqa: F401  (registers "jko")
+        from wflow.stepping import jko  # noqa: F401  (registers "jko")
     try:
         factory = STEPPERS[method]
     except KeyError:
@@ -148,7 +148,7 @@ class RungeKutta:
     ----------
     tableau : ButcherTableau
     retraction : callable ``(X, U) -> X'`` mapping a point and an ambient/tangent
-        increment back to the manifold (default: :func:`wflow.sphere.retract`).
+        increment back to the manifold (default: :func:`wflow.core.sphere.retract`).
     """
 
     series = ()  # no per-step statistics

@@ -6,9 +6,9 @@ global backend switch), so it runs headless; style settings are applied with
 :func:`matplotlib.rc_context` and restored afterwards.
 
 Every function takes a *source*: a path to an HDF5 result file (read with
-:func:`wflow.io.read`, imported lazily), a :class:`wflow.run.Result`, or an
+:func:`wflow.storage.io.read`, imported lazily), a :class:`wflow.engine.run.Result`, or an
 in-memory pair ``(config, arrays)`` (a triple ``(config, arrays, attrs)`` as
-returned by :func:`wflow.io.read` is accepted too).
+returned by :func:`wflow.storage.io.read` is accepted too).
 
 Figures (one file ``<kind>.<fmt>`` per kind and format, fixed size and dpi):
 
@@ -40,22 +40,44 @@ kind; ``kind="all"`` skips such kinds with a logged warning instead.
 
 from __future__ import annotations
 
-import logging
 import os
-import shutil
-from pathlib import Path
+import shutil  # noqa: F401  (animation's ffmpeg lookup; tests patch plotting.shutil.which)
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import hsv_to_rgb
-from matplotlib.figure import Figure
 
-from .analysis import SourceError as PlotInputError
-from .analysis import _cfg, _series, _time, fit_power_law, head_scaling_data
-from .analysis import load_source as _load
-
-log = logging.getLogger(__name__)
+from wflow.lab._figbase import (  # noqa: F401
+    _C,
+    _STYLE,
+    ANIMATION_DPI,
+    ANIMATION_FIGSIZE,
+    DPI,
+    FIGSIZE,
+    KINDS,
+    PlotInputError,
+    _band,
+    _cfg,
+    _check_formats,
+    _circle_axes,
+    _describe,
+    _display_coords,
+    _figure,
+    _load,
+    _path,
+    _quiet_nanwarnings,
+    _save,
+    _scatter_circle,
+    _scatter_sphere,
+    _series,
+    _sigma,
+    _sphere_axes,
+    _time,
+    _token_colours,
+    _tokens,
+    log,
+)
+from wflow.lab.analysis import fit_power_law, head_scaling_data
+from wflow.lab.animation import animate, frame_indices, plot_orders, plot_table_bars  # noqa: F401
 
 __all__ = [
     "KINDS",
@@ -80,225 +102,6 @@ __all__ = [
 ]
 
 #: the figure kinds, in the order ``kind="all"`` draws them
-KINDS = ("snapshots", "G2", "ledger", "balance", "head_scaling", "clustering")
-#: resolution of PNG output (dots per inch); PNG size in pixels = FIGSIZE[kind] * DPI
-DPI = 150
-#: fixed figure sizes in inches, per kind
-FIGSIZE = {
-    "snapshots": (12.8, 3.6),
-    "G2": (6.4, 4.0),
-    "ledger": (6.4, 7.6),
-    "balance": (6.4, 6.4),
-    "head_scaling": (5.6, 4.4),
-    "clustering": (9.6, 5.6),
-}
-#: animation frame size (inches) and resolution
-ANIMATION_FIGSIZE = (4.8, 4.8)
-ANIMATION_DPI = 100
-FORMATS = ("png", "pdf", "svg")
-
-_STYLE = {
-    "font.size": 9,
-    "axes.titlesize": 9,
-    "axes.labelsize": 9,
-    "legend.fontsize": 8,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "figure.titlesize": 10,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.5,
-    "lines.linewidth": 1.4,
-    "legend.frameon": True,
-    "legend.framealpha": 0.85,
-    "legend.edgecolor": "0.85",
-    "legend.fancybox": False,
-    "savefig.dpi": DPI,
-    "pdf.fonttype": 42,
-}
-_C = {  # colour-blind-safe palette (Okabe–Ito)
-    "black": "#000000", "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73",
-    "yellow": "#F0E442", "blue": "#0072B2", "red": "#D55E00", "purple": "#CC79A7",
-    "grey": "#777777",
-}
-_VIEW = (22.0, 35.0)  # (elevation, azimuth) of the 3D camera, degrees
-
-
-# ----------------------------------------------------------------------------- loading
-def _sigma(config):
-    return 1.0 if _cfg(config, "model", "sign", "descent") == "ascent" else -1.0
-
-
-def _describe(config, arrays):
-    """A one-line description of the run for figure titles."""
-    P = next((np.shape(v)[1] for k, v in arrays.items() if k != "t" and np.ndim(v) >= 2), None)
-    parts = [
-        f"H = {_cfg(config, 'model', 'heads', '?')}",
-        f"n = {_cfg(config, 'model', 'n', '?')}",
-        f"d = {_cfg(config, 'model', 'd', '?')}",
-        f"weights: {_cfg(config, 'weights', 'process', '?')}",
-        f"normalisation: {_cfg(config, 'model', 'normalization', '?')}",
-        f"{_cfg(config, 'model', 'sign', 'descent')}",
-    ]
-    if P is not None:
-        parts.append(f"{P} path{'s' if P != 1 else ''}")
-    return ", ".join(parts)
-
-
-def _path(a, p, kind):
-    if not 0 <= p < a.shape[1]:
-        raise PlotInputError(
-            f"{kind}: path_index = {p} out of range (the run has {a.shape[1]} paths)"
-        )
-    return a[:, p]
-
-
-def _save(fig, outdir, kind, formats):
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    out = []
-    for fmt in formats:
-        p = outdir / f"{kind}.{fmt}"
-        fig.savefig(p, format=fmt, dpi=DPI)
-        out.append(p)
-    return out
-
-
-def _check_formats(formats):
-    formats = (formats,) if isinstance(formats, str) else tuple(formats)
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise PlotInputError(f"formats = {formats!r}: allowed values are {', '.join(FORMATS)}")
-    return formats
-
-
-def _figure(kind, **kw):
-    return Figure(figsize=FIGSIZE[kind], dpi=DPI, **kw)
-
-
-def _band(ax, t, Y, color, label, positive=False):
-    """Mean over paths (columns of Y) with a min–max band; returns the line."""
-    Y = np.array(Y, dtype=float)
-    if positive:
-        Y[Y <= 0] = np.nan
-    with np.errstate(all="ignore"), _quiet_nanwarnings():
-        mean = np.nanmean(Y, axis=1)
-        lo, hi = np.nanmin(Y, axis=1), np.nanmax(Y, axis=1)
-    (line,) = ax.plot(t, mean, color=color, label=label)
-    if Y.shape[1] > 1:
-        ax.fill_between(t, lo, hi, color=color, alpha=0.2, linewidth=0)
-    return line
-
-
-class _quiet_nanwarnings:
-    def __enter__(self):
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._w.__exit__(*exc)
-
-
-# ----------------------------------------------------------------------------- geometry
-def _tokens(arrays, kind, path_index):
-    """Token snapshots of one path, (records, n, d); PlotInputError when not stored."""
-    if "X" not in arrays or arrays["X"] is None:
-        raise PlotInputError(
-            f"{kind}: no token snapshots 'X' in the source (set output.store_tokens = true)"
-        )
-    X = np.asarray(arrays["X"], dtype=float)
-    if X.ndim != 4 or X.shape[-1] < 2:
-        raise PlotInputError(
-            f"{kind}: 'X' must have shape (records, P, n, d) with d >= 2, got {X.shape}"
-        )
-    if not 0 <= path_index < X.shape[1]:
-        raise PlotInputError(
-            f"{kind}: path_index = {path_index} out of range (the run has {X.shape[1]} paths)"
-        )
-    return X[:, path_index]
-
-
-def _display_coords(X):
-    """Coordinates to draw, (records, n, k) with k = 2 or 3, and a note for titles.
-
-    d = 2, 3: the tokens themselves. d > 3: the first three principal coordinates
-    (uncentred, so the origin stays the sphere's centre; one basis for all records),
-    renormalised onto S².
-    """
-    d = X.shape[-1]
-    if d <= 3:
-        return X, ""
-    flat = X.reshape(-1, d)
-    _, _, Vt = np.linalg.svd(flat, full_matrices=False)
-    Y = X @ Vt[:3].T
-    nrm = np.linalg.norm(Y, axis=-1, keepdims=True)
-    Y = Y / np.where(nrm > 0, nrm, 1.0)
-    return Y, f"first 3 principal coordinates of $S^{{{d - 1}}}$, normalised"
-
-
-def _token_colours(Y0):
-    """One colour per token from its initial position (hue = azimuth, value = height)."""
-    hue = (np.arctan2(Y0[:, 1], Y0[:, 0]) / (2 * np.pi)) % 1.0
-    z = Y0[:, 2] if Y0.shape[1] > 2 else np.zeros(len(Y0))
-    hsv = np.stack([hue, np.full_like(hue, 0.85), 0.45 + 0.4 * (z + 1) / 2], axis=1)
-    return hsv_to_rgb(hsv)
-
-
-def _camera(elev, azim):
-    e, a = np.deg2rad(elev), np.deg2rad(azim)
-    return np.array([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)])
-
-
-def _sphere_axes(ax, shade=True):
-    """A light unit sphere (shaded, or flat for GIF palettes) with an equator, no axes box."""
-    u = np.linspace(0, 2 * np.pi, 48)
-    v = np.linspace(0, np.pi, 24)
-    xs = np.outer(np.cos(u), np.sin(v))
-    ys = np.outer(np.sin(u), np.sin(v))
-    zs = np.outer(np.ones_like(u), np.cos(v))
-    ax.computed_zorder = False
-    ax.plot_surface(xs, ys, zs, color="#c9d6e8", alpha=0.28, linewidth=0, shade=shade,
-                    antialiased=True, zorder=2, rstride=1, cstride=1)
-    ax.plot(np.cos(u), np.sin(u), 0 * u, color=_C["grey"], lw=0.5, alpha=0.6, zorder=2)
-    ax.view_init(*_VIEW)
-    ax.set_box_aspect((1, 1, 1))
-    lim = 0.78
-    ax.set_xlim(-lim, lim)
-    ax.set_ylim(-lim, lim)
-    ax.set_zlim(-lim, lim)
-    ax.set_axis_off()
-
-
-def _scatter_sphere(ax, Y, colours, size=12):
-    """Tokens on the sphere: the far hemisphere faint behind the surface, the near one on top."""
-    front = Y @ _camera(*_VIEW) >= 0
-    arts = []
-    for mask, alpha, z, s in ((~front, 0.3, 1, 0.6 * size), (front, 1.0, 3, size)):
-        if np.any(mask):
-            arts.append(ax.scatter(Y[mask, 0], Y[mask, 1], Y[mask, 2], c=colours[mask], s=s,
-                                   alpha=alpha, depthshade=False, linewidths=0.3,
-                                   edgecolors="k" if alpha == 1.0 else "none", zorder=z))
-    return arts
-
-
-def _circle_axes(ax):
-    u = np.linspace(0, 2 * np.pi, 200)
-    ax.plot(np.cos(u), np.sin(u), color="#9fb3cf", lw=1.2, zorder=1)
-    ax.set_aspect("equal")
-    ax.set_xlim(-1.2, 1.2)
-    ax.set_ylim(-1.2, 1.2)
-    ax.set_axis_off()
-
-
-def _scatter_circle(ax, Y, colours, size=14):
-    return [ax.scatter(Y[:, 0], Y[:, 1], c=colours, s=size, linewidths=0.3, edgecolors="k",
-                       zorder=3)]
-
-
 # ----------------------------------------------------------------------------- kinds
 def plot_snapshots(src, outdir=".", formats=("png", "pdf"), path_index=0):
     """Tokens of one path at four record times (first, two intermediate, last).
@@ -666,7 +469,7 @@ def plot(src, kind="all", outdir=".", formats=("png", "pdf"), path_index=0):
     Parameters
     ----------
     src : path, Result or (config, arrays)
-        An HDF5 result file, a :class:`wflow.run.Result` or ``(config, arrays)``.
+        An HDF5 result file, a :class:`wflow.engine.run.Result` or ``(config, arrays)``.
     kind : str or list of str
         ``"all"``, one of :data:`KINDS`, or a list of them. ``"head_scaling"`` with one
         source draws a single point (use :func:`plot_head_scaling` with several runs).
@@ -711,186 +514,3 @@ def plot(src, kind="all", outdir=".", formats=("png", "pdf"), path_index=0):
     return out
 
 
-# ----------------------------------------------------------------------------- animation
-def frame_indices(records, max_frames):
-    """Indices of ``min(records, max_frames)`` records, evenly spread, first and last included."""
-    if records < 1:
-        raise PlotInputError("animate: the source has no records")
-    if max_frames < 1:
-        raise PlotInputError(f"max_frames = {max_frames}: must be at least 1")
-    m = min(records, int(max_frames))
-    if m == 1:
-        return np.array([0])
-    return np.round(np.linspace(0, records - 1, m)).astype(int)
-
-
-def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
-    """Animate the stored token snapshots of one path.
-
-    S² (d = 3) on a shaded sphere, S¹ (d = 2) on a circle, d > 3 on the sphere of the
-    first three principal coordinates (normalised). Tokens keep the colour of their
-    initial position.
-
-    Parameters
-    ----------
-    src : path, Result or (config, arrays)
-        Needs token snapshots ``X``.
-    out : path-like
-        ``*.gif`` (Pillow) or ``*.mp4`` (needs ``ffmpeg`` on PATH).
-    fps : int
-        Frames per second.
-    path_index : int
-    max_frames : int
-        At most this many frames, evenly subsampled from the records: the animation
-        has ``min(records, max_frames)`` frames.
-
-    Returns
-    -------
-    Path
-        ``out``.
-    """
-    from matplotlib.animation import FFMpegWriter, PillowWriter
-
-    out = Path(out)
-    ext = out.suffix.lower()
-    if ext == ".gif":
-        writer = PillowWriter(fps=fps)
-    elif ext == ".mp4":
-        if shutil.which("ffmpeg") is None:
-            raise PlotInputError(f"animate: {str(out)!r} needs ffmpeg on PATH (not found); "
-                                 "write a .gif instead")
-        writer = FFMpegWriter(fps=fps)
-    else:
-        raise PlotInputError(f"animate: out = {str(out)!r}: the file must end in .gif or .mp4")
-    config, arrays = _load(src)
-    X = _tokens(arrays, "animate", path_index)
-    t = _time(arrays)
-    Y, note = _display_coords(X)
-    frames = frame_indices(len(t), max_frames)
-    three = Y.shape[-1] == 3
-    colours = _token_colours(Y[0] if three else np.pad(Y[0], ((0, 0), (0, 1))))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with matplotlib.rc_context(_STYLE):
-        fig = Figure(figsize=ANIMATION_FIGSIZE, dpi=ANIMATION_DPI)
-        FigureCanvasAgg(fig)
-        if three:
-            ax = fig.add_subplot(projection="3d")
-            # a flat surface leaves the GIF palette to the tokens
-            _sphere_axes(ax, shade=ext != ".gif")
-            fig.subplots_adjust(left=-0.05, right=1.05, bottom=-0.05, top=0.95)
-            draw = _scatter_sphere
-        else:
-            ax = fig.add_subplot()
-            _circle_axes(ax)
-            fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.9)
-            draw = _scatter_circle
-        head = (f"H = {_cfg(config, 'model', 'heads', '?')}, n = {X.shape[1]}, "
-                f"path {path_index}" + (f"\n{note}" if note else ""))
-        title = fig.suptitle("")
-        arts = []
-        with writer.saving(fig, str(out), dpi=ANIMATION_DPI):
-            for r in frames:
-                for a in arts:
-                    a.remove()
-                arts = draw(ax, Y[r], colours)
-                title.set_text(f"$t = {t[r]:.3f}$   ({head})")
-                writer.grab_frame()
-    return out
-
-
-# ----------------------------------------------------------------------------- study summaries
-#: sizes (inches) of the study summary figures
-SUMMARY_FIGSIZE = {"orders": (5.6, 4.4), "table": (8.0, 5.2)}
-
-
-def plot_orders(table, outdir=".", formats=("png", "pdf"), x="dt", y="ledger_residual",
-                group="method"):
-    r"""Log–log plot of an error against the step, one line per group, with the fitted order.
-
-    For each group g the fit is :math:`\log|e| = p_g \log\Delta t + c_g` (least squares),
-    drawn dashed and named with its order :math:`p_g` (the ``energy`` study: the exact
-    ledger residual :math:`|R(T)|` against :math:`\Delta t` per solver).
-
-    Parameters
-    ----------
-    table : dict
-        Column table (column → list of equal length) with columns ``x``, ``y`` and ``group``.
-    outdir : path-like
-    formats : sequence of str
-    x, y, group : str
-        Column names.
-
-    Returns
-    -------
-    list of Path
-        ``orders.<fmt>``.
-    """
-    formats = _check_formats(formats)
-    X = np.asarray(table[x], dtype=float)
-    Y = np.abs(np.asarray(table[y], dtype=float))
-    G = np.asarray(table[group]).astype(str)
-    colours = [_C["blue"], _C["red"], _C["green"], _C["orange"], _C["purple"], _C["sky"]]
-    with matplotlib.rc_context(_STYLE):
-        fig = Figure(figsize=SUMMARY_FIGSIZE["orders"], dpi=DPI, layout="constrained")
-        ax = fig.add_subplot()
-        for j, g in enumerate(dict.fromkeys(G)):
-            c = colours[j % len(colours)]
-            sel = (G == g) & (X > 0) & (Y > 0)
-            xs, ys = X[sel], Y[sel]
-            ax.plot(xs, ys, "o", color=c, ms=5)
-            if xs.size >= 2:
-                p, c0 = np.polyfit(np.log(xs), np.log(ys), 1)
-                xx = np.geomspace(xs.min(), xs.max(), 20)
-                ax.plot(xx, np.exp(c0) * xx ** p, "--", color=c, lw=1.0,
-                        label=f"{g}: order {p:.2f}")
-            else:
-                ax.plot([], [], "o", color=c, label=str(g))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(r"step $\Delta t$" if x == "dt" else x)
-        ax.set_ylabel(r"ledger residual $|R(T)|$" if y == "ledger_residual" else y)
-        ax.set_title("Fitted orders (least squares on log–log axes)")
-        ax.legend(loc="best")
-        return _save(fig, outdir, "orders", formats)
-
-
-def plot_table_bars(table, outdir=".", label="run", formats=("png", "pdf")):
-    """Grouped bars of a study's summary table: one panel per numeric column, one bar per row.
-
-    Parameters
-    ----------
-    table : dict
-        Column table (column → list of equal length); ``label`` names the rows.
-    outdir : path-like
-    label : str
-        The column of row names.
-    formats : sequence of str
-
-    Returns
-    -------
-    list of Path
-        ``table.<fmt>``.
-    """
-    formats = _check_formats(formats)
-    names = [str(v) for v in table[label]]
-    cols = [k for k in table if k != label]
-    if not names or not cols:
-        raise PlotInputError("table: nothing to draw (no rows or no numeric columns)")
-    with matplotlib.rc_context(_STYLE):
-        fig = Figure(figsize=SUMMARY_FIGSIZE["table"], dpi=DPI, layout="constrained")
-        ncol = min(3, len(cols))
-        nrow = -(-len(cols) // ncol)
-        colours = [_C["blue"], _C["red"], _C["green"], _C["orange"], _C["purple"], _C["sky"]]
-        handles = None
-        for i, k in enumerate(cols):
-            ax = fig.add_subplot(nrow, ncol, i + 1)
-            vals = np.asarray(table[k], dtype=float)
-            bars = ax.bar(range(len(names)), vals, color=[colours[j % len(colours)]
-                                                          for j in range(len(names))])
-            handles = handles or list(bars)
-            ax.set_title(k)
-            ax.set_xticks([])
-            ax.grid(axis="x", visible=False)
-        fig.legend(handles, names, loc="outside lower center", ncols=min(3, len(names)))
-        fig.suptitle("Final record, mean over paths")
-        return _save(fig, outdir, "table", formats)

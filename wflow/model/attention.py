@@ -15,8 +15,8 @@ Tokens move with :math:`\dot x_i = \sigma v_i`; the energy
 :math:`E = \frac{1}{2\beta H n^2}\sum_{h,i,j} e^{s^h_{ij}}` and the gradient
 :math:`g_i = P_{x_i}\frac1H\sum_h Z_h\sum_j\pi^h_{ij} D_h x_j` use the D_h of all
 heads. Two backends compute the same numbers: ``"numba"`` (one fused pass over
-the pairs, :mod:`wflow._kernels`) and ``"numpy"`` (dense reference,
-:mod:`wflow._reference`).
+the pairs, :mod:`wflow.core._kernels`) and ``"numpy"`` (dense reference,
+:mod:`wflow.core._reference`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import field as dc_field
 
 import numpy as np
 
-from ._reference import NORMALIZATIONS
-from .errors import ConfigError
+from wflow.core._reference import NORMALIZATIONS
+from wflow.errors import ConfigError
 
 __all__ = ["AttentionModel", "Field", "field", "energy", "laplacian_indices", "NORMALIZATIONS",
            "SIGNS", "MASKS", "BACKENDS", "PRECISIONS", "EXPS"]
@@ -160,7 +160,7 @@ class AttentionModel:
         lap = np.zeros(H, dtype=bool)
         lap[list(self.laplacian)] = True
         if self.backend == "numba":
-            from . import _kernels
+            from wflow.core import _kernels
 
             Xk = X.astype(np.float32) if self.precision == "float32" else X
             out = _kernels.fused_pass(
@@ -168,7 +168,7 @@ class AttentionModel:
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
             )
             return Field(*out)
-        from ._reference import field_reference
+        from wflow.core._reference import field_reference
 
         res = [
             field_reference(
@@ -198,7 +198,7 @@ def _as_batch(X, D):
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(D))):
         raise ConfigError("X and D must be finite")
     if np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)) > 1e-8:
-        raise ConfigError("X: every token must lie on the unit sphere (use wflow.sphere.normalize)")
+        raise ConfigError("X: every token must lie on the unit sphere (use wflow.core.sphere.normalize)")
     if np.max(np.abs(D - D.transpose(0, 2, 1))) > 1e-10 * max(1.0, np.max(np.abs(D))):
         raise ConfigError("D: every D_h must be symmetric (docs/model.md §1); use values= for general V_h")
     return X[None], D[None]

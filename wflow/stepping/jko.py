@@ -25,12 +25,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from . import sphere
-from .integrators import StepContext, register_stepper
+from wflow.core import sphere
+from wflow.stepping.integrators import StepContext, register_stepper
 
 __all__ = ["JKO", "exp_map_vjp", "JKO_SERIES"]
 
-#: the per-record statistics of the last JKO step (declared in :mod:`wflow.series`)
+#: the per-record statistics of the last JKO step (declared in :mod:`wflow.engine.series`)
 JKO_SERIES = ("jko_iterations", "jko_converged", "jko_objective_drop", "jko_w2", "jko_identity")
 
 
@@ -122,7 +122,7 @@ class JKO:
             "identity": np.nan,
         }
         if self.check_coupling and n <= self.max_n:
-            from .diagnostics import w2_geodesic
+            from wflow.model.diagnostics import w2_geodesic
 
             w2, plan = w2_geodesic(X, Y, return_plan=True)
             info["w2"] = w2
@@ -130,7 +130,7 @@ class JKO:
         return Y, info
 
     def step(self, ctx: StepContext):
-        """The :class:`~wflow.integrators.Stepper` protocol, batched over paths: ``ctx.X``
+        """The :class:`~wflow.stepping.integrators.Stepper` protocol, batched over paths: ``ctx.X``
         (P, n, d), ``ctx.mobility`` (P, n), ``ctx.energy_grad(p, Y)``.
 
         Returns X' (P, n, d) and a dict of (P,) arrays named :data:`JKO_SERIES`.

@@ -1,0 +1,239 @@
+r"""Shared style, file handling and token geometry of wflow's figures (matplotlib's Agg
+canvas, no pyplot): used by :mod:`wflow.lab.plotting` and :mod:`wflow.lab.animation` only."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib  # noqa: F401  (style context for the figure modules)
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import hsv_to_rgb
+from matplotlib.figure import Figure
+
+from wflow.lab.analysis import SourceError as PlotInputError  # noqa: F401  (re-exported)
+from wflow.lab.analysis import _cfg, _series, _time  # noqa: F401  (re-exported)
+from wflow.lab.analysis import load_source as _load  # noqa: F401  (re-exported)
+
+log = logging.getLogger("wflow.lab.plotting")
+
+KINDS = ("snapshots", "G2", "ledger", "balance", "head_scaling", "clustering")
+#: resolution of PNG output (dots per inch); PNG size in pixels = FIGSIZE[kind] * DPI
+DPI = 150
+#: fixed figure sizes in inches, per kind
+FIGSIZE = {
+    "snapshots": (12.8, 3.6),
+    "G2": (6.4, 4.0),
+    "ledger": (6.4, 7.6),
+    "balance": (6.4, 6.4),
+    "head_scaling": (5.6, 4.4),
+    "clustering": (9.6, 5.6),
+}
+#: animation frame size (inches) and resolution
+ANIMATION_FIGSIZE = (4.8, 4.8)
+ANIMATION_DPI = 100
+FORMATS = ("png", "pdf", "svg")
+
+_STYLE = {
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "figure.titlesize": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "lines.linewidth": 1.4,
+    "legend.frameon": True,
+    "legend.framealpha": 0.85,
+    "legend.edgecolor": "0.85",
+    "legend.fancybox": False,
+    "savefig.dpi": DPI,
+    "pdf.fonttype": 42,
+}
+_C = {  # colour-blind-safe palette (Okabe–Ito)
+    "black": "#000000", "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73",
+    "yellow": "#F0E442", "blue": "#0072B2", "red": "#D55E00", "purple": "#CC79A7",
+    "grey": "#777777",
+}
+_VIEW = (22.0, 35.0)  # (elevation, azimuth) of the 3D camera, degrees
+
+
+# ----------------------------------------------------------------------------- loading
+def _sigma(config):
+    return 1.0 if _cfg(config, "model", "sign", "descent") == "ascent" else -1.0
+
+
+def _describe(config, arrays):
+    """A one-line description of the run for figure titles."""
+    P = next((np.shape(v)[1] for k, v in arrays.items() if k != "t" and np.ndim(v) >= 2), None)
+    parts = [
+        f"H = {_cfg(config, 'model', 'heads', '?')}",
+        f"n = {_cfg(config, 'model', 'n', '?')}",
+        f"d = {_cfg(config, 'model', 'd', '?')}",
+        f"weights: {_cfg(config, 'weights', 'process', '?')}",
+        f"normalisation: {_cfg(config, 'model', 'normalization', '?')}",
+        f"{_cfg(config, 'model', 'sign', 'descent')}",
+    ]
+    if P is not None:
+        parts.append(f"{P} path{'s' if P != 1 else ''}")
+    return ", ".join(parts)
+
+
+def _path(a, p, kind):
+    if not 0 <= p < a.shape[1]:
+        raise PlotInputError(
+            f"{kind}: path_index = {p} out of range (the run has {a.shape[1]} paths)"
+        )
+    return a[:, p]
+
+
+def _save(fig, outdir, kind, formats):
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    out = []
+    for fmt in formats:
+        p = outdir / f"{kind}.{fmt}"
+        fig.savefig(p, format=fmt, dpi=DPI)
+        out.append(p)
+    return out
+
+
+def _check_formats(formats):
+    formats = (formats,) if isinstance(formats, str) else tuple(formats)
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise PlotInputError(f"formats = {formats!r}: allowed values are {', '.join(FORMATS)}")
+    return formats
+
+
+def _figure(kind, **kw):
+    return Figure(figsize=FIGSIZE[kind], dpi=DPI, **kw)
+
+
+def _band(ax, t, Y, color, label, positive=False):
+    """Mean over paths (columns of Y) with a min–max band; returns the line."""
+    Y = np.array(Y, dtype=float)
+    if positive:
+        Y[Y <= 0] = np.nan
+    with np.errstate(all="ignore"), _quiet_nanwarnings():
+        mean = np.nanmean(Y, axis=1)
+        lo, hi = np.nanmin(Y, axis=1), np.nanmax(Y, axis=1)
+    (line,) = ax.plot(t, mean, color=color, label=label)
+    if Y.shape[1] > 1:
+        ax.fill_between(t, lo, hi, color=color, alpha=0.2, linewidth=0)
+    return line
+
+
+class _quiet_nanwarnings:
+    def __enter__(self):
+        import warnings
+
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._w.__exit__(*exc)
+
+
+# ----------------------------------------------------------------------------- geometry
+def _tokens(arrays, kind, path_index):
+    """Token snapshots of one path, (records, n, d); PlotInputError when not stored."""
+    if "X" not in arrays or arrays["X"] is None:
+        raise PlotInputError(
+            f"{kind}: no token snapshots 'X' in the source (set output.store_tokens = true)"
+        )
+    X = np.asarray(arrays["X"], dtype=float)
+    if X.ndim != 4 or X.shape[-1] < 2:
+        raise PlotInputError(
+            f"{kind}: 'X' must have shape (records, P, n, d) with d >= 2, got {X.shape}"
+        )
+    if not 0 <= path_index < X.shape[1]:
+        raise PlotInputError(
+            f"{kind}: path_index = {path_index} out of range (the run has {X.shape[1]} paths)"
+        )
+    return X[:, path_index]
+
+
+def _display_coords(X):
+    """Coordinates to draw, (records, n, k) with k = 2 or 3, and a note for titles.
+
+    d = 2, 3: the tokens themselves. d > 3: the first three principal coordinates
+    (uncentred, so the origin stays the sphere's centre; one basis for all records),
+    renormalised onto S².
+    """
+    d = X.shape[-1]
+    if d <= 3:
+        return X, ""
+    flat = X.reshape(-1, d)
+    _, _, Vt = np.linalg.svd(flat, full_matrices=False)
+    Y = X @ Vt[:3].T
+    nrm = np.linalg.norm(Y, axis=-1, keepdims=True)
+    Y = Y / np.where(nrm > 0, nrm, 1.0)
+    return Y, f"first 3 principal coordinates of $S^{{{d - 1}}}$, normalised"
+
+
+def _token_colours(Y0):
+    """One colour per token from its initial position (hue = azimuth, value = height)."""
+    hue = (np.arctan2(Y0[:, 1], Y0[:, 0]) / (2 * np.pi)) % 1.0
+    z = Y0[:, 2] if Y0.shape[1] > 2 else np.zeros(len(Y0))
+    hsv = np.stack([hue, np.full_like(hue, 0.85), 0.45 + 0.4 * (z + 1) / 2], axis=1)
+    return hsv_to_rgb(hsv)
+
+
+def _camera(elev, azim):
+    e, a = np.deg2rad(elev), np.deg2rad(azim)
+    return np.array([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)])
+
+
+def _sphere_axes(ax, shade=True):
+    """A light unit sphere (shaded, or flat for GIF palettes) with an equator, no axes box."""
+    u = np.linspace(0, 2 * np.pi, 48)
+    v = np.linspace(0, np.pi, 24)
+    xs = np.outer(np.cos(u), np.sin(v))
+    ys = np.outer(np.sin(u), np.sin(v))
+    zs = np.outer(np.ones_like(u), np.cos(v))
+    ax.computed_zorder = False
+    ax.plot_surface(xs, ys, zs, color="#c9d6e8", alpha=0.28, linewidth=0, shade=shade,
+                    antialiased=True, zorder=2, rstride=1, cstride=1)
+    ax.plot(np.cos(u), np.sin(u), 0 * u, color=_C["grey"], lw=0.5, alpha=0.6, zorder=2)
+    ax.view_init(*_VIEW)
+    ax.set_box_aspect((1, 1, 1))
+    lim = 0.78
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_zlim(-lim, lim)
+    ax.set_axis_off()
+
+
+def _scatter_sphere(ax, Y, colours, size=12):
+    """Tokens on the sphere: the far hemisphere faint behind the surface, the near one on top."""
+    front = Y @ _camera(*_VIEW) >= 0
+    arts = []
+    for mask, alpha, z, s in ((~front, 0.3, 1, 0.6 * size), (front, 1.0, 3, size)):
+        if np.any(mask):
+            arts.append(ax.scatter(Y[mask, 0], Y[mask, 1], Y[mask, 2], c=colours[mask], s=s,
+                                   alpha=alpha, depthshade=False, linewidths=0.3,
+                                   edgecolors="k" if alpha == 1.0 else "none", zorder=z))
+    return arts
+
+
+def _circle_axes(ax):
+    u = np.linspace(0, 2 * np.pi, 200)
+    ax.plot(np.cos(u), np.sin(u), color="#9fb3cf", lw=1.2, zorder=1)
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.2, 1.2)
+    ax.set_ylim(-1.2, 1.2)
+    ax.set_axis_off()
+
+
+def _scatter_circle(ax, Y, colours, size=14):
+    return [ax.scatter(Y[:, 0], Y[:, 1], c=colours, s=size, linewidths=0.3, edgecolors="k",
+                       zorder=3)]
+
+

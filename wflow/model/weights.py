@@ -1,0 +1,438 @@
+r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` [model §5].
+
+Every process has a drift :math:`f(D, t)` and advances the weights of ``P``
+Monte Carlo paths by one step,
+
+.. math::
+
+    D_{k+1} = D_k + f(D_k, t_k)\,\Delta t + \xi_k ,
+
+where :math:`\xi_k` is the realised noise increment (``noise_increment``).
+
+Shapes: the weights of one path are ``(H, d, d)`` (symmetric, heads 0-based);
+batched over paths they are ``(P, H, d, d)``. A stochastic step draws for path
+``p`` only from ``rngs[p]`` (one call per step per path), so the result of a
+path does not depend on how paths are batched.
+
+Symmetry of input weights is checked within a relative tolerance
+``SYM_RTOL = 1e-10`` of the largest absolute entry of the whole array, and the
+array is then symmetrised as :math:`(A + A^T)/2`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from wflow.errors import ConfigError
+
+__all__ = [
+    "SYM_RTOL",
+    "initial_weights",
+    "check_weights",
+    "load_weight_file",
+    "WeightProcess",
+    "Frozen",
+    "OrnsteinUhlenbeck",
+    "DrivenOU",
+    "brownian_increments",
+    "Oscillating",
+    "Layers",
+    "FromFile",
+    "make_process",
+    "register_process",
+    "get_process",
+    "PROCESSES",
+]
+
+SYM_RTOL = 1e-10
+#: weights.process -> WeightProcess subclass; filled by :func:`register_process`
+PROCESSES: dict = {}
+#: the entry-point group through which installed packages add weight processes
+ENTRY_POINT_GROUP = "wflow.model.processes"
+# The allowed values of the weight options, defined once (wflow.config's schema imports them).
+#: the schemes of each process that has a choice; the first is the process' default
+SCHEMES_BY_PROCESS = {"ou": ("euler_maruyama", "exact"), "oscillating": ("euler", "exact")}
+PHASES = ("shared", "spread")
+INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file")  # init.weights ("given": the API)
+LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
+WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _sym(A):
+    """Symmetric part over the last two axes, :math:`(A + A^T)/2` (exact for symmetric A)."""
+    return (A + np.swapaxes(A, -1, -2)) / 2
+
+
+def _validated(A, name, ndims=(3,), H=None, d=None):
+    """Numeric, shape (..., H, d, d), finite, symmetric within SYM_RTOL; symmetrised copy."""
+    if np.iscomplexobj(A):
+        raise ConfigError(f"{name}: complex values: weights must be real numbers")
+    try:
+        A = np.array(A, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: not a numeric array: weights must be real numbers") from None
+    want = "(H, d, d)" if ndims == (3,) else "(H, d, d) or (K, H, d, d)"
+    ok = A.ndim in ndims and A.shape[-1] == A.shape[-2] >= 2
+    ok = ok and (H is None or A.shape[-3] == H) and (d is None or A.shape[-1] == d)
+    if not ok:
+        sizes = f" with H = {H if H is not None else 'any'}, d = {d if d is not None else 'any'}"
+        raise ConfigError(f"{name}: shape {A.shape}: expected {want}{sizes} (d >= 2)")
+    if not np.all(np.isfinite(A)):
+        raise ConfigError(f"{name}: contains NaN or inf: all entries must be finite")
+    scale = float(np.max(np.abs(A)))
+    asym = float(np.max(np.abs(A - np.swapaxes(A, -1, -2))))
+    if asym > SYM_RTOL * scale:
+        raise ConfigError(
+            f"{name}: not symmetric: max|A - A^T| = {asym:.3g} exceeds "
+            f"{SYM_RTOL:g} * max|A| = {SYM_RTOL * scale:.3g}"
+        )
+    return _sym(A)
+
+
+def check_weights(A, H=None, d=None, name="weights"):
+    r"""Validate one weight set and return a symmetrised float copy.
+
+    .. math::
+
+        A \mapsto (A + A^T)/2 \quad\text{if}\quad
+        \max|A - A^T| \le 10^{-10} \max|A| .
+
+    Parameters
+    ----------
+    A : array_like, shape (H, d, d)
+        Interaction matrices, one per head; real and finite.
+    H, d : int, optional
+        Expected number of heads and dimension (not checked when None).
+    name : str
+        Field name used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray, shape (H, d, d)
+        A new float64 array, exactly symmetric.
+
+    Raises
+    ------
+    ConfigError
+        Wrong shape, non-numeric, non-finite or non-symmetric input (one line naming ``name``).
+    """
+    return _validated(A, name, (3,), H, d)
+
+
+def _number(x, field, minimum=0.0, strict=False):
+    """A finite float >= minimum (> minimum if ``strict``; no bound if minimum is None)."""
+    bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+    allowed = "finite numbers" + bound
+    v = float("nan")
+    if not isinstance(x, bool):
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            pass
+    if not np.isfinite(v) or (minimum is not None and (v < minimum or (strict and v == minimum))):
+        raise ConfigError(f"{field} = {x!r}: allowed values are {allowed}")
+    return v
+
+
+def _choice(x, field, allowed, aliases=None):
+    x = (aliases or {}).get(x, x)
+    if x not in allowed:
+        raise ConfigError(f"{field} = {x!r}: allowed values are {', '.join(allowed)}")
+    return x
+
+
+def _batch(D, H=None, d=None):
+    """Weights of P paths as a float array of shape (P, H, d, d)."""
+    D = np.asarray(D, dtype=float)
+    if D.ndim != 4 or (H is not None and D.shape[1] != H) or (d is not None and D.shape[-1] != d):
+        raise ValueError(f"weights of shape {D.shape}: expected (P, H, d, d) with H={H}, d={d}")
+    return D
+
+
+# --------------------------------------------------------------------------- initial weights, files
+
+
+def initial_weights(kind, H, d, rng, given=None):
+    r"""Initial interaction matrices :math:`D_h(0)`, one set shared by all paths.
+
+    .. math::
+
+        \text{symmetric\_gaussian: } D_h(0) = \Xi_h + \Xi_h^T,\ \Xi_h \text{ iid } N(0, 1);
+        \qquad \text{identity: } D_h(0) = I .
+
+    Parameters
+    ----------
+    kind : {"symmetric_gaussian", "identity", "given", "file"}
+        ``symmetric_gaussian`` draws ``rng.standard_normal((H, d, d))`` (this draw
+        order, as the reference simulation); ``given``/``file`` validate ``given``
+        with :func:`check_weights`.
+    H, d : int
+        Number of heads and dimension.
+    rng : numpy.random.Generator
+        Used only by ``symmetric_gaussian``.
+    given : array_like of shape (H, d, d), or str or os.PathLike, optional
+        The weights, or a weight file (:func:`load_weight_file`; of a trajectory
+        ``(K, H, d, d)`` the first set is used).
+
+    Returns
+    -------
+    numpy.ndarray, shape (H, d, d)
+        Symmetric float64 weights. Var of a diagonal entry is 4, of an off-diagonal 2
+        for ``symmetric_gaussian``.
+    """
+    if kind == "symmetric_gaussian":
+        X = rng.standard_normal((H, d, d))
+        return X + X.transpose(0, 2, 1)
+    if kind == "identity":
+        return np.tile(np.eye(d), (H, 1, 1))
+    if kind in ("given", "file"):
+        if given is None:
+            raise ConfigError(f"init.weights = {kind!r}: needs the weights (array or file path)")
+        name = "init.weights"
+        if isinstance(given, (str, os.PathLike)):
+            name = f"{given}: key 'D'"
+            given = load_weight_file(given)["D"]
+            given = given[0] if given.ndim == 4 else given
+        return check_weights(given, H, d, name=name)
+    raise ConfigError(
+        f"init.weights = {kind!r}: allowed values are symmetric_gaussian, identity, given, file"
+    )
+
+
+def load_weight_file(path):
+    r"""Read weights from an NPZ or HDF5 file (inputs are data: no pickling).
+
+    .. math::
+
+        D \in \mathbb{R}^{H\times d\times d} \ \text{(one set)} \quad\text{or}\quad
+        D \in \mathbb{R}^{K\times H\times d\times d},\ t \in \mathbb{R}^K \ \text{(trajectory)}.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.npz`` (read with ``allow_pickle=False``) or ``.h5``/``.hdf5``; key/dataset
+        ``"D"`` of shape (H, d, d) or (K, H, d, d), optional ``"t"`` of shape (K,)
+        (strictly increasing; shape (1,) for a single set).
+
+    Returns
+    -------
+    dict
+        ``{"D": ndarray, "t": ndarray or None}``; ``D`` is checked for finiteness and
+        symmetry (within ``SYM_RTOL``) and symmetrised.
+
+    Raises
+    ------
+    ConfigError
+        Any problem, one line naming the file and the key.
+    """
+    from wflow.storage.io import read_arrays
+
+    where = str(path)
+    raw = read_arrays(path, ("D", "t"), what="weight file")
+    if "D" not in raw:
+        raise ConfigError(
+            f"{where}: key 'D' missing: expected a dataset 'D' of shape (H, d, d) or (K, H, d, d)"
+        )
+    for k, v in raw.items():
+        if v.dtype.kind not in "biuf":
+            raise ConfigError(f"{where}: key {k!r} has dtype {v.dtype}: expected real numbers")
+    D = _validated(raw["D"], f"{where}: key 'D'", (3, 4))
+    t = None
+    if "t" in raw:
+        t = np.asarray(raw["t"], dtype=float)
+        K = D.shape[0] if D.ndim == 4 else 1
+        if t.shape != (K,):
+            raise ConfigError(f"{where}: key 't' has shape {t.shape}: expected ({K},) to match 'D'")
+        if not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+            raise ConfigError(f"{where}: key 't': values must be finite and strictly increasing")
+    return {"D": D, "t": t}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def register_process(cls):
+    """Class decorator: make ``cls`` the weight process of ``weights.process = cls.name``.
+
+    A process from outside wflow is found in a new interpreter (``wflow resume``, a Dask
+    worker) in one of two ways: an installed package declares it in the entry-point group
+    ``wflow.model.processes`` (``name = "package.module:Class"``), or the configuration names it
+    by module path, ``weights.process = "package.module:Class"`` — the result file stores
+    the configuration, so a resume imports it again.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
+        raise TypeError("register_process: expected a WeightProcess subclass")
+    PROCESSES[cls.name] = cls
+    return cls
+
+
+def get_process(name: str):
+    """The process class of ``weights.process = name``: the registry, then the entry points
+    of ``wflow.model.processes``, then a ``module:Class`` path. ``ValueError`` naming the allowed
+    values otherwise."""
+    if name in PROCESSES:
+        return PROCESSES[name]
+    from importlib import import_module, metadata
+
+    try:
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name == name:
+                return register_process(ep.load())
+    except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, not fatal here
+        raise ValueError(f"process = {name!r}: its entry point failed to load ({exc})") from None
+    if isinstance(name, str) and ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"process = {name!r}: cannot import it ({exc})") from None
+        if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
+            raise ValueError(f"process = {name!r}: not a WeightProcess subclass")
+        PROCESSES.setdefault(name, cls)
+        return cls
+    raise ValueError(f"process = {name!r}: allowed values are {', '.join(PROCESSES)} "
+                     "or 'module:Class'")
+
+
+class WeightProcess:
+    r"""Base class and protocol of the weight processes [model §5].
+
+    .. math::
+
+        D_{k+1} = D_k + f(D_k, t_k)\,\Delta t + \xi_k .
+
+    A process declares, in one place (its class): its config name ``name``, the
+    ``[weights]`` keys it reads with their defaults (``params``), how it is built from
+    them (:meth:`from_config`), its initial weights (:meth:`initial`), its drift, its step,
+    its realised noise, and its expected Itô rate (:meth:`ito_rate`). The run loop names
+    no process.
+
+    Attributes
+    ----------
+    name : str
+        The ``weights.process`` value.
+    params : dict
+        ``[weights]`` keys this process reads and their defaults.
+    deterministic : bool
+        True when a step draws no random numbers.
+    """
+
+    name = "base"
+    params: dict = {}
+    deterministic = True
+
+    @classmethod
+    def from_config(cls, spec: dict, H: int, d: int, dt: float):
+        """Build the process from the ``[weights]`` table (keys of :attr:`params`)."""
+        return cls()
+
+    def initial(self, D0):
+        """:math:`D(0)` given the drawn initial weights ``D0`` (P, H, d, d): ``D0`` itself,
+        unless the process prescribes its own trajectory."""
+        return D0
+
+    def ito_rate(self, beta, ito_sum):
+        r"""Expected Itô rate of the energy per path, from the kernel's ``ito_sum`` (P,):
+        0 for a process without Brownian noise."""
+        return np.zeros(np.shape(ito_sum))
+
+    @property
+    def needs_ito(self) -> bool:
+        """Whether :meth:`ito_rate` uses ``ito_sum`` (the kernel then computes it)."""
+        return False
+
+    def drift(self, D, t):
+        r"""Drift :math:`f(D, t)`, same shape as ``D`` ((H, d, d) or (P, H, d, d))."""
+        raise NotImplementedError
+
+    def step(self, D, t, dt, rngs=None):
+        r"""Advance ``D`` (P, H, d, d) from ``t`` to ``t + dt``; a new, exactly symmetric array.
+
+        ``rngs`` is a list of P generators (path p draws only from ``rngs[p]``);
+        deterministic processes ignore it (None allowed).
+        """
+        raise NotImplementedError
+
+    def noise_increment(self, D, D_next, t, dt):
+        r"""Realised noise increment of a step produced by :meth:`step`.
+
+        .. math::
+
+            \xi = D_{\text{next}} - D - f(D, t)\,\Delta t .
+
+        Parameters
+        ----------
+        D, D_next : numpy.ndarray, shape (P, H, d, d)
+            Weights at ``t`` and ``t + dt``.
+        t, dt : float
+        """
+        D = np.asarray(D, dtype=float)
+        return np.asarray(D_next, dtype=float) - D - self.drift(D, t) * dt
+
+    def describe(self):
+        """JSON-able parameters, for provenance."""
+        return {"process": self.name}
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def make_process(spec, H, d, dt):
+    r"""Build the weight process of a ``[weights]`` table [model §10].
+
+    .. math::
+
+        \text{process} \in
+        \{\text{frozen}, \text{ou}, \text{oscillating}, \text{layers}, \text{file}\}.
+
+    Parameters
+    ----------
+    spec : dict
+        Keys: ``process`` (default "frozen"); for ``ou``: ``rate`` (1), ``mean`` (None = I),
+        ``noise_var`` (2), ``scheme`` ("euler_maruyama" | "exact"; "euler" accepted as
+        an alias); for ``oscillating``: ``phase`` ("shared" | "spread"), ``scheme``
+        ("euler" | "exact"; "euler_maruyama" accepted as an alias); for ``layers``:
+        ``layers``, a list of ``{"duration": float, "weights": "identity" |
+        "symmetric_gaussian" | path | array, "seed": int}`` — ``symmetric_gaussian``
+        draws :math:`\Xi + \Xi^T` from ``np.random.default_rng(seed)`` (the seed is
+        required); for ``file``: ``file``, a path read by :func:`load_weight_file`
+        (without ``t`` a trajectory is one set per step, :math:`t_k = k\,\Delta t`).
+        Other keys are ignored.
+    H, d : int
+        Number of heads and dimension.
+    dt : float
+        Time step (layer rounding, default file times).
+
+    Returns
+    -------
+    WeightProcess
+
+    Raises
+    ------
+    ConfigError
+        Unknown process or bad value, one line naming the field and the allowed values.
+    """
+    spec = dict(spec or {})
+    kind = spec.get("process", "frozen")
+    try:
+        cls = get_process(kind)
+    except ValueError as exc:
+        raise ConfigError(f"weights.{exc}") from None
+    return cls.from_config(spec, H, d, dt)
+
+
+# The built-in processes register themselves on import (kept in their own module).
+from wflow.model.processes import (  # noqa: E402
+    DrivenOU,
+    FromFile,
+    Frozen,
+    Layers,
+    OrnsteinUhlenbeck,
+    Oscillating,
+    brownian_increments,
+)

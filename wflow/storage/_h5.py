@@ -1,0 +1,346 @@
+r"""Low-level HDF5 helpers of the result files (see :mod:`wflow.storage.io` for the layout and the
+checkpoint protocol): opening with retries, the writers' lock, record datasets, checkpoint
+slots. Storage only: nothing here knows the model or the run loop."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from wflow.errors import ConfigError
+
+FORMAT = "wflow-results/1"
+RUNNING, COMPLETE = "running", "complete"
+SLOTS = ("a", "b")
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+CHUNK_BYTES = 2**16  # target chunk size (at least one record)
+log = logging.getLogger("wflow.storage.io")
+
+# --------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _versions() -> dict:
+    out = {}
+    for lib in ("numpy", "numba", "h5py", "scipy"):
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = "not installed"
+    out["hdf5"] = h5py.version.hdf5_version
+    return out
+
+
+def _machine() -> dict:
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "cpu_count": os.cpu_count()}
+
+
+def _attr_str(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+def _dataset_name(key: str) -> str:
+    return key if key in ("t", "X", "D") else f"series/{key}"
+
+
+def _config_json(cfg: dict) -> str:
+    return json.dumps(cfg, sort_keys=True, allow_nan=False)
+
+
+def _looks_hdf5(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return False
+    if head == _HDF5_SIGNATURE:
+        return True
+    try:  # a user block moves the signature to 512, 1024, ...
+        return bool(h5py.is_hdf5(os.fspath(path)))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _retry(fn, attempts, errors, what):
+    """``fn()``, retried with a short exponential back-off on ``errors``; after the last
+    attempt the error becomes one ConfigError line ``what (first line of the error)``."""
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except ConfigError:
+            raise
+        except errors as exc:
+            if attempt == attempts - 1:
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ConfigError(f"{what} ({msg})") from None
+            time.sleep(delay)
+            delay = min(2 * delay, 0.2)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _open_read(path: Path, retries: int = 20):
+    """Open for reading; retry briefly (a writer may hold the file for a moment)."""
+    if not path.exists():
+        raise ConfigError(f"{path}: file not found")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a result file")
+    if not _looks_hdf5(path):
+        raise ConfigError(f"{path}: not an HDF5 file")
+    return _retry(lambda: h5py.File(path, "r"), retries, OSError,
+                  f"{path}: cannot open the HDF5 file")
+
+
+_TRANSIENT = (OSError, RuntimeError, KeyError, ValueError, TypeError)
+
+
+def _with_file(path, fn, attempts: int = 12):
+    """``fn(f)`` on the file opened for reading, with the format checked.
+
+    A concurrent writer can leave the file briefly inconsistent for a reader (HDF5
+    is not transactional), so low-level read errors are retried for about a second
+    before they become a one-line ConfigError.
+    """
+    path = Path(path)
+
+    def once():
+        with _open_read(path) as f:
+            _check_format(f, path)
+            return fn(f)
+
+    return _retry(once, attempts, _TRANSIENT, f"{path}: cannot read the result file")
+
+
+def _open_write(path: Path):
+    # HDF5's own file lock is off for writers: exclusion among writers is the sidecar
+    # lock, and readers must not block (or be blocked by) a running simulation.
+    try:
+        return h5py.File(path, "r+", locking=False)
+    except TypeError:  # pragma: no cover - h5py < 3.5
+        return h5py.File(path, "r+")
+
+
+def _check_format(f, path: Path):
+    fmt = _attr_str(f.attrs.get("format"))
+    if fmt is None:
+        raise ConfigError(f"{path}: not a wflow result file (no 'format' attribute)")
+    if not str(fmt).startswith("wflow-results/"):
+        raise ConfigError(f"{path}: not a wflow result file (format {fmt!r})")
+    if fmt != FORMAT:
+        raise ConfigError(f"{path}: unsupported result format {fmt!r} (this wflow reads {FORMAT})")
+    if "config" not in f.attrs:
+        raise ConfigError(f"{path}: no stored configuration (attribute 'config' missing)")
+
+
+def _stored_config(f, path: Path) -> dict:
+    try:
+        cfg = json.loads(_attr_str(f.attrs["config"]))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}: stored configuration is not valid JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: stored configuration is not a table")
+    return cfg
+
+
+class _Lock:
+    """Advisory exclusive lock on ``<path>.lock`` (no-op where fcntl is missing)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(f"{path}.lock")
+        self.fd = None
+
+    def acquire(self, target: Path):
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return self
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise ConfigError(f"{target}: cannot create the lock file {self.path} "
+                                  f"({exc.strerror or type(exc).__name__})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                try:
+                    other = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+                finally:
+                    os.close(fd)
+                raise FileExistsError(
+                    f"{target} is being written by another wflow process (pid {other})"
+                ) from None
+            try:  # the previous holder may have unlinked the lock file meanwhile
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        else:  # pragma: no cover
+            raise FileExistsError(f"{target}: cannot lock {self.path}")
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return self
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
+
+def _generic_description(name):
+    """(description, units, dims) of a record dataset nobody described."""
+    dims = ("record",) if name == "t" else ("record", "path")
+    return f"result series {name!r}", "see docs/model.md §10", dims
+
+
+def _create_record_dataset(f, name, key, data, n0, describe=_generic_description):
+    row_shape = data.shape[1:]
+    row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * data.dtype.itemsize)
+    chunk_rows = int(max(1, min(256, CHUNK_BYTES // row_bytes)))
+    kw = {}
+    if data.dtype.kind == "f":
+        kw["fillvalue"] = np.nan
+    ds = f.create_dataset(name, shape=(n0,) + row_shape, maxshape=(None,) + row_shape,
+                          dtype=data.dtype, chunks=(chunk_rows,) + row_shape, **kw)
+    desc, units, dims = describe(key)
+    if len(dims) != len(data.shape):  # a description that does not fit: name the axes only
+        dims = ("record",) + tuple(f"axis{i}" for i in range(1, len(data.shape)))
+    ds.attrs["description"] = desc
+    ds.attrs["units"] = units
+    ds.attrs["shape"] = "(" + ", ".join(dims) + ")"
+    ds.attrs["dims"] = json.dumps(list(dims))
+    return ds
+
+
+def _put(g, name, value):
+    """Overwrite dataset ``name`` in place when shape and dtype match, else recreate it."""
+    value = np.asarray(value)
+    ds = g.get(name)
+    if ds is not None and ds.shape == value.shape and ds.dtype == value.dtype:
+        ds[...] = value
+        return
+    if ds is not None:
+        del g[name]
+    g.create_dataset(name, data=value)
+
+
+def _write_slot(g, ckpt: dict):
+    """Write a checkpoint mapping (``k``, ``X``, ``D``, ``E0`` arrays; ``cum``, ``pending``,
+    ``memo`` groups of arrays; ``rng_states`` a JSON-able list) into slot ``g``."""
+    for name in ("k", "X", "D", "E0"):
+        value = np.asarray(ckpt[name])
+        _put(g, name, value.astype(np.float64) if name in ("X", "D") else value)
+    for group in ("cum", "pending", "memo"):
+        items = ckpt.get(group) or {}
+        sub = g.require_group(group)
+        keys = sorted(items)
+        for name in keys:
+            _put(sub, name, np.asarray(items[name]))
+        g.attrs[f"{group}_keys"] = json.dumps(keys)
+    text = json.dumps([_jsonable(s) for s in ckpt["rng_states"]]).encode("utf-8")
+    old = g.get("rng_states")
+    cap = old.shape[0] if old is not None and old.shape[0] >= len(text) else 2 * len(text) + 64
+    buf = np.full(cap, ord(" "), dtype=np.uint8)  # JSON ignores the trailing blanks
+    buf[: len(text)] = np.frombuffer(text, dtype=np.uint8)
+    _put(g, "rng_states", buf)
+    g.attrs["rng_format"] = "UTF-8 JSON list of numpy bit_generator.state dicts, one per path"
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    return obj
+
+
+def _mark_complete(g):
+    g.attrs.modify("complete", 1)
+
+
+def _read_slot(g):
+    """(checkpoint mapping, n_records, seq) of slot ``g`` (raises on any problem)."""
+    if int(g.attrs.get("complete", 0)) != 1:
+        raise ValueError("slot not complete")
+    k = int(g["k"][()])
+    if k != int(g.attrs["k"]):
+        raise ValueError("slot k mismatch")
+    ckpt = {"k": k, "X": np.array(g["X"][...]), "D": np.array(g["D"][...]),
+            "E0": np.array(g["E0"][...])}
+    for group in ("cum", "pending", "memo"):
+        keys = json.loads(_attr_str(g.attrs.get(f"{group}_keys", "[]")))
+        ckpt[group] = {name: np.array(g[group][name][...]) for name in keys}
+    ckpt["rng_states"] = json.loads(
+        bytes(np.asarray(g["rng_states"][...], dtype=np.uint8)).decode("utf-8"))
+    return ckpt, int(g.attrs["n_records"]), int(g.attrs["seq"])
+
+
+def _best_checkpoint(f):
+    """(state, n_records, seq, slot) of the newest readable complete slot, or None."""
+    best = None
+    ck = f.get("checkpoint")
+    if ck is None:
+        return None
+    for s in SLOTS:
+        try:
+            state, n_rec, seq = _read_slot(ck[s])
+        except Exception as exc:  # noqa: BLE001 - an unusable slot is skipped
+            log.debug("checkpoint slot %s unusable: %s", s, exc)
+            continue
+        if best is None or seq > best[2]:
+            best = (state, n_rec, seq, s)
+    return best
+
+
+
+def _record_keys(f):
+    keys = [k for k in ("t", "X", "D") if isinstance(f.get(k), h5py.Dataset)]
+    series = f.get("series")
+    if series is not None:
+        keys += [f"series/{k}" for k in series]
+    return keys
+
+
+
+def _max_seq(f):
+    seqs = [0]
+    for s in SLOTS:
+        try:
+            seqs.append(int(f["checkpoint"][s].attrs["seq"]))
+        except Exception:  # noqa: BLE001
+            pass
+    return max(seqs)
+
+
