@@ -58,14 +58,19 @@ def run_to_file(config=None, path=None, overrides=(), overwrite=False, progress=
     path = Path(path if path is not None else cfg["output"]["path"])
     rec = io.create(path, cfg, overwrite=overwrite or cfg["output"]["overwrite"],
                     header=header(sim), describe=_series.describe_full)
+    _run_sim(sim, rec, _first_checkpoint(sim, rec), progress)
+    return path
+
+
+def _first_checkpoint(sim, rec) -> State:
+    """The initial state, checkpointed at k = 0 (a failure leaves the file resumable)."""
     try:
         state = sim.initial_state()
         rec.checkpoint(state)
     except BaseException as exc:
         rec.close(error=f"{type(exc).__name__}: {exc}")
         raise
-    _run_sim(sim, rec, state, progress)
-    return path
+    return state
 
 
 @dataclass
@@ -110,12 +115,7 @@ def resume(path, progress=False) -> ResumeResult:
     if again.checkpoint is None:
         log.info("%s: no usable checkpoint, restarting from step 0", path)
         action = "restarted"
-        try:
-            state = sim.initial_state()
-            rec.checkpoint(state)
-        except BaseException as exc:
-            rec.close(error=f"{type(exc).__name__}: {exc}")
-            raise
+        state = _first_checkpoint(sim, rec)
     else:
         action = "resumed"
         state = State.from_checkpoint(again.checkpoint)

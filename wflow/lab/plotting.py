@@ -79,6 +79,32 @@ from wflow.lab._figbase import (  # noqa: F401
 from wflow.lab.analysis import fit_power_law, head_scaling_data
 from wflow.lab.animation import animate, frame_indices, plot_orders, plot_table_bars  # noqa: F401
 
+_SOURCE_PARAMS = """
+
+    Parameters
+    ----------
+    src : path, Result or (config, arrays)
+    outdir : path-like
+    formats : sequence of str
+
+    Returns
+    -------
+    list of Path
+    """
+
+
+def _inputs(src, formats):
+    """Checked formats, the source's config and arrays, and its record times."""
+    formats = _check_formats(formats)
+    config, arrays = _load(src)
+    return formats, config, arrays, _time(arrays)
+
+
+def _source_doc(fn):
+    """Append the parameters every single-source figure shares to ``fn``'s docstring."""
+    fn.__doc__ = (fn.__doc__ or "").rstrip() + _SOURCE_PARAMS
+    return fn
+
 __all__ = [
     "KINDS",
     "DPI",
@@ -153,26 +179,15 @@ def plot_snapshots(src, outdir=".", formats=("png", "pdf"), path_index=0):
         return _save(fig, outdir, "snapshots", formats)
 
 
+@_source_doc
 def plot_G2(src, outdir=".", formats=("png", "pdf")):
     r"""Squared metric speeds and dissipation over time on a log axis.
 
     Draws :math:`G^2` (arithmetic-mean mobility, the reference simulation's),
     :math:`G^2_{hm}` (harmonic-mean mobility :math:`\hat b`) and :math:`\mathcal D`:
     the mean over paths with a min–max band. Non-positive values are not drawn.
-
-    Parameters
-    ----------
-    src : path, Result or (config, arrays)
-    outdir : path-like
-    formats : sequence of str
-
-    Returns
-    -------
-    list of Path
     """
-    formats = _check_formats(formats)
-    config, arrays = _load(src)
-    t = _time(arrays)
+    formats, config, arrays, t = _inputs(src, formats)
     curves = [("G2", r"$G^2$ (arithmetic $\bar m$)", _C["blue"]),
               ("G2_hm", r"$G^2_{\mathrm{hm}}$ (harmonic, $\hat b$)", _C["orange"]),
               ("dissipation", r"$\mathcal{D}$", _C["green"])]
@@ -217,9 +232,7 @@ def plot_ledger(src, outdir=".", formats=("png", "pdf"), path_index=0):
     -------
     list of Path
     """
-    formats = _check_formats(formats)
-    config, arrays = _load(src)
-    t = _time(arrays)
+    formats, config, arrays, t = _inputs(src, formats)
     k = "ledger"
     s = {n: _path(_series(arrays, n, k, _LEDGER_HINT), path_index, k)
          for n in ("weight_work", "token_work", "drift_work", "martingale", "ito_realised",
@@ -292,9 +305,7 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
     -------
     list of Path
     """
-    formats = _check_formats(formats)
-    config, arrays = _load(src)
-    t = _time(arrays)
+    formats, config, arrays, t = _inputs(src, formats)
     k = "balance"
     g = {n: _path(_series(arrays, n, k), path_index, k)
          for n in ("energy", "int_G2", "int_dEdt_drift", "int_ito_expected", "paper_martingale",
@@ -338,25 +349,14 @@ _CLUSTER_PANELS = (
 )
 
 
+@_source_doc
 def plot_clustering(src, outdir=".", formats=("png", "pdf")):
     """Clustering diagnostics of [model §8] over time, as small multiples.
 
     Each panel: mean over paths with a min–max band. Series absent from the source
     are left out; if none is present a :class:`PlotInputError` is raised.
-
-    Parameters
-    ----------
-    src : path, Result or (config, arrays)
-    outdir : path-like
-    formats : sequence of str
-
-    Returns
-    -------
-    list of Path
     """
-    formats = _check_formats(formats)
-    config, arrays = _load(src)
-    t = _time(arrays)
+    formats, config, arrays, t = _inputs(src, formats)
     present = [(n, lab) for n, lab in _CLUSTER_PANELS if n in arrays]
     if not present:
         raise PlotInputError("clustering: the source has no clustering series "
