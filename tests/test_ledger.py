@@ -108,15 +108,16 @@ def test_ito_realised_vs_expected_sqrt_dt():
 
 
 def test_given_process_sets_the_ito_term():
-    """Simulation(process=…) moves the weights with that process and takes its noise_var."""
+    """Simulation(process=…) moves the weights with that process, whose noise_var sets the
+    expected Itô rate (a frozen process has none)."""
     dW = brownian_increments(8, (1, 1, 3, 3), 0.01, np.random.default_rng(0))
     cfg = {"model": {"n": 6, "heads": 1}, "weights": {"process": "frozen"},
            "solver": {"dt": 0.01, "T": 0.08, "paths": 1, "backend": "numpy"}}
     sim = Simulation(cfg, process=DrivenOU(dW, 0.01, noise_var=0.5))
-    assert isinstance(sim.process, DrivenOU) and sim.noise_var == 0.5
+    assert isinstance(sim.process, DrivenOU) and sim.process.needs_ito
     r = sim.run()
     assert np.all(r.ito_expected[1:] > 0) and np.all(np.isfinite(r.ledger_residual))
-    assert Simulation(cfg).noise_var == 0.0
+    assert not Simulation(cfg).process.needs_ito
 
 
 @pytest.mark.parametrize("norm", ["joint", "none"])

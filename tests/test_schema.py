@@ -44,11 +44,11 @@ def scratch_table(monkeypatch):
 
 def test_generated_files_are_in_sync():
     """default.toml and the README's key reference are generated from the table
-    (regenerate with `python -m wflow.config.files write`)."""
+    (regenerate with `python -m wflow.config write`)."""
     files = F.generated_files(ROOT)
     assert set(files) == {ROOT / "wflow" / "data" / "default.toml", ROOT / "README.md"}
     for path, text in files.items():
-        assert path.read_text("utf-8") == text, f"{path} is stale: python -m wflow.config.files write"
+        assert path.read_text("utf-8") == text, f"{path} is stale: python -m wflow.config write"
     assert F.main(["check"]) == 0
 
 

@@ -143,11 +143,12 @@ def cmd_info(args) -> int:
 
 # ---------------------------------------------------------------------- plots
 def _load_plotting():
+    import importlib
+
     try:
-        from wflow.lab import plotting
+        return importlib.import_module("wflow.lab.plotting")
     except ImportError as exc:
         raise WflowError(f"plotting is not available ({exc})") from None
-    return plotting
 
 
 def cmd_plot(args) -> int:

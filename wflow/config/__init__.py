@@ -5,7 +5,7 @@ Every key is one :class:`~wflow.config.schema.Param` of the table below (default
 one-line doc, when it applies, cross-key rule). From the table come :data:`DEFAULTS`,
 :func:`validate`, the embedded default run ``wflow/data/default.toml``
 (:func:`default_toml`) and the README's key reference (:func:`markdown_reference`);
-``python -m wflow.config.files write`` regenerates both files. Every problem raises
+``python -m wflow.config write`` regenerates both files. Every problem raises
 :class:`~wflow.errors.ConfigError` with a one-line message naming the dotted key, the
 offending value and what is allowed; validation never raises anything else.
 

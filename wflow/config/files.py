@@ -5,7 +5,7 @@
 * :func:`toml_document` and :func:`markdown_table` (any table of :mod:`wflow.config.schema`), and the
   two generated files of the repository: ``wflow/data/default.toml`` (:func:`default_toml`,
   written with tomlkit) and the key reference in ``README.md`` (:func:`markdown_reference`)
-  — ``python -m wflow.config.files write`` regenerates them, ``check`` compares.
+  — ``python -m wflow.config write`` regenerates them, ``check`` compares.
 """
 
 from __future__ import annotations
@@ -223,9 +223,9 @@ DEFAULT_RUN_HEADER = (
     "wflow — the embedded default run (`wflow run` with no config file).",
     "The reference setting of [model §9] (the paper's Section 6, OU weights) with H = 10 heads",
     "and 2 Monte Carlo paths, shortened to T = 2 (400 steps) so that it ends in well under a",
-    "minute. Generated from the table in wflow/config.py by `python -m wflow.config.files write`.",
+    "minute. Generated from the table in wflow/config/__init__.py by `python -m wflow.config write`.",
 )
-README_MARKERS = ("<!-- config-keys:begin (generated: python -m wflow.config.files write) -->",
+README_MARKERS = ("<!-- config-keys:begin (generated: python -m wflow.config write) -->",
                   "<!-- config-keys:end -->")
 
 
@@ -257,11 +257,11 @@ def generated_files(root=None) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m wflow.config.files [--toml | --markdown | --write | --check]``: print the
+    """``python -m wflow.config toml|markdown|write|check``: print the
     generated default TOML or key reference, or write (check) the generated files."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m wflow.config.files", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m wflow.config", description=main.__doc__)
     p.add_argument("what", choices=("toml", "markdown", "write", "check"))
     args = p.parse_args(argv)
     if args.what == "toml":
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
                  if path.read_text("utf-8") != text]
         if args.what == "check":
             for path in stale:
-                print(f"{path}: out of date (run `python -m wflow.config.files write`)")
+                print(f"{path}: out of date (run `python -m wflow.config write`)")
             return 1 if stale else 0
         for path, text in generated_files().items():
             path.write_text(text, "utf-8")
