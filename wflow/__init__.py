@@ -8,9 +8,27 @@ Public API::
 """
 
 import logging
+import os
 
-from .attention import AttentionModel, Field, energy, field
-from .errors import ConfigError, NumericalError, WflowError
+
+def _threading_defaults(environ=os.environ):
+    """Sleeping, not spinning, OpenMP threads, unless the user chose (``setdefault``).
+
+    Must run before numba (or anything else) loads an OpenMP runtime, which reads these
+    variables once. GNU OpenMP otherwise spins ~300 000 iterations (milliseconds) at every
+    barrier: beside other CPU-bound work the spinning threads take the cores from the
+    working ones, and runs were 10–40× slower. ``KMP_BLOCKTIME`` is the same for the
+    Intel/LLVM runtime. Child processes inherit the settings.
+    """
+    environ.setdefault("OMP_WAIT_POLICY", "passive")
+    if environ["OMP_WAIT_POLICY"].strip().lower() == "passive":
+        environ.setdefault("KMP_BLOCKTIME", "0")
+
+
+_threading_defaults()
+
+from .attention import AttentionModel, Field, energy, field  # noqa: E402
+from .errors import ConfigError, NumericalError, WflowError  # noqa: E402
 
 __version__ = "0.1.0"
 
