@@ -358,3 +358,25 @@ def test_float32_large_logits():
     for name, a, b in zip(NAMES, o32, o64):
         assert np.all(np.isfinite(a)), name
         assert relerr(a, b) < 1e-4, (name, relerr(a, b))
+
+
+def test_threading_defaults_leave_user_settings():
+    """Passive OpenMP waiting by default; whatever the user set wins."""
+    import wflow
+
+    env = {}
+    wflow._threading_defaults(env)
+    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0"}
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    wflow._threading_defaults(env)
+    assert env == {"OMP_WAIT_POLICY": "ACTIVE"}
+    env = {"KMP_BLOCKTIME": "200"}
+    wflow._threading_defaults(env)
+    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "200"}
+    assert os.environ.get("OMP_WAIT_POLICY")  # set (or kept) at import
+
+
+def test_tile_partition_is_fixed():
+    """The work items depend on d only (never on the thread count or the path batch)."""
+    assert K._tile_rows(3) == 8 and K._tile_rows(8) == 8 and K._tile_rows(9) == 16
+    assert K._tile_rows(64) == 64

@@ -523,7 +523,8 @@ _CHILD = (
     "ov = json.loads(sys.argv[1])\n"
     "wflow.simulate(None, overrides=[*ov, 'solver.T=0.025'])\n"
     "print('ready', flush=True)\n"
-    "sys.stdin.readline()\n"
+    "if not sys.stdin.readline():\n"
+    "    sys.exit(1)  # the parent is gone\n"
     "t0 = time.perf_counter()\n"
     "wflow.simulate(None, overrides=ov)\n"
     "print(json.dumps(time.perf_counter() - t0), flush=True)\n"
@@ -584,7 +585,8 @@ def _stop(procs):
         p.wait()
 
 
-def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, env=None):
+def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, env=None,
+                     progress=None):
     r"""Wall time of a default-size run (the embedded default run, ``solver.T = T``) on a
     shared machine, each run in a fresh process (timed after its warm-up):
 
@@ -598,19 +600,28 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
     * alone with spinning OpenMP threads (``OMP_WAIT_POLICY=active``): the reference for
       "no slowdown when alone".
 
+    ``env``: the environment of the runs (default: this process'); ``progress``: called
+    with each row as it is measured (e.g. ``print``), or None.
+
     Returns a list of dicts (case, seconds, ratio, goal, what the ratio is against).
     """
     cores = _cores()
     ov = [f"solver.T={float(T)}", *overrides]
-    rows = []
     load0 = _loadavg()
+    rows = []
+
+    def add(r):
+        rows.append(r)
+        if progress is not None:
+            progress(f"{r['case']}: {r['seconds']:.2f} s")
+
     t_alone = _go(_start_runs(1, ov, env))
-    rows.append({"case": "alone", "seconds": t_alone, "ratio": 1.0, "goal": float("nan"),
-                 "against": ""})
+    add({"case": "alone", "seconds": t_alone, "ratio": 1.0, "goal": float("nan"),
+         "against": ""})
     spin_env = dict(os.environ if env is None else env, OMP_WAIT_POLICY="active")
     t_spin = _go(_start_runs(1, ov, spin_env))
-    rows.append({"case": "alone, OMP_WAIT_POLICY=active", "seconds": t_spin,
-                 "ratio": t_alone / t_spin, "goal": 1.0, "against": "alone / this"})
+    add({"case": "alone, OMP_WAIT_POLICY=active", "seconds": t_spin,
+         "ratio": t_alone / t_spin, "goal": 1.0, "against": "alone / this"})
     secs = neighbour_seconds if neighbour_seconds is not None else 20.0 * t_alone + 60.0
     for k in ks:
         runs = _start_runs(1, ov, env)
@@ -620,15 +631,15 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
             t = _go(runs)
         finally:
             _stop(nb)
-        rows.append({"case": f"beside {k} busy process{'es' if k > 1 else ''}", "seconds": t,
-                     "ratio": t / t_alone, "goal": 1.2 * (1.0 + k / cores),
-                     "against": "alone"})
+        add({"case": f"beside {k} busy process{'es' if k > 1 else ''}", "seconds": t,
+             "ratio": t / t_alone, "goal": 1.2 * (1.0 + k / cores),
+             "against": "alone"})
     t_together = _go(_start_runs(3, ov, env))
     t_row = sum(_go(_start_runs(1, ov, env)) for _ in range(3))
-    rows.append({"case": "3 runs in a row", "seconds": t_row, "ratio": t_row / t_alone,
-                 "goal": float("nan"), "against": "alone"})
-    rows.append({"case": "3 runs started together", "seconds": t_together,
-                 "ratio": t_together / t_row, "goal": 1.0, "against": "3 in a row"})
+    add({"case": "3 runs in a row", "seconds": t_row, "ratio": t_row / t_alone,
+         "goal": float("nan"), "against": "alone"})
+    add({"case": "3 runs started together", "seconds": t_together,
+         "ratio": t_together / t_row, "goal": 1.0, "against": "3 in a row"})
     for r in rows:
         r["load_before"] = load0
     return rows

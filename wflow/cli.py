@@ -286,7 +286,7 @@ def cmd_bench(args) -> int:
     from . import bench
 
     if args.contention:
-        rows = bench.contention_bench(T=args.T)
+        rows = bench.contention_bench(T=args.T, progress=lambda m: print(m, file=sys.stderr))
         print(bench.format_contention_table(rows, T=args.T))
         return 0
     print(format_table(run_bench(tiny=args.tiny)))
