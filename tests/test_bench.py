@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from wflow.core import _kernels
 from wflow.lab.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
@@ -26,10 +27,11 @@ def test_run_bench_tiny():
         assert r["max_rel_diff_velocity"] < 1e-10
     for r in rows[0::3]:
         assert r["wflow_speedup_vs_numpy"] > 0
+        assert r["exp_rate"] > 0 and r["exp_bound_fraction"] > 0
     table = format_table(rows)
     header = table.splitlines()[0]
     for col in ("case", "impl", "time/step", "pair-heads/s", "wflow vs numpy", "wflow vs torch",
-                "traced MB", "maxrss MB", "status"):
+                "traced MB", "maxrss MB", "status", "of exp bound"):
         assert col in header
     assert len(table.splitlines()) >= 2 + len(rows)
 
@@ -71,3 +73,38 @@ def test_time_section6_smoke():
     r = rows[0]
     assert r["H"] == 2 and r["steps"] == 5 and r["seconds"] > 0
     assert r["projected_seconds_T_full"] > r["seconds"]
+
+
+def test_fast_exp_rate_positive():
+    assert _kernels.fast_exp_rate(seconds=0.05) > 0
+
+
+def test_busy_neighbour_stops_by_itself():
+    import subprocess
+    import sys
+
+    from wflow import bench
+
+    subprocess.run([sys.executable, "-c", bench._BUSY, "0.2"], check=True, timeout=60)
+
+
+def test_contention_table_format():
+    from wflow.bench import format_contention_table
+
+    rows = [{"case": "alone", "seconds": 2.0, "ratio": 1.0, "goal": float("nan"), "against": ""},
+            {"case": "beside 1 busy process", "seconds": 3.0, "ratio": 1.5, "goal": 1.8,
+             "against": "alone", "load_before": 0.5}]
+    text = format_contention_table(rows, T=20.0)
+    assert "beside 1 busy process" in text and "≤1.80" in text and "1.50x" in text
+
+
+@pytest.mark.slow
+def test_contention_bench_smoke():
+    """Every case runs (fresh processes, tiny T); no timing assertion."""
+    from wflow.bench import contention_bench
+
+    rows = contention_bench(T=0.05, ks=(1,), neighbour_seconds=60)
+    assert [r["case"] for r in rows] == ["alone", "alone, OMP_WAIT_POLICY=active",
+                                         "beside 1 busy process", "3 runs in a row",
+                                         "3 runs started together"]
+    assert all(r["seconds"] > 0 for r in rows)

@@ -367,3 +367,25 @@ def test_float32_large_logits():
     for a in o32:
         assert np.all(np.isfinite(a))
     check_agree(o32, o64, X32.astype(np.float64), D, V, 5.0, 0, np.zeros(2, bool), False, True, U32)
+
+
+def test_threading_defaults_leave_user_settings():
+    """Passive OpenMP waiting by default; whatever the user set wins."""
+    import wflow
+
+    env = {}
+    wflow._threading_defaults(env)
+    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0"}
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    wflow._threading_defaults(env)
+    assert env == {"OMP_WAIT_POLICY": "ACTIVE"}
+    env = {"KMP_BLOCKTIME": "200"}
+    wflow._threading_defaults(env)
+    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "200"}
+    assert os.environ.get("OMP_WAIT_POLICY")  # set (or kept) at import
+
+
+def test_tile_partition_is_fixed():
+    """The work items depend on d only (never on the thread count or the path batch)."""
+    assert K._tile_rows(3) == 8 and K._tile_rows(8) == 8 and K._tile_rows(9) == 16
+    assert K._tile_rows(64) == 64

@@ -274,6 +274,10 @@ def cmd_bench(args) -> int:
         raise WflowError(f"wflow bench is not available ({exc})") from None
     from wflow.lab import bench
 
+    if args.contention:
+        rows = bench.contention_bench(T=args.T, progress=lambda m: print(m, file=sys.stderr))
+        print(bench.format_contention_table(rows, T=args.T))
+        return 0
     print(format_table(run_bench(tiny=args.tiny)))
     if args.tiny:
         return 0
@@ -449,7 +453,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tiny", action="store_true", help="a quick, small benchmark")
     r.add_argument("--section6", action="store_true",
                    help="also time the paper's Section 6 end to end (minutes)")
-    r.add_argument("--T", type=float, default=20.0, help="final time for --section6")
+    r.add_argument("--contention", action="store_true",
+                   help="only the shared-machine benchmark: a default run alone, beside busy "
+                        "processes, and three at once (minutes)")
+    r.add_argument("--T", type=float, default=20.0,
+                   help="final time for --section6 and --contention")
     r.set_defaults(func=cmd_bench)
     return p
 

@@ -42,11 +42,25 @@ everything after the pair loop is float64.
 underflow); otherwise each row is shifted by its own maximum (a first cheap pass).
 ``Z_h(x_i) = e^{shift}·S0/n`` is finite while the shift is below ≈ 709.
 
-*Determinism.* The parallel loops run over a flattened (p, h, row-block) or
-(p, row-block) index; each output slot is written by exactly one iteration, every
-row's sums are computed by the same code whatever the blocking, and the
-reductions over rows are done afterwards in a fixed sequential order. Results are
-bit-identical whatever the number of threads. (The j-loop sums are vectorised,
+*One parallel region per evaluation.* The work items are (path p, tile of R rows), R a
+function of d only (:func:`_tile_rows`); an item computes the row sums of its rows for every
+head, then the per-row combine (velocity, partition, gradient, b̂, the row terms of the
+scalar diagnostics) and its tile's partial sum of ∂_D E (:func:`_tile_epilogue`). After the
+loop, in the same compiled function, the sums over rows and over tiles run sequentially
+(:func:`_finish`). The worker threads take items from a shared atomic counter
+(:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
+at most its current item instead of a static half of the loop.
+
+*Sharing the machine.* ``wflow/__init__.py`` sets ``OMP_WAIT_POLICY=passive`` (and
+``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime: idle
+OpenMP threads sleep instead of spinning (GNU OpenMP spins ≈ 300 000 iterations, several
+ms, at every barrier by default, which made runs 10–40× slower beside other work).
+
+*Determinism.* Each output slot (and each tile partial) is written by exactly one work
+item, every row's sums are computed by the same code whatever the schedule, and the
+reductions over rows and tiles are done afterwards in a fixed sequential order. Results are
+bit-identical whatever the number of threads, the schedule or the path batch. (The j-loop
+sums are vectorised,
 with ``fastmath={"reassoc", "contract"}`` on the accumulation loops only: the
 results can differ in the last bits between machines with different SIMD widths,
 never between runs or thread counts on one machine.)
@@ -65,7 +79,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["NORM_CODES", "fused_pass", "fast_exp_array"]
+__all__ = ["NORM_CODES", "fused_pass", "fast_exp_array", "fast_exp_rate"]
 
 NORM_CODES = {"head": 0, "joint": 1, "none": 2}
 
@@ -245,6 +259,47 @@ def fast_exp_array(x):
     return out
 
 
+@njit(parallel=True, fastmath=_FM, **_OPTS)
+def _exp_rate_impl(x, reps, out):
+    """out[w] = Σ_r Σ_j e^{x_j − r·2⁻³⁰} for each worker w (x small: in L1)."""
+    for w in prange(out.size):
+        acc = 0.0
+        for r in range(reps):
+            c = r * 9.313225746154785e-10
+            t = 0.0
+            for j in range(x.size):
+                t += _exp_fast(x[j] - c)
+            acc += t
+        out[w] = acc
+
+
+def fast_exp_rate(seconds=0.3):
+    """Polynomial exponentials per second on all of numba's threads (each summing
+    :func:`_exp_fast` over an L1-resident block, the pair loop's inner work without the
+    loads): the exponential-bound rate of the pair pass. Median of a few timings."""
+    import time
+
+    x = np.linspace(-3.0, 0.0, 1024)
+    nth = max(1, numba.get_num_threads())
+    out = np.empty(nth)
+    _exp_rate_impl(x, 1, out)  # compile / warm up
+    reps = 64
+    while True:
+        t0 = time.perf_counter()
+        _exp_rate_impl(x, reps, out)
+        t = time.perf_counter() - t0
+        if t > seconds / 5 or reps > 1 << 26:
+            break
+        reps *= 4
+    rates = [nth * reps * x.size / t]
+    for _ in range(4):
+        t0 = time.perf_counter()
+        _exp_rate_impl(x, reps, out)
+        rates.append(nth * reps * x.size / (time.perf_counter() - t0))
+    rates.sort()
+    return rates[len(rates) // 2]
+
+
 # ---------------------------------------------------------------------------------------------
 # Pair pass
 # ---------------------------------------------------------------------------------------------
@@ -358,48 +413,38 @@ def _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
     return s0, a0, a1, a2, si
 
 
-@njit(parallel=True, **_OPTS)
-def _pair_pass(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, rb, S0, SX, SI, RS):
-    """Row sums for every (p, h, i). Xt (P, d, n_pad), D (P, H, d, d), X (P, n, d)."""
-    P, n, d = X.shape
-    H = D.shape[1]
-    nrb = (n + rb - 1) // rb
-    for t in prange(P * H * nrb):
-        p = t // (H * nrb)
-        rem = t - p * (H * nrb)
-        h = rem // nrb
-        b = rem - h * nrb
-        i0 = b * rb
-        i1 = min(n, i0 + rb)
-        buf = np.empty(_CH)
-        cbuf = np.empty(_CH)
-        sx = np.empty(d)
-        q = np.empty(d)
-        Xp = Xt[p]
-        Dh = D[p, h]
-        for i in range(i0, i1):
-            jend = i + 1 if causal else n
-            xi = X[p, i]
-            for a in range(d):  # q = β D_h x_i: s_ij = ⟨q, x_j⟩
-                acc = 0.0
-                for bb in range(d):
-                    acc += Dh[a, bb] * xi[bb]
-                q[a] = beta * acc
-            if rowmax[p, h]:
-                c = _row_max(Xp, q, jend, buf)
-            else:
-                c = shift[p, h]
-            if fast and d == 3:
-                s0, sx[0], sx[1], sx[2], si = _row_sums3(
-                    Xp[0], Xp[1], Xp[2], q[0], q[1], q[2], xi[0], xi[1], xi[2], c, jend, want_ito)
-                si += s0
-            else:
-                s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx)
-            S0[p, h, i] = s0
-            SI[p, h, i] = si
-            RS[p, h, i] = c
-            for a in range(d):
-                SX[p, h, i, a] = sx[a]
+@njit(**_OPTS)
+def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
+                 buf, cbuf, sx, q, S0, SX, SI, RS):
+    """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
+    X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch."""
+    d = X.shape[2]
+    n = X.shape[1]
+    Xp = Xt[p]
+    Dh = D[p, h]
+    for i in range(i0, i1):
+        jend = i + 1 if causal else n
+        xi = X[p, i]
+        for a in range(d):  # q = β D_h x_i: s_ij = ⟨q, x_j⟩
+            acc = 0.0
+            for bb in range(d):
+                acc += Dh[a, bb] * xi[bb]
+            q[a] = beta * acc
+        if rowmax[p, h]:
+            c = _row_max(Xp, q, jend, buf)
+        else:
+            c = shift[p, h]
+        if fast and d == 3:
+            s0, sx[0], sx[1], sx[2], si = _row_sums3(
+                Xp[0], Xp[1], Xp[2], q[0], q[1], q[2], xi[0], xi[1], xi[2], c, jend, want_ito)
+            si += s0
+        else:
+            s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx)
+        S0[p, h, i] = s0
+        SI[p, h, i] = si
+        RS[p, h, i] = c
+        for a in range(d):
+            SX[p, h, i, a] = sx[a]
 
 
 @njit(fastmath=_FM, **_OPTS)
@@ -468,46 +513,39 @@ def _row_max3_f32(x0, x1, x2, q0, q1, q2, jend):
     return np.float32(mx)
 
 
-@njit(parallel=True, **_OPTS)
-def _pair_pass32(Xt, D, X, beta, shift, rowmax, causal, want_ito, rb, S0, SX, SI, RS):
-    """float32 pair pass for d = 3: Xt (P, 3, n_pad) float32; D, X float64; shift float32.
-
-    Outputs (float64) as :func:`_pair_pass`."""
-    P, n, d = X.shape
-    H = D.shape[1]
-    nrb = (n + rb - 1) // rb
-    for t in prange(P * H * nrb):
-        p = t // (H * nrb)
-        rem = t - p * (H * nrb)
-        h = rem // nrb
-        b = rem - h * nrb
-        x0 = Xt[p, 0]
-        x1 = Xt[p, 1]
-        x2 = Xt[p, 2]
-        Dh = D[p, h]
-        for i in range(b * rb, min(n, (b + 1) * rb)):
-            jend = i + 1 if causal else n
-            y0 = x0[i]
-            y1 = x1[i]
-            y2 = x2[i]
-            z0 = np.float64(y0)
-            z1 = np.float64(y1)
-            z2 = np.float64(y2)
-            q0 = np.float32(beta * (Dh[0, 0] * z0 + Dh[0, 1] * z1 + Dh[0, 2] * z2))
-            q1 = np.float32(beta * (Dh[1, 0] * z0 + Dh[1, 1] * z1 + Dh[1, 2] * z2))
-            q2 = np.float32(beta * (Dh[2, 0] * z0 + Dh[2, 1] * z1 + Dh[2, 2] * z2))
-            if rowmax[p, h]:
-                c = _row_max3_f32(x0, x1, x2, q0, q1, q2, jend)
-            else:
-                c = shift[p, h]
-            s0, a0, a1, a2, si = _row_sums3_f32(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend,
-                                                want_ito)
-            S0[p, h, i] = s0
-            SX[p, h, i, 0] = a0
-            SX[p, h, i, 1] = a1
-            SX[p, h, i, 2] = a2
-            SI[p, h, i] = s0 + si
-            RS[p, h, i] = c
+@njit(**_OPTS)
+def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
+                 S0, SX, SI, RS):
+    """float32 row sums (d = 3) of rows i0..i1−1 of (path p, head h): Xt (P, 3, n_pad)
+    float32; D, X float64; shift float32. Outputs (float64) as :func:`_tile_sums64`."""
+    n = X.shape[1]
+    x0 = Xt[p, 0]
+    x1 = Xt[p, 1]
+    x2 = Xt[p, 2]
+    Dh = D[p, h]
+    for i in range(i0, i1):
+        jend = i + 1 if causal else n
+        y0 = x0[i]
+        y1 = x1[i]
+        y2 = x2[i]
+        z0 = np.float64(y0)
+        z1 = np.float64(y1)
+        z2 = np.float64(y2)
+        q0 = np.float32(beta * (Dh[0, 0] * z0 + Dh[0, 1] * z1 + Dh[0, 2] * z2))
+        q1 = np.float32(beta * (Dh[1, 0] * z0 + Dh[1, 1] * z1 + Dh[1, 2] * z2))
+        q2 = np.float32(beta * (Dh[2, 0] * z0 + Dh[2, 1] * z1 + Dh[2, 2] * z2))
+        if rowmax[p, h]:
+            c = _row_max3_f32(x0, x1, x2, q0, q1, q2, jend)
+        else:
+            c = shift[p, h]
+        s0, a0, a1, a2, si = _row_sums3_f32(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend,
+                                            want_ito)
+        S0[p, h, i] = s0
+        SX[p, h, i, 0] = a0
+        SX[p, h, i, 1] = a1
+        SX[p, h, i, 2] = a2
+        SI[p, h, i] = s0 + si
+        RS[p, h, i] = c
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,7 +666,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
             for t in range(P * nb):
                 item(t)
         else:
-            with ThreadPoolExecutor(max_workers=nt) as ex:
+            with ThreadPoolExecutor(max_workers=nt) as ex:  # numba code here: nogil, serial
                 for _ in ex.map(item, range(P * nb)):
                     pass
 
@@ -636,148 +674,252 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
 # ---------------------------------------------------------------------------------------------
 # Combine
 # ---------------------------------------------------------------------------------------------
-@njit(parallel=True, **_OPTS)
-def _combine(X, D, V, lap, norm, causal, want_ito, rb, S0, SX, SI, RS,
-             vel, part, grad, bhat, ediss, eG2, eG2hm, eE, eIto):
-    """Per-row outputs; row-wise contributions of the scalar diagnostics (reduced later)."""
-    P, n, d = X.shape
+@intrinsic
+def _fetch_add(typingctx, counter):
+    """``old = counter[0]; counter[0] += 1`` atomically (LLVM ``atomicrmw add``); int64 array.
+
+    The atomic read-modify-write makes every index go to exactly one thread; "monotonic"
+    ordering suffices (items share no data; the end of the parallel region is a barrier)."""
+    if isinstance(counter, types.Array) and counter.dtype == types.int64:
+
+        def codegen(context, builder, sig, args):
+            arr = context.make_array(sig.args[0])(context, builder, args[0])
+            one = context.get_constant(types.int64, 1)
+            return builder.atomic_rmw("add", arr.data, one, "monotonic")
+
+        return types.int64(counter), codegen
+    return None
+
+
+@njit(**_OPTS)
+def _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
+                   vel, part, grad, bhat, er, dEp, ybar, w, v, g):
+    r"""Per-row outputs of rows i0..i1−1 of path p from their row sums (heads in order).
+
+    Writes velocity, partition, gradient, b̂ and the row terms ``er[:, p, i]`` of 𝒟, G²,
+    G²_hm, E and the Itô sum (summed over rows later), and the tile's partial
+    :math:`\sum_{i \in \text{tile}} e^{c_{hi}} x_i\, SX_{hi}^\top` into ``dEp[p, b, h]``
+    (rows in increasing order). ybar, w, v, g: (d,) scratch.
+    """
+    n, d = X.shape[1], X.shape[2]
     H = D.shape[1]
-    nrb = (n + rb - 1) // rb
-    for t in prange(P * nrb):
-        p = t // nrb
-        b = t - p * nrb
-        ybar = np.empty(d)
-        w = np.empty(d)
-        v = np.empty(d)
-        g = np.empty(d)
-        for i in range(b * rb, min(n, (b + 1) * rb)):
-            x = X[p, i]
+    for i in range(i0, i1):
+        x = X[p, i]
+        for a in range(d):
+            v[a] = 0.0
+            g[a] = 0.0
+        zsum = 0.0
+        minv = 0.0
+        ito = 0.0
+        for h in range(H):
+            es = math.exp(RS[p, h, i])
+            s0 = S0[p, h, i]
+            Z = es * s0 / n
+            part[p, h, i] = Z
+            zsum += Z
+            minv += 1.0 / Z
             for a in range(d):
-                v[a] = 0.0
-                g[a] = 0.0
-            zsum = 0.0
-            minv = 0.0
-            ito = 0.0
-            for h in range(H):
-                es = math.exp(RS[p, h, i])
-                s0 = S0[p, h, i]
-                Z = es * s0 / n
-                part[p, h, i] = Z
-                zsum += Z
-                minv += 1.0 / Z
-                for a in range(d):
-                    ybar[a] = SX[p, h, i, a] / s0
-                # w = V ybar  (attention output a_h), or V x − a_h (Laplacian head)
+                ybar[a] = SX[p, h, i, a] / s0
+            # w = V ybar  (attention output a_h), or V x − a_h (Laplacian head)
+            for a in range(d):
+                acc = 0.0
+                for bb in range(d):
+                    acc += V[p, h, a, bb] * ybar[bb]
+                w[a] = acc
+            if lap[h]:
                 for a in range(d):
                     acc = 0.0
                     for bb in range(d):
-                        acc += V[p, h, a, bb] * ybar[bb]
-                    w[a] = acc
-                if lap[h]:
-                    for a in range(d):
-                        acc = 0.0
-                        for bb in range(d):
-                            acc += V[p, h, a, bb] * x[bb]
-                        w[a] = acc - w[a]
-                xw = 0.0
+                        acc += V[p, h, a, bb] * x[bb]
+                    w[a] = acc - w[a]
+            xw = 0.0
+            for a in range(d):
+                xw += w[a] * x[a]
+            if norm == 0:
                 for a in range(d):
-                    xw += w[a] * x[a]
-                if norm == 0:
-                    for a in range(d):
-                        v[a] += w[a] - xw * x[a]
-                else:
-                    for a in range(d):
-                        v[a] += Z * (w[a] - xw * x[a])
-                if not causal:
-                    # Σ_j e^{s_ij} D_h x_j = e^{shift} D_h SX
-                    for a in range(d):
-                        acc = 0.0
-                        for bb in range(d):
-                            acc += D[p, h, a, bb] * SX[p, h, i, bb]
-                        g[a] += es * acc
-                    if want_ito:
-                        ito += es * SI[p, h, i]
-            if norm == 1:
-                scale = 1.0 / zsum
+                    v[a] += w[a] - xw * x[a]
             else:
-                scale = 1.0 / H
-            v2 = 0.0
-            for a in range(d):
-                v[a] *= scale
-                vel[p, i, a] = v[a]
-                v2 += v[a] * v[a]
-            if causal:
-                continue
-            xg = 0.0
-            for a in range(d):
-                g[a] /= H * n
-                xg += g[a] * x[a]
-            gv = 0.0
-            for a in range(d):
-                g[a] -= xg * x[a]
-                grad[p, i, a] = g[a]
-                gv += g[a] * v[a]
-            bhat[p, i] = H / zsum
-            ediss[p, i] = gv
-            eG2[p, i] = v2 * (H / minv)
-            eG2hm[p, i] = v2 * (zsum / H)
-            eE[p, i] = zsum
-            eIto[p, i] = ito
+                for a in range(d):
+                    v[a] += Z * (w[a] - xw * x[a])
+            if not causal:
+                # Σ_j e^{s_ij} D_h x_j = e^{shift} D_h SX;  ∂_D E: e^{shift} x_i SX_iᵀ
+                for a in range(d):
+                    acc = 0.0
+                    for bb in range(d):
+                        acc += D[p, h, a, bb] * SX[p, h, i, bb]
+                    g[a] += es * acc
+                    xa = es * x[a]
+                    for bb in range(d):
+                        dEp[p, b, h, a, bb] += xa * SX[p, h, i, bb]
+                ito += es * SI[p, h, i]
+        if norm == 1:
+            scale = 1.0 / zsum
+        else:
+            scale = 1.0 / H
+        v2 = 0.0
+        for a in range(d):
+            v[a] *= scale
+            vel[p, i, a] = v[a]
+            v2 += v[a] * v[a]
+        if causal:
+            continue
+        xg = 0.0
+        for a in range(d):
+            g[a] /= H * n
+            xg += g[a] * x[a]
+        gv = 0.0
+        for a in range(d):
+            g[a] -= xg * x[a]
+            grad[p, i, a] = g[a]
+            gv += g[a] * v[a]
+        bhat[p, i] = H / zsum
+        er[0, p, i] = gv
+        er[1, p, i] = v2 * (H / minv)
+        er[2, p, i] = v2 * (zsum / H)
+        er[3, p, i] = zsum
+        er[4, p, i] = ito
 
 
-@njit(parallel=True, **_OPTS)
-def _reduce_rows(ediss, eG2, eG2hm, eE, eIto, beta, H, want_ito,
-                 energy, diss, G2, G2hm, ito_sum):
-    """Sums over rows in a fixed (sequential) order, one path per iteration."""
-    P, n = ediss.shape
-    for p in prange(P):
+@njit(**_OPTS)
+def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD):
+    """Sums over rows (and over tiles for ∂_D E) in a fixed sequential order."""
+    P, n = er.shape[1], er.shape[2]
+    nt, d = dEp.shape[1], dEp.shape[3]
+    f = 1.0 / (2.0 * H * n * n)
+    for p in range(P):
         s1 = 0.0
         s2 = 0.0
         s3 = 0.0
         s4 = 0.0
         s5 = 0.0
         for i in range(n):
-            s1 += ediss[p, i]
-            s2 += eG2[p, i]
-            s3 += eG2hm[p, i]
-            s4 += eE[p, i]
-            s5 += eIto[p, i]
+            s1 += er[0, p, i]
+            s2 += er[1, p, i]
+            s3 += er[2, p, i]
+            s4 += er[3, p, i]
+            s5 += er[4, p, i]
         diss[p] = s1 / n
         G2[p] = s2 / n
         G2hm[p] = s3 / n
         energy[p] = s4 / (2.0 * beta * H * n)
         ito_sum[p] = s5 / (2.0 * H * n * n) if want_ito else np.nan
+        for h in range(H):
+            for a in range(d):
+                for bb in range(d):
+                    acc = 0.0
+                    for b in range(nt):
+                        acc += dEp[p, b, h, a, bb]
+                    dEdD[p, h, a, bb] = acc * f
+
+
+# One parallel region per field evaluation. Work items are (path, tile of R rows), R fixed by
+# d alone; the worker threads take items from a shared atomic counter (dynamic schedule: a
+# preempted thread delays at most its current item, not a static share of the loop). Every
+# output slot and every tile partial is written by one item with the same code, and the
+# reductions run afterwards in a fixed order: results never depend on the schedule.
+@njit(parallel=True, **_OPTS)
+def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, R, counter,
+             S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+             energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64)."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    items = P * nt
+    nw = max(1, min(counter[1], items))
+    for _ in prange(nw):
+        buf = np.empty(_CH)
+        cbuf = np.empty(_CH)
+        sx = np.empty(d)
+        q = np.empty(d)
+        ybar = np.empty(d)
+        w = np.empty(d)
+        v = np.empty(d)
+        g = np.empty(d)
+        while True:
+            t = _fetch_add(counter)
+            if t >= items:
+                break
+            p = t // nt
+            b = t - p * nt
+            i0 = b * R
+            i1 = min(n, i0 + R)
+            for h in range(H):
+                _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
+                             i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS)
+            _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
+                           vel, part, grad, bhat, er, dEp, ybar, w, v, g)
+    if not causal:
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD)
 
 
 @njit(parallel=True, **_OPTS)
-def _dE_dD(X, SX, RS, out):
-    """∂_{D_h}E = 1/(2Hn²) Σ_i e^{shift_i} x_i SX_iᵀ, rows summed sequentially."""
+def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter,
+             S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+             energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The fused pass, float32 pair loop for d = 3 (Xt (P, 3, n_pad) float32)."""
     P, n, d = X.shape
-    H = SX.shape[1]
-    for t in prange(P * H):
-        p = t // H
-        h = t - p * H
-        acc = np.zeros((d, d))
-        for i in range(n):
-            es = math.exp(RS[p, h, i])
-            for a in range(d):
-                xa = es * X[p, i, a]
-                for bb in range(d):
-                    acc[a, bb] += xa * SX[p, h, i, bb]
-        f = 1.0 / (2.0 * H * n * n)
-        for a in range(d):
-            for bb in range(d):
-                out[p, h, a, bb] = acc[a, bb] * f
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    items = P * nt
+    nw = max(1, min(counter[1], items))
+    for _ in prange(nw):
+        ybar = np.empty(d)
+        w = np.empty(d)
+        v = np.empty(d)
+        g = np.empty(d)
+        while True:
+            t = _fetch_add(counter)
+            if t >= items:
+                break
+            p = t // nt
+            b = t - p * nt
+            i0 = b * R
+            i1 = min(n, i0 + R)
+            for h in range(H):
+                _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
+                             S0, SX, SI, RS)
+            _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
+                           vel, part, grad, bhat, er, dEp, ybar, w, v, g)
+    if not causal:
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD)
+
+
+@njit(parallel=True, **_OPTS)
+def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter,
+                   S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+                   energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The epilogue alone, after the BLAS pair pass (same items and order as the fused pass)."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    items = P * nt
+    nw = max(1, min(counter[1], items))
+    for _ in prange(nw):
+        ybar = np.empty(d)
+        w = np.empty(d)
+        v = np.empty(d)
+        g = np.empty(d)
+        while True:
+            t = _fetch_add(counter)
+            if t >= items:
+                break
+            p = t // nt
+            b = t - p * nt
+            i0 = b * R
+            _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, min(n, i0 + R), S0, SX, SI,
+                           RS, vel, part, grad, bhat, er, dEp, ybar, w, v, g)
+    if not causal:
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD)
 
 
 # ---------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------
-def _row_block(n, items, target=64):
-    """Rows per parallel work item (does not change the results, only the balance)."""
-    nth = max(1, numba.get_num_threads())
-    want_blocks = max(1, -(-8 * nth // max(1, items)))
-    return max(1, min(target, -(-n // want_blocks)))
+def _tile_rows(d):
+    """Rows per work item of the fused pass: 8 for d ≤ 8, then 8·⌈d/8⌉ (a function of d
+    only: the tile partial sums of ∂_D E, hence the results, depend on it)."""
+    return 8 * max(1, -(-d // 8))
 
 
 def _spectral_norm(D):
@@ -853,46 +995,44 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     SX = np.empty((P, H, n, d))
     SI = np.empty((P, H, n))
     RS = np.empty((P, H, n))
-    rb = _row_block(n, P * H)
-    limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
-    if limits is not None:
-        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
-        _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
-                        S0, SX, SI, RS, limits)
-    elif single and d == 3 and fast_exp:
-        shift32 = np.ascontiguousarray(shift, dtype=np.float32)
-        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
-        n_pad = -(-n // _VW32) * _VW32
-        Xt = np.zeros((P, d, n_pad), dtype=np.float32)
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
-        _pair_pass32(Xt, D, X, beta, shift32, rowmax, causal, want_ito, rb, S0, SX, SI, RS)
-        del Xt
-    else:
-        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
-        n_pad = -(-n // _VW) * _VW
-        Xt = np.zeros((P, d, n_pad))  # structure of arrays, zero-padded columns
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
-        _pair_pass(Xt, D, X, beta, shift, rowmax, causal, want_ito, bool(fast_exp), rb,
-                   S0, SX, SI, RS)
-        del Xt
-
+    nan = np.nan
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
-    nan = np.nan
     grad = np.full((P, n, d), nan)
     bhat = np.full((P, n), nan)
-    rows = [np.full((P, n), nan) for _ in range(5)]
-    rb2 = _row_block(n, P, target=256)
-    _combine(X, D, V, lap, norm_code, causal, want_ito, rb2, S0, SX, SI, RS,
-             vel, part, grad, bhat, *rows)
-
+    er = np.full((5, P, n), nan)  # row terms of 𝒟, G², G²_hm, E, Itô
     energy = np.full(P, nan)
     diss = np.full(P, nan)
     G2 = np.full(P, nan)
     G2hm = np.full(P, nan)
     ito = np.full(P, nan)
     dEdD = np.full((P, H, d, d), nan)
-    if not causal:
-        _reduce_rows(*rows, beta, H, want_ito, energy, diss, G2, G2hm, ito)
-        _dE_dD(X, SX, RS, dEdD)
+    R = _tile_rows(d)
+    dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
+    # [next work item, worker threads] of the parallel pass (numba.get_num_threads in
+    # compiled code would prevent caching)
+    counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
+    outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
+    limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
+    if limits is not None:
+        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
+        _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
+                        S0, SX, SI, RS, limits)
+        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter,
+                       S0, SX, SI, RS, *outs)
+    elif single and d == 3 and fast_exp:
+        shift32 = np.ascontiguousarray(shift, dtype=np.float32)
+        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
+        n_pad = -(-n // _VW32) * _VW32
+        Xt = np.zeros((P, d, n_pad), dtype=np.float32)
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        _fused32(Xt, D, V, X, beta, shift32, rowmax, lap, norm_code, causal, want_ito, R,
+                 counter, S0, SX, SI, RS, *outs)
+    else:
+        rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
+        n_pad = -(-n // _VW) * _VW
+        Xt = np.zeros((P, d, n_pad))  # structure of arrays, zero-padded columns
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
+                 bool(fast_exp), R, counter, S0, SX, SI, RS, *outs)
     return vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito

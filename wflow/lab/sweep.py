@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -82,6 +83,25 @@ def run_task(name, cfg, path, overwrite=False):
             "elapsed": time.perf_counter() - t0}
 
 
+def _run_task_threads(threads, name, cfg, path, overwrite=False):
+    """:func:`run_task` with numba limited to ``threads`` threads (None: numba's default).
+
+    Set inside the task: ``numba.set_num_threads`` is per calling thread. Results do not
+    depend on the thread count."""
+    if threads:
+        import numba
+
+        numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+    return run_task(name, cfg, path, overwrite)
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, overwrite=False,
               progress=False):
     """Run ``tasks`` (list of (name, config)) into ``outdir/<name>.h5``.
@@ -90,7 +110,9 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     ----------
     executor : "serial" (in this process, numba threads use every core) or "dask"
         (``dask.distributed``: a ``LocalCluster`` of ``n_workers`` single-threaded
-        worker processes, or the scheduler at ``address``).
+        worker processes, each task's numba threads limited to cores // n_workers so the
+        workers do not oversubscribe the cores; or the scheduler at ``address``, numba's
+        default thread count per task).
 
     Returns
     -------
@@ -118,14 +140,18 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
             "executor = 'dask' needs dask.distributed: pip install 'wflow[distributed]'"
         ) from None
     cluster = None
+    threads = None
     if address is None:
-        cluster = LocalCluster(n_workers=n_workers or 2, threads_per_worker=1, processes=True,
+        n_workers = n_workers or 2
+        threads = max(1, _cores() // n_workers)
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         client = Client(cluster)
     else:
         client = Client(address)
     try:
-        futures = [client.submit(run_task, n, c, p, overwrite, key=f"wflow-{n}", pure=False)
+        futures = [client.submit(_run_task_threads, threads, n, c, p, overwrite,
+                                 key=f"wflow-{n}", pure=False)
                    for n, c, p in jobs]
         return client.gather(futures)
     finally:
