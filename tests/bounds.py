@@ -57,7 +57,7 @@ def relative_bound(n, d, H, beta, D, u=U64):
     return SAFETY * u * (EXP_ULPS + 2 * (d + 2) * smax + 2 * n + H + 2 * d + 16)
 
 
-def field_bounds(X, D, beta, normalization="head", laplacian=(), V=None, causal=False, ref=None,
+def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, causal=False, ref=None,
                  u=U64):
     r"""Absolute error bounds for every field quantity of one path.
 
@@ -83,13 +83,13 @@ def field_bounds(X, D, beta, normalization="head", laplacian=(), V=None, causal=
     H = D.shape[0]
     Vm = D if V is None else np.asarray(V, float)
     if ref is None:
-        ref = field_reference(X, D, beta, normalization, laplacian, False, V)
+        ref = field_reference(X, D, beta, normalization, laplacian_heads, False, V)
     lap = np.zeros(H, bool)
-    lap[list(laplacian)] = True
+    lap[list(laplacian_heads)] = True
     eps = relative_bound(n, d, H, beta, D, u)
 
     Z = ref["partition"]  # (H, n), positive: no cancellation
-    Zv = field_reference(X, D, beta, normalization, laplacian, True, V)["partition"] if causal else Z
+    Zv = field_reference(X, D, beta, normalization, laplacian_heads, True, V)["partition"] if causal else Z
     normV = np.linalg.norm(Vm, 2, axis=(1, 2))  # |a_h| ≤ ‖V_h‖₂ (a convex combination of V x_j)
     normD = np.linalg.norm(D, 2, axis=(1, 2))
     weight = {"head": np.full_like(Zv, 1.0 / H), "joint": Zv / Zv.sum(axis=0),

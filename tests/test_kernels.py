@@ -15,8 +15,9 @@ from bounds import U32, U64, assert_within, field_bounds, relative_bound
 from wflow.core import _kernels as K
 from wflow.core._reference import field_reference
 
-NAMES = ("velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2", "G2_hm",
-         "dE_dD", "ito_sum")
+NAMES = K.FieldPass._fields
+assert NAMES == ("velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2",
+                 "G2_hm", "dE_dD", "ito_sum")
 MASKED_DEFINED = ("velocity", "partition")
 # the paper-companion case, copied into the repository (tests/data/companion_case.md)
 COMPANION = pathlib.Path(__file__).resolve().parent / "data" / "companion_case.npz"

@@ -196,7 +196,7 @@ def test_model_errors_are_plain_value_errors_with_parameter_names():
             AttentionModel(**kw)
         assert not isinstance(info.value, ConfigError)
         assert str(info.value).startswith(start), str(info.value)
-    with pytest.raises(ValueError, match="^laplacian = 5: "):
+    with pytest.raises(ValueError, match="^laplacian_heads = 5: "):
         attention.laplacian_indices(5, 4)
     with pytest.raises(ValueError, match="^method = 'rk45': "):
         integrators.get_stepper("rk45")

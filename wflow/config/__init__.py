@@ -94,7 +94,7 @@ STEP_RTOL = 1e-9
 
 #: parameter names of the model modules -> configuration keys (see :func:`config_errors`)
 PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
-              "sign": "model.sign", "laplacian": "model.laplacian_heads", "heads": "model.heads",
+              "sign": "model.sign", "laplacian_heads": "model.laplacian_heads", "heads": "model.heads",
               "mask": "model.mask", "backend": "solver.backend", "precision": "solver.precision",
               "fast_exp": "solver.exp", "d": "model.d", "method": "solver.method"}
 

@@ -73,13 +73,30 @@ polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["NORM_CODES", "fused_pass", "fast_exp_array", "fast_exp_rate"]
+__all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate"]
+
+
+class FieldPass(NamedTuple):
+    """The results of :func:`fused_pass`, per path, with the meaning of
+    :func:`wflow.core._reference.field_reference` (a tuple: unpacks in this order)."""
+
+    velocity: np.ndarray  # (P, n, d), v before the sign σ
+    partition: np.ndarray  # (P, H, n), Z_h(x_i)
+    gradient: np.ndarray  # (P, n, d), g_i
+    b_hat: np.ndarray  # (P, n), 1 / Z̄(x_i)
+    energy: np.ndarray  # (P,)
+    dissipation: np.ndarray  # (P,), 𝒟
+    G2: np.ndarray  # (P,)
+    G2_hm: np.ndarray  # (P,)
+    dE_dD: np.ndarray  # (P, H, d, d)
+    ito_sum: np.ndarray  # (P,)
 
 NORM_CODES = {"head": 0, "joint": 1, "none": 2}
 
@@ -932,7 +949,8 @@ def _spectral_norm(D):
     return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
 
 
-def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, fast_exp=True):
+def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=True,
+               fast_exp=True):
     """All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
 
     Parameters
@@ -943,7 +961,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     V : (P, H, d, d) value matrices (ignored when ``tied``; may be None then).
     beta : inverse temperature β > 0.
     norm_code : 0 head, 1 joint, 2 none (:data:`NORM_CODES`).
-    lap_mask : (H,) bool, Laplacian heads.
+    laplacian_mask : (H,) bool, True for the Laplacian heads.
     causal : token i attends to j ≤ i.
     tied : values tied to the interaction matrices (V_h = D_h).
     want_ito : also compute ``ito_sum`` (else NaN).
@@ -956,7 +974,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
 
     Returns
     -------
-    tuple of new float64 arrays, per path, with the meaning of
+    FieldPass of new float64 arrays, per path, with the meaning of
     :func:`wflow.core._reference.field_reference`:
     ``velocity (P, n, d), partition (P, H, n), gradient (P, n, d), b_hat (P, n),
     energy (P,), dissipation (P,), G2 (P,), G2_hm (P,), dE_dD (P, H, d, d), ito_sum (P,)``.
@@ -985,7 +1003,7 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
     if norm_code not in (0, 1, 2):
         raise ValueError(f"norm_code = {norm_code}: expected 0 (head), 1 (joint) or 2 (none)")
     lap = np.zeros(H, dtype=np.bool_)
-    lap[:] = np.asarray(lap_mask, dtype=np.bool_).reshape(-1) if np.size(lap_mask) else False
+    lap[:] = np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1) if np.size(laplacian_mask) else False
     causal = bool(causal)
     want_ito = bool(want_ito) and not causal
 
@@ -1035,4 +1053,4 @@ def fused_pass(X, D, V, beta, norm_code, lap_mask, causal, tied, want_ito=True, 
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
                  bool(fast_exp), R, counter, S0, SX, SI, RS, *outs)
-    return vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito
+    return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)

@@ -15,7 +15,8 @@ import numpy as np
 NORMALIZATIONS = ("head", "joint", "none")
 
 
-def field_reference(X, D, beta=1.0, normalization="head", laplacian=(), causal=False, V=None):
+def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), causal=False,
+                    V=None):
     r"""Every field quantity of [model §2–4] from dense matrices.
 
     .. math::
@@ -29,7 +30,7 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian=(), causal=F
     D : (H, d, d) symmetric interaction matrices.
     beta : inverse temperature β > 0.
     normalization : "head" | "joint" | "none".
-    laplacian : iterable of 0-based Laplacian head indices.
+    laplacian_heads : iterable of 0-based Laplacian head indices.
     causal : token i attends to j <= i (energy-based outputs are then NaN).
     V : (H, d, d) value matrices, or None for tied values (V_h = D_h).
 
@@ -46,7 +47,7 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian=(), causal=F
     H = D.shape[0]
     Vm = D if V is None else np.asarray(V, dtype=float)
     lap = np.zeros(H, dtype=bool)
-    lap[list(laplacian)] = True
+    lap[list(laplacian_heads)] = True
 
     S = beta * np.einsum("ia,hab,jb->hij", X, D, X, optimize=True)  # (H, n, n)
     E_full = np.exp(S)  # unshifted: fine for moderate logits (tests)

@@ -199,7 +199,7 @@ class Simulation:
         with _config.config_errors():  # the model names its parameters; errors name keys
             self.model = AttentionModel(
                 beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
-                laplacian=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
+                laplacian_heads=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
                 values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
                 precision=s["precision"],
             )

@@ -54,12 +54,12 @@ def laplacian_indices(spec, H):
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         k = int(spec)
         if not 0 <= k <= H:
-            raise ValueError(f"laplacian = {k}: an integer k (the last k heads) must be in 0..{H} "
+            raise ValueError(f"laplacian_heads = {k}: an integer k (the last k heads) must be in 0..{H} "
                              f"(heads = {H})")
         return tuple(range(H - k, H))
     idx = tuple(sorted(int(i) for i in spec))
     if any(i < 0 or i >= H for i in idx) or len(set(idx)) != len(idx):
-        raise ValueError(f"laplacian = {list(spec)!r}: indices must be distinct in 0..{H - 1} "
+        raise ValueError(f"laplacian_heads = {list(spec)!r}: indices must be distinct in 0..{H - 1} "
                          f"(heads = {H})")
     return idx
 
@@ -107,7 +107,7 @@ class AttentionModel:
     beta : inverse temperature β > 0.
     normalization : "head" | "joint" | "none".
     sign : "descent" (σ = −1) | "ascent" (σ = +1).
-    laplacian : 0-based Laplacian head indices.
+    laplacian_heads : 0-based Laplacian head indices.
     causal : causal mask (only v and the partition are defined).
     values : None (tied, V_h = D_h) or a fixed (H, d, d) array of value matrices.
     backend : "numba" | "numpy".
@@ -120,7 +120,7 @@ class AttentionModel:
     beta: float = 1.0
     normalization: str = "head"
     sign: str = "descent"
-    laplacian: tuple = ()
+    laplacian_heads: tuple = ()
     causal: bool = False
     values: np.ndarray | None = dc_field(default=None, compare=False)
     backend: str = "numba"
@@ -158,7 +158,7 @@ class AttentionModel:
             V = np.ascontiguousarray(np.broadcast_to(self.values, D.shape), dtype=float)
             tied = False
         lap = np.zeros(H, dtype=bool)
-        lap[list(self.laplacian)] = True
+        lap[list(self.laplacian_heads)] = True
         if self.backend == "numba":
             from wflow.core import _kernels
 
@@ -167,12 +167,12 @@ class AttentionModel:
                 Xk, D, V, float(self.beta), _kernels.NORM_CODES[self.normalization], lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
             )
-            return Field(*out)
+            return Field(**out._asdict())
         from wflow.core._reference import field_reference
 
         res = [
             field_reference(
-                X[p], D[p], self.beta, self.normalization, self.laplacian, self.causal,
+                X[p], D[p], self.beta, self.normalization, self.laplacian_heads, self.causal,
                 None if tied else V[p],
             )
             for p in range(P)
@@ -229,7 +229,7 @@ def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none",
     _allowed("mask", mask, MASKS)
     V = None if values is None else np.asarray(values, dtype=float).reshape(Db.shape[1:])
     model = AttentionModel(
-        beta=float(beta), normalization=normalization, laplacian=laplacian_indices(laplacian_heads, H),
+        beta=float(beta), normalization=normalization, laplacian_heads=laplacian_indices(laplacian_heads, H),
         causal=(mask == "causal"), values=V, backend=backend, fast_exp=fast_exp,
     )
     return model.evaluate(Xb, Db).path(0)
