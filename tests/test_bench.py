@@ -38,7 +38,7 @@ def test_run_bench_tiny():
 
 def test_skip_rule_for_large_dense():
     """n = 100 000 (seconds even for the kernel): the dense baselines are skipped."""
-    from wflow.lab import bench
+    from wflow.lab import contention
 
     assert bench._numpy_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
     assert bench._torch_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
@@ -83,13 +83,13 @@ def test_busy_neighbour_stops_by_itself():
     import subprocess
     import sys
 
-    from wflow.lab import bench
+    from wflow.lab import contention
 
-    subprocess.run([sys.executable, "-c", bench._BUSY, "0.2"], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", contention._BUSY, "0.2"], check=True, timeout=60)
 
 
 def test_contention_table_format():
-    from wflow.lab.bench import format_contention_table
+    from wflow.lab.contention import format_contention_table
 
     rows = [{"case": "alone", "seconds": 2.0, "ratio": 1.0, "goal": float("nan"), "against": ""},
             {"case": "beside 1 busy process", "seconds": 3.0, "ratio": 1.5, "goal": 1.8,
@@ -101,7 +101,7 @@ def test_contention_table_format():
 @pytest.mark.slow
 def test_contention_bench_smoke():
     """Every case runs (fresh processes, tiny T); no timing assertion."""
-    from wflow.lab.bench import contention_bench
+    from wflow.lab.contention import contention_bench
 
     rows = contention_bench(T=0.05, ks=(1,), neighbour_seconds=60)
     assert [r["case"] for r in rows] == ["alone", "alone, OMP_WAIT_POLICY=active",
