@@ -38,7 +38,7 @@ def test_run_bench_tiny():
 
 def test_skip_rule_for_large_dense():
     """n = 100 000 (seconds even for the kernel): the dense baselines are skipped."""
-    from wflow.lab import contention
+    from wflow.lab import bench
 
     assert bench._numpy_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
     assert bench._torch_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
