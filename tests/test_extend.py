@@ -8,6 +8,8 @@ import pytest
 import wflow
 from wflow.engine import driver
 from wflow.engine import series as S
+from wflow.lab.studies import STUDIES, Study, register_study, run_study, summary_table
+from wflow.lab.sweep import expand_grid
 from wflow.model.weights import WeightProcess, register_process
 from wflow.storage import io
 
@@ -79,3 +81,35 @@ def test_new_process_is_named_in_errors():
         wflow.simulate({"weights": {"process": "decay", "gamma": "fast"}})
     with pytest.raises(wflow.ConfigError, match="unknown key 'weights.gamma'"):
         wflow.simulate({"weights": {"process": "ou", "gamma": 1.0}})
+
+
+class DecayStudy(Study):
+    """A study declared here: the decay rate γ of the process above, swept; the user series
+    and the energy at T summarised."""
+
+    name = "decay-test-study"
+    question = "how does the decay rate of the weights change the energy at T?"
+
+    def base(self, scale):
+        return {**_cfg(), "solver": {"T": 0.1, "dt": 0.01, "record_every": 5, "paths": 1}}
+
+    def variants(self, base, scale):
+        return expand_grid(base, {"weights.gamma": [0.5, 4.0]}, name="decay")
+
+    def summarize(self, paths):
+        return summary_table(paths, ("energy", "mean_z"))
+
+
+def test_new_study_runs_the_new_process_and_series(tmp_path, mean_z):
+    register_study(DecayStudy)
+    try:
+        r = run_study("decay-test-study", tmp_path, scale="quick")
+    finally:
+        STUDIES.pop(DecayStudy.name)
+    assert r.table["run"] == ["decay-gamma=0.5", "decay-gamma=4"]
+    for path, gamma in zip(r.paths, (0.5, 4.0)):
+        cfg, arrays, _ = io.read(path)
+        assert cfg["weights"]["gamma"] == gamma  # the process's own key reached the run
+        np.testing.assert_allclose(arrays["D"][-1], np.exp(-gamma * 0.1) * arrays["D"][0],
+                                   rtol=1e-12)
+        assert "mean_z" in arrays and np.all(np.isfinite(arrays["mean_z"]))
