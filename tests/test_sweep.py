@@ -316,3 +316,19 @@ def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client):
     assert [r["status"] for r in rep.rows] == ["complete"] * 4
     assert not list((tmp_path / "out").rglob("*.part"))
     _same_summary(run_sweep(_mc_tasks(), tmp_path / "serial").summary, rep.summary)
+
+
+def test_run_sweep_api_and_streams(tmp_path):
+    """wflow.run_sweep returns the summary; independent streams: a seed per grid point from
+    its values, unchanged when a value is added to the sweep."""
+    import wflow
+
+    base = small_config(**{"solver.T": 0.05, "model.n": 8, "solver.backend": "numpy"})
+    ds = wflow.run_sweep(base, {"model.heads": [1, 2]}, tmp_path, paths_per_task=1)
+    assert ds.sizes["row"] == 4 and ds.attrs["ran"] == 4 and ds.attrs["failed"] == "{}"
+    common = dict(expand_grid(base, {"model.heads": [1, 2]}))
+    assert {c["init"]["seed"] for c in common.values()} == {7}
+    two = dict(expand_grid(base, {"model.heads": [1, 2]}, streams="independent"))
+    three = dict(expand_grid(base, {"model.heads": [1, 2, 5]}, streams="independent"))
+    assert two["run-heads=1"]["init"]["seed"] != two["run-heads=2"]["init"]["seed"]
+    assert all(three[k] == two[k] for k in two)
