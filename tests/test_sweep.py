@@ -252,6 +252,7 @@ def test_summary_identical_across_executors_and_batches(tmp_path, dask_client):
     _, xa, _ = io.read(tmp_path / "serial" / "run-heads=2.h5")
     _, xb, attrs = io.read(tmp_path / "k1" / "run-heads=2.h5")
     assert attrs["status"] == "complete" and sorted(xa) == sorted(xb)
+    assert not (tmp_path / "k1" / "run-heads=2.batches").exists()
     for k in xa:
         assert np.array_equal(xa[k], xb[k], equal_nan=True), k
 

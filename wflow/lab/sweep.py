@@ -20,7 +20,7 @@ Either way a grid point's streams depend on its values, never on its position in
 adding a value to a sweep leaves the other grid points unchanged.
 
 Files: ``outdir/<point>.h5`` per grid point (the batches, in ``outdir/<point>.batches/``,
-are joined into it once all are complete), ``outdir/sweep_summary.h5`` and ``.csv``
+are joined into it, then removed, once all are complete), ``outdir/sweep_summary.h5`` and ``.csv``
 (one row per grid point and path). A task writes ``.<file>.part`` and renames it when
 complete (Dask may run a task twice; a killed task leaves only a partial ``.part``, resumed
 by the next attempt). Rerunning a sweep skips the complete tasks and redoes the others. A
@@ -41,6 +41,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -419,6 +420,7 @@ def _join(pt, prow):
     header = driver.header(Simulation(pt.cfg, explicit=()))
     io.merge_paths([b[4] for b in pt.batches], pt.path, pt.cfg, header=header,
                    attrs={"sweep_batches": json.dumps(batches)})
+    shutil.rmtree(pt.batches[0][4].parent, ignore_errors=True)  # the joined file holds all
 
 
 # ------------------------------------------------------------------------------ summary
