@@ -327,6 +327,8 @@ def test_run_sweep_api_and_streams(tmp_path):
     base = small_config(**{"solver.T": 0.05, "model.n": 8, "solver.backend": "numpy"})
     ds = wflow.run_sweep(base, {"model.heads": [1, 2]}, tmp_path, paths_per_task=1)
     assert ds.sizes["row"] == 4 and ds.attrs["ran"] == 4 and ds.attrs["failed"] == "{}"
+    one = wflow.run_sweep(base, {"model.heads": [2]}, tmp_path / "one")  # the swept key
+    assert list(one["model.heads"].values) == [2, 2]                     # with a single value
     common = dict(expand_grid(base, {"model.heads": [1, 2]}))
     assert {c["init"]["seed"] for c in common.values()} == {7}
     two = dict(expand_grid(base, {"model.heads": [1, 2]}, streams="independent"))

@@ -343,7 +343,7 @@ def cmd_sweep(args) -> int:
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
     rep = run_sweep(tasks, args.output or "sweep", executor=args.executor, address=args.address,
                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
-                    paths_per_task=args.paths_per_task)
+                    paths_per_task=args.paths_per_task, keys=list(grid))
     for r in rep.rows:
         print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['worker']}")
     print(f"{rep.describe()}; summary: {rep.summary_csv}")

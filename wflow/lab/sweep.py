@@ -270,7 +270,8 @@ class SweepReport:
 
 
 def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, overwrite=False,
-              progress=False, paths_per_task=None, client=None, retries=1, _exit_at=None):
+              progress=False, paths_per_task=None, client=None, retries=1, keys=None,
+              _exit_at=None):
     """Run ``tasks`` (list of (name, config)) into ``outdir/<name>.h5``; write the summary.
 
     Parameters
@@ -280,6 +281,8 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
         worker processes, the scheduler at ``address``, or an existing ``client``).
     paths_per_task : paths per task (default: all the paths of a grid point in one task).
     retries : Dask retries of a task that raised (a lost worker is rescheduled by Dask).
+    keys : the swept dotted keys, columns of the summary (default: the keys whose value
+        differs between the tasks).
     _exit_at : test hook ``{task name: (step, marker file)}`` (see :func:`_exit_hook`).
 
     Returns
@@ -334,7 +337,7 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     for key, action in (("skipped", "skipped (complete)"), ("ran", "ran"),
                         ("resumed", "resumed")):
         counts[key] = sum(r["action"] == action for r in rows)
-    table = summary_rows(points, rows, failed)
+    table = summary_rows(points, rows, failed, keys)
     h5, csvp = _write_summary(outdir, table)
     report = SweepReport(rows, counts, failed, h5, csvp)
     try:
@@ -445,11 +448,11 @@ def _late(t, T):
     return m if m.any() else np.ones_like(t, dtype=bool)
 
 
-def summary_rows(points, rows, failed):
+def summary_rows(points, rows, failed, keys=None):
     """The summary as ordered columns (dict name -> list), one row per grid point and path."""
     from wflow.storage import io
 
-    keys = _swept_keys(points)
+    keys = _swept_keys(points) if keys is None else list(keys)
     cols = {"point": [], "path": [], **{k: [] for k in keys},
             **{c: [] for c, _, _ in SUMMARY_COLUMNS},
             "status": [], "error": [], "wall_time": [], "worker": []}
@@ -551,7 +554,7 @@ def sweep(base, grid, outdir="sweep", executor="serial", paths_per_task=None, na
     """Expand ``grid`` over ``base`` and run it (:func:`run_sweep`); returns the summary
     ``xarray.Dataset`` (attrs: counts, failed grid points)."""
     report = run_sweep(expand_grid(base, grid, name=name, streams=streams), outdir,
-                       executor=executor, paths_per_task=paths_per_task, **kw)
+                       executor=executor, paths_per_task=paths_per_task, keys=list(grid), **kw)
     ds = report.summary
     ds.attrs.update({k: int(v) for k, v in report.counts.items()})
     ds.attrs["failed"] = json.dumps(report.failed)
