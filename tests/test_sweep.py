@@ -1,6 +1,7 @@
 """Sweeps: grid expansion, executor independence (serial vs Dask), skip/resume, studies pipeline."""
 
 import csv
+import time
 
 import numpy as np
 import pytest
@@ -335,3 +336,25 @@ def test_run_sweep_api_and_streams(tmp_path):
     three = dict(expand_grid(base, {"model.heads": [1, 2, 5]}, streams="independent"))
     assert two["run-heads=1"]["init"]["seed"] != two["run-heads=2"]["init"]["seed"]
     assert all(three[k] == two[k] for k in two)
+
+
+def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
+    """Dask may run a task twice: an attempt finding its file locked by the other waits, then
+    finds the result complete and skips it."""
+    import threading
+
+    from wflow.lab import sweep as sw
+    from wflow.storage._h5 import _Lock
+
+    name, cfg = _tasks()[0]
+    path = tmp_path / f"{name}.h5"
+    lock = _Lock(sw._part(path)).acquire(path)
+    monkeypatch.setattr(sw, "LOCK_WAIT", 60.0)
+    done = {}
+    th = threading.Thread(target=lambda: done.update(sw.run_task(name, cfg, path)))
+    th.start()
+    time.sleep(1.5)
+    assert th.is_alive()  # waiting for the lock
+    lock.release()
+    th.join(60)
+    assert done["action"] == "ran" and io.file_status(path) == "complete"

@@ -164,7 +164,6 @@ def run_task(name, cfg, path, overwrite=False, _exit_at=None):
     is returned, not raised: ``status = "failed"`` and ``error``. Returns a dict (name, path,
     action, status, error, elapsed seconds, worker).
     """
-    from wflow.engine import driver
     from wflow.storage import io
 
     t0 = time.perf_counter()
@@ -174,28 +173,15 @@ def run_task(name, cfg, path, overwrite=False, _exit_at=None):
            "worker": _worker_name()}
     restore = _exit_hook(_exit_at) if _exit_at else None
     try:
-        status = io.file_status(path)
-        if status == "foreign":
-            raise ConfigError(f"sweep: {str(path)!r} exists and is not a wflow result")
-        if status == "complete" and not overwrite:
-            out["action"] = "skipped (complete)"
-        elif status == "running":  # a file of an older sweep, written in place
-            driver.resume(path)
-            out["action"] = "resumed"
-        else:
-            pstat = None if overwrite else io.file_status(part)
-            if pstat == "running":
-                driver.resume(part)
-                out["action"] = "resumed"
-            elif pstat == "complete":
-                out["action"] = "ran"
-            else:
-                driver.run_to_file(cfg, part, overwrite=True)
-                out["action"] = "ran"
-            with io._open_write(part) as f:  # who ran it, for the summary
-                f.attrs["sweep_worker"] = out["worker"]
-            os.replace(part, path)
-            _drop_lock(part)
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                out["action"] = _attempt(cfg, path, part, overwrite, out["worker"])
+                break
+            except FileExistsError:  # another attempt of this task (Dask ran it twice) is
+                if time.monotonic() > deadline:  # writing it: wait, then skip or resume
+                    raise
+                time.sleep(1.0)
     except Exception as exc:  # noqa: BLE001 - a failed task is reported, not raised
         if isinstance(exc, ConfigError) and "not a wflow result" in str(exc):
             raise
@@ -206,6 +192,38 @@ def run_task(name, cfg, path, overwrite=False, _exit_at=None):
             io.H5Recorder.checkpoint = restore
     out["elapsed"] = time.perf_counter() - t0
     return out
+
+
+#: seconds a task waits for another attempt of itself holding its file
+LOCK_WAIT = 6 * 3600.0
+
+
+def _attempt(cfg, path, part, overwrite, worker):
+    from wflow.engine import driver
+    from wflow.storage import io
+
+    status = io.file_status(path)
+    if status == "foreign":
+        raise ConfigError(f"sweep: {str(path)!r} exists and is not a wflow result")
+    if status == "complete" and not overwrite:
+        return "skipped (complete)"
+    if status == "running":  # a file of an older sweep, written in place
+        driver.resume(path)
+        return "resumed"
+    pstat = None if overwrite else io.file_status(part)
+    if pstat == "running":
+        driver.resume(part)
+        action = "resumed"
+    elif pstat == "complete":
+        action = "ran"
+    else:
+        driver.run_to_file(cfg, part, overwrite=True)
+        action = "ran"
+    with io._open_write(part) as f:  # who ran it, for the summary
+        f.attrs["sweep_worker"] = worker
+    os.replace(part, path)
+    _drop_lock(part)
+    return action
 
 
 def _drop_lock(part: Path):
