@@ -258,6 +258,7 @@ def test_summary_identical_across_executors_and_batches(tmp_path, dask_client):
         assert np.array_equal(xa[k], xb[k], equal_nan=True), k
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow the test provokes
 def test_failed_point_is_reported_and_others_complete(tmp_path, dask_client, capsys):
     tasks = _mc_tasks(**{"model.beta": [1.0, 1e6]})
     rep = run_sweep(tasks, tmp_path, executor="dask", client=dask_client, paths_per_task=2)
