@@ -1,6 +1,7 @@
 """Sweeps: grid expansion, executor independence (serial vs Dask), skip/resume, studies pipeline."""
 
 import csv
+import time
 
 import numpy as np
 import pytest
@@ -20,6 +21,19 @@ from wflow.lab.sweep import expand_grid, run_sweep
 from wflow.storage import io
 
 
+@pytest.fixture(scope="session")
+def dask_client():
+    """One LocalCluster of 2 single-threaded worker processes for the whole session."""
+    from dask.distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
 def test_expand_grid_names_and_values():
     tasks = expand_grid(small_config(), {"model.heads": [1, 2], "model.beta": [0.5, 1.0]})
     assert [n for n, _ in tasks] == ["run-heads=1-beta=0.5", "run-heads=1-beta=1",
@@ -35,15 +49,15 @@ def _tasks():
 
 
 def test_serial_then_skip(tmp_path):
-    rows = run_sweep(_tasks(), tmp_path)
+    rows = run_sweep(_tasks(), tmp_path).rows
     assert [r["action"] for r in rows] == ["ran", "ran"]
-    rows = run_sweep(_tasks(), tmp_path)
+    rows = run_sweep(_tasks(), tmp_path).rows
     assert [r["action"] for r in rows] == ["skipped (complete)"] * 2
 
 
-def test_dask_equals_serial(tmp_path):
-    a = run_sweep(_tasks(), tmp_path / "serial")
-    b = run_sweep(_tasks(), tmp_path / "dask", executor="dask", n_workers=2)
+def test_dask_equals_serial(tmp_path, dask_client):
+    a = run_sweep(_tasks(), tmp_path / "serial").rows
+    b = run_sweep(_tasks(), tmp_path / "dask", executor="dask", client=dask_client).rows
     for ra, rb in zip(a, b):
         _, xa, _ = io.read(ra["path"])
         _, xb, _ = io.read(rb["path"])
@@ -164,7 +178,8 @@ def test_cli_study_writes_results_and_figures(tmp_path):
     out = tmp_path / "s6"
     assert main(["study", "section6", "--quick", "-q", "-o", str(out), "--set", "model.n=16",
                  "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]) == 0
-    assert len(list(out.glob("*.h5"))) == 6
+    assert len(list(out.glob("*.h5"))) == 6 + 1  # the runs and the sweep summary
+    assert (out / "sweep_summary.h5").exists()
     assert (out / "figures" / "head_scaling.png").stat().st_size > 0
     assert (out / "figures" / "ou-heads=10" / "snapshots.png").stat().st_size > 0
     assert (out / "summary.csv").stat().st_size > 0 and not list(out.glob("figures/*.pdf"))
@@ -176,3 +191,171 @@ def test_energy_study_orders(tmp_path):
     orders = {line.split()[0]: float(line.split()[5]) for line in text.splitlines()
               if line.split() and line.split()[0] in ("euler", "heun", "rk4")}
     assert abs(orders["euler"] - 1) < 0.2 and orders["heun"] > 1.8 and orders["rk4"] > 1.8, text
+
+
+# ---------------------------------------------------------------- batches, summary, failures, restarts
+
+SUMMARY_IGNORED = ("wall_time", "worker")
+
+
+def _mc_tasks(**grid):
+    base = small_config(**{"solver.T": 0.1, "model.n": 8, "solver.backend": "numpy",
+                           "solver.paths": 4, "init.per_path_tokens": True,
+                           "init.per_path_weights": True})
+    return expand_grid(base, grid or {"model.heads": [1, 2]})
+
+
+def _same_summary(a, b):
+    assert list(a.data_vars) == list(b.data_vars)
+    assert list(a["point"].values) == list(b["point"].values)
+    assert list(a["path"].values) == list(b["path"].values)
+    for k in a.data_vars:
+        if k in SUMMARY_IGNORED:
+            continue
+        va, vb = a[k].values, b[k].values
+        if va.dtype.kind == "f":
+            assert np.array_equal(va, vb, equal_nan=True), k
+        else:
+            assert list(va) == list(vb), k
+
+
+def test_path_streams_depend_on_seed_and_index_only():
+    """Paths [2, 4) run alone equal paths 2, 3 of one run of four, per-path X0 and D(0) too."""
+    import wflow
+
+    cfg = _mc_tasks()[1][1]
+    whole = wflow.simulate(cfg)
+    part = wflow.simulate({**cfg, "init": {**cfg["init"], "first_path": 2},
+                           "solver": {**cfg["solver"], "paths": 2}})
+    assert np.array_equal(whole.X[:, 2:], part.X)
+    assert np.array_equal(whole.energy[:, 2:], part.energy)
+    assert not np.array_equal(whole.X[0, 0], whole.X[0, 1])  # per-path tokens differ
+
+
+def test_summary_identical_across_executors_and_batches(tmp_path, dask_client):
+    serial = run_sweep(_mc_tasks(), tmp_path / "serial")
+    k1 = run_sweep(_mc_tasks(), tmp_path / "k1", executor="dask", client=dask_client,
+                   paths_per_task=1)
+    kall = run_sweep(_mc_tasks(), tmp_path / "kall", executor="dask", client=dask_client,
+                     paths_per_task=4)
+    assert k1.counts["tasks"] == 8 and kall.counts["tasks"] == 2 and not k1.failed
+    s = serial.summary
+    assert s.sizes["row"] == 8 and "model.heads" in s and set(s["status"].values) == {"complete"}
+    assert np.all(np.isfinite(s["G2"].values)) and np.all(np.isfinite(s["ledger_residual"]))
+    _same_summary(s, k1.summary)
+    _same_summary(s, kall.summary)
+    from wflow.lab.sweep import read_summary
+
+    _same_summary(s, read_summary(tmp_path / "k1"))
+    assert (tmp_path / "k1" / "sweep_summary.csv").read_text().splitlines()[0].startswith(
+        "point,path,model.heads,G2")
+    # the joined grid-point file equals the unbatched one, series by series
+    _, xa, _ = io.read(tmp_path / "serial" / "run-heads=2.h5")
+    _, xb, attrs = io.read(tmp_path / "k1" / "run-heads=2.h5")
+    assert attrs["status"] == "complete" and sorted(xa) == sorted(xb)
+    assert not (tmp_path / "k1" / "run-heads=2.batches").exists()
+    for k in xa:
+        assert np.array_equal(xa[k], xb[k], equal_nan=True), k
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow the test provokes
+def test_failed_point_is_reported_and_others_complete(tmp_path, dask_client, capsys):
+    tasks = _mc_tasks(**{"model.beta": [1.0, 1e6]})
+    rep = run_sweep(tasks, tmp_path, executor="dask", client=dask_client, paths_per_task=2)
+    assert list(rep.failed) == ["run-beta=1e+06"] and rep.counts["failed"] == 2
+    s = rep.summary
+    status = dict(zip(s["point"].values, s["status"].values))
+    assert status == {"run-beta=1": "complete", "run-beta=1e+06": "failed"}
+    bad = s.where(s["status"] == "failed", drop=True)
+    assert all("NumericalError" in e for e in bad["error"].values)
+    assert np.all(np.isfinite(s.where(s["status"] == "complete", drop=True)["G2"].values))
+    assert io.file_status(tmp_path / "run-beta=1.h5") == "complete"
+    assert not (tmp_path / "run-beta=1e+06.h5").exists()
+    from wflow.cli import main
+
+    args = ["sweep", "--grid", "model.beta=[1.0, 1e6]", "--set", "solver.T=0.05",
+            "--set", "model.n=8", "--set", "solver.backend=numpy", "-q", "-o", str(tmp_path / "c")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "run-beta=1e+06" in err and "run-beta=1 " not in err
+    assert main([*args, "--paths-per-task", "0"]) == 2  # bad input: nothing runs
+
+
+def test_rerun_computes_only_missing_tasks(tmp_path):
+    """An interrupted sweep (one batch complete, one partial, the rest absent): the rerun
+    skips the complete batch, resumes the partial one, runs the others."""
+    from wflow.engine import driver, series
+    from wflow.engine.run import Simulation
+    from wflow.lab.sweep import _part, _plan, run_task
+
+    tasks = _mc_tasks(**{"model.heads": [1, 2]})
+    points = _plan(tasks, tmp_path, 2)
+    done, partial = points[0].batches[0], points[1].batches[1]
+    for b in (done, partial):
+        b[4].parent.mkdir(parents=True)
+    assert run_task(done[2], done[3], done[4])["action"] == "ran"  # batch 0 of point 0 done
+    sim = Simulation(partial[3], explicit=())  # batch 1 of point 1: killed after step 0
+    rec = io.create(_part(partial[4]), sim.config, header=driver.header(sim),
+                    describe=series.describe_full)
+    driver._first_checkpoint(sim, rec)
+    rec.close()
+    assert io.file_status(_part(partial[4])) == "running"
+    rep = run_sweep(tasks, tmp_path, paths_per_task=2)
+    assert rep.counts == {"tasks": 4, "failed": 0, "skipped": 1, "ran": 2, "resumed": 1}
+    assert "1 skipped (complete), 2 ran, 1 resumed" in rep.describe()
+    again = run_sweep(tasks, tmp_path, paths_per_task=2)
+    assert again.counts["skipped"] == 4 and again.counts["ran"] == 0
+    ref = run_sweep(tasks, tmp_path / "ref")
+    _same_summary(ref.summary, rep.summary)
+
+
+def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client):
+    """A test hook kills the worker process (os._exit) right after a task's first checkpoint,
+    once: Dask reruns the task, which resumes the partial file; the summary is unchanged."""
+    marker = tmp_path / "killed"
+    rep = run_sweep(_mc_tasks(), tmp_path / "out", executor="dask", client=dask_client,
+                    paths_per_task=2, _exit_at={"run-heads=2[paths 2-3]": (0, str(marker))})
+    assert marker.exists() and not rep.failed and rep.counts["tasks"] == 4
+    assert [r["status"] for r in rep.rows] == ["complete"] * 4
+    assert not list((tmp_path / "out").rglob("*.part"))
+    _same_summary(run_sweep(_mc_tasks(), tmp_path / "serial").summary, rep.summary)
+
+
+def test_run_sweep_api_and_streams(tmp_path):
+    """wflow.run_sweep returns the summary; independent streams: a seed per grid point from
+    its values, unchanged when a value is added to the sweep."""
+    import wflow
+
+    base = small_config(**{"solver.T": 0.05, "model.n": 8, "solver.backend": "numpy"})
+    ds = wflow.run_sweep(base, {"model.heads": [1, 2]}, tmp_path, paths_per_task=1)
+    assert ds.sizes["row"] == 4 and ds.attrs["ran"] == 4 and ds.attrs["failed"] == "{}"
+    one = wflow.run_sweep(base, {"model.heads": [2]}, tmp_path / "one")  # the swept key
+    assert list(one["model.heads"].values) == [2, 2]                     # with a single value
+    common = dict(expand_grid(base, {"model.heads": [1, 2]}))
+    assert {c["init"]["seed"] for c in common.values()} == {7}
+    two = dict(expand_grid(base, {"model.heads": [1, 2]}, streams="independent"))
+    three = dict(expand_grid(base, {"model.heads": [1, 2, 5]}, streams="independent"))
+    assert two["run-heads=1"]["init"]["seed"] != two["run-heads=2"]["init"]["seed"]
+    assert all(three[k] == two[k] for k in two)
+
+
+def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
+    """Dask may run a task twice: an attempt finding its file locked by the other waits, then
+    finds the result complete and skips it."""
+    import threading
+
+    from wflow.lab import sweep as sw
+    from wflow.storage._h5 import _Lock
+
+    name, cfg = _tasks()[0]
+    path = tmp_path / f"{name}.h5"
+    lock = _Lock(sw._part(path)).acquire(path)
+    monkeypatch.setattr(sw, "LOCK_WAIT", 60.0)
+    done = {}
+    th = threading.Thread(target=lambda: done.update(sw.run_task(name, cfg, path)))
+    th.start()
+    time.sleep(1.5)
+    assert th.is_alive()  # waiting for the lock
+    lock.release()
+    th.join(60)
+    assert done["action"] == "ran" and io.file_status(path) == "complete"

@@ -5,6 +5,7 @@ Public API::
     wflow.energy(X, D, beta=1.0) -> float
     wflow.field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None)
     wflow.simulate(config) -> Result
+    wflow.run_sweep(base, grid, outdir, executor="serial", paths_per_task=None, ...) -> xarray.Dataset
 """
 
 import logging
@@ -41,7 +42,16 @@ def simulate(config=None, overrides=(), recorder=None, progress=False):
     return _simulate(config, overrides=overrides, recorder=recorder, progress=progress)
 
 
+def run_sweep(base, grid, outdir="sweep", executor="serial", paths_per_task=None, **kw):
+    """Run a parameter sweep, return its summary ``xarray.Dataset``; see
+    :func:`wflow.lab.sweep.sweep` (``address``, ``n_workers``, ``client``, ``streams``, ``name``,
+    ``overwrite``, ``progress``)."""
+    from wflow.lab.sweep import sweep as _sweep
+
+    return _sweep(base, grid, outdir, executor=executor, paths_per_task=paths_per_task, **kw)
+
+
 __all__ = [
-    "AttentionModel", "Field", "energy", "field", "simulate", "ConfigError", "NumericalError",
+    "AttentionModel", "Field", "energy", "field", "simulate", "run_sweep", "ConfigError", "NumericalError",
     "WflowError", "__version__",
 ]

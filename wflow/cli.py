@@ -344,11 +344,17 @@ def cmd_sweep(args) -> int:
 
     base = resolve(args.config, args.set or [])
     grid = dict(_grid_arg(g) for g in (args.grid or []))
-    tasks = expand_grid(base, grid, name=args.name)
-    rows = run_sweep(tasks, args.output or "sweep", executor=args.executor, address=args.address,
-                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet)
-    for r in rows:
-        print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['path']}")
+    tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
+    rep = run_sweep(tasks, args.output or "sweep", executor=args.executor, address=args.address,
+                    n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
+                    paths_per_task=args.paths_per_task, keys=list(grid))
+    for r in rep.rows:
+        print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['worker']}")
+    print(f"{rep.describe()}; summary: {rep.summary_csv}")
+    if rep.failed:
+        for name, err in rep.failed.items():
+            print(f"wflow: error: sweep point {name} failed: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -446,6 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--name", default="run", help="file name prefix")
     r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: sweep)")
     r.add_argument("--overwrite", action="store_true", help="re-run complete results")
+    r.add_argument("--paths-per-task", type=int, metavar="K",
+                   help="Monte Carlo paths per task (default: all the paths of a grid point)")
+    r.add_argument("--streams", choices=("common", "independent"), default="common",
+                   help="common: every grid point uses init.seed (common random numbers); "
+                        "independent: a seed per grid point from init.seed and its values")
     add_exec_options(r)
     r.set_defaults(func=cmd_sweep)
 

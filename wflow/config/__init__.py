@@ -263,6 +263,9 @@ for _p in [
           rule=_needs_file("init.weights_file", "init.weights", "file")),
     Param("init.per_path_tokens", False, Boolean(), "each path draws its own X0"),
     Param("init.per_path_weights", False, Boolean(), "each path draws its own D(0)"),
+    Param("init.first_path", 0, Integer(lo=0),
+          "index of this run's first path in the ensemble: path p draws from (seed, "
+          "first_path + p) (sweeps split paths into batches)"),
     Param("weights.process", "ou", Custom(_process, "a registered process or 'module:Class'"),
           "frozen; ou: dD = λ(M − D) dt + g dW_sym; oscillating; layers; file; or a registered "
           "process ('module:Class' imports one)"),

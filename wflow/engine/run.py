@@ -20,9 +20,12 @@ The paper's balance uses left-point sums at (X_k; D_k):
 :math:`\text{paper\_residual} = \Delta E - \sigma\sum\Delta t\,G^2 - \sum\Delta t\,\partial_tE
 - \sum\Delta t\,\text{Itô}_{\text{expected}} - M`.
 
-Random streams: ``SeedSequence(init.seed).spawn(3)`` gives the token stream, the
-weight-initialisation stream and the path streams; path p's weight noise comes
-only from its own generator, so results do not depend on batching.
+Random streams: children of ``SeedSequence(init.seed)`` with fixed spawn keys — ``(0,)`` the
+shared tokens, ``(1,)`` the shared initial weights (then the gaussian values), ``(2, p)`` the
+noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under ``init.per_path_tokens``
+/ ``init.per_path_weights``. Path p is path ``init.first_path + p`` of the Monte Carlo
+ensemble, so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1
+of one run of all of them (sweeps batch paths this way).
 """
 
 from __future__ import annotations
@@ -167,33 +170,44 @@ class Simulation:
         self.w2 = bool(dg["w2"])
         self._step_ledger = self.ledger and m["mask"] != "causal"
         self.clustering = bool(dg["clustering"])
-        ss = np.random.SeedSequence(int(ini["seed"]))
-        ss_tok, ss_w, ss_paths = ss.spawn(3)
-        self._path_seeds = ss_paths.spawn(self.P)
+        # every stream is a child of SeedSequence(init.seed) named by a fixed spawn key, so
+        # path p's draws depend on (seed, p) alone: (0,) tokens, (1,) initial weights and
+        # values, (2, p) the noise of path p, (0, p) / (1, p) its own X0 / D(0) if asked
+        seed = int(ini["seed"])
+        self.first_path = first = int(ini.get("first_path", 0))
+
+        def stream(*key):
+            return np.random.SeedSequence(seed, spawn_key=key)
+
+        self._path_seeds = [stream(2, first + p) for p in range(self.P)]
 
         # initial weights (shared by the paths unless asked per path), values
-        rng_w = np.random.default_rng(ss_w)
+        rng_w = np.random.default_rng(stream(1))
         given = None
         if ini["weights"] == "file":
             given = load_weight_file(ini["weights_file"])["D"]
             if given.ndim == 4:
                 given = given[0]
         wkind = "given" if ini["weights"] == "file" else ini["weights"]
+        shared_D0 = initial_weights(wkind, self.H, self.d, rng_w, given)
         if ini.get("per_path_weights"):
-            D0 = np.stack([initial_weights(wkind, self.H, self.d, rng_w, given) for _ in range(self.P)])
+            D0 = np.stack([initial_weights(wkind, self.H, self.d,
+                                           np.random.default_rng(stream(1, first + p)), given)
+                           for p in range(self.P)])
         else:
-            D0 = np.broadcast_to(initial_weights(wkind, self.H, self.d, rng_w, given),
-                                 (self.P, self.H, self.d, self.d)).copy()
+            D0 = np.broadcast_to(shared_D0, (self.P, self.H, self.d, self.d)).copy()
         values = None
         if m["values"] == "identity":
             values = np.broadcast_to(np.eye(self.d), (self.H, self.d, self.d)).copy()
-        elif m["values"] == "gaussian":
+        elif m["values"] == "gaussian":  # after the shared D(0) draw, whatever per_path_weights
             values = rng_w.standard_normal((self.H, self.d, self.d)) / np.sqrt(self.d)
 
         # initial tokens
-        rng_t = np.random.default_rng(ss_tok)
-        per_path_tok = bool(ini.get("per_path_tokens"))
-        X0 = np.stack([self._tokens(ini, rng_t) for _ in range(self.P if per_path_tok else 1)])
+        if ini.get("per_path_tokens"):
+            X0 = np.stack([self._tokens(ini, np.random.default_rng(stream(0, first + p)))
+                           for p in range(self.P)])
+        else:
+            X0 = self._tokens(ini, np.random.default_rng(stream(0)))[None]
         X0 = np.broadcast_to(X0, (self.P, self.n, self.d)).copy()
 
         with _config.config_errors():  # the model names its parameters; errors name keys

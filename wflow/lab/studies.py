@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from wflow import config as _config
-from wflow.errors import ConfigError
+from wflow.errors import ConfigError, WflowError
 from wflow.lab.analysis import fit_power_law, head_scaling_data, load_source
 from wflow.lab.sweep import EXECUTORS, expand_grid, run_sweep
 
@@ -263,8 +263,12 @@ def run_study(name, outdir, options: StudyOptions | None = None, **fields) -> St
         for _, cfg in tasks:
             cfg.setdefault("diagnostics", {})["ledger"] = True
     outdir = Path(outdir)
-    rows = run_sweep(tasks, outdir, executor=options.executor, address=options.address,
-                     n_workers=options.workers, progress=options.progress)
+    sweep = run_sweep(tasks, outdir, executor=options.executor, address=options.address,
+                      n_workers=options.workers, progress=options.progress)
+    if sweep.failed:
+        raise WflowError(f"study {study.name}: failed runs: "
+                         + "; ".join(f"{k} ({v})" for k, v in sweep.failed.items()))
+    rows = sweep.rows
     paths = [r["path"] for r in rows]
     text, table = study.summarize(paths)
     files = [outdir / "summary.txt", outdir / "summary.csv"]

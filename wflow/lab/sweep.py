@@ -1,36 +1,83 @@
-"""Parameter sweeps: many configurations, one HDF5 result each, serial or on Dask.
+"""Parameter sweeps: many configurations, one HDF5 result each, serial or on Dask, and a summary.
 
-Every task is self-contained (its configuration fixes every random stream), so the
-results do not depend on the executor, the number of workers or the order of the
-tasks. A task whose file is complete is skipped; a partial file is resumed. Hence a
-sweep killed midway is continued by running it again.
+A grid point's Monte Carlo paths are split into tasks of ``paths_per_task`` paths (default:
+all of them, one task per grid point). Path p of a grid point draws its tokens, initial
+weights and noise from (``init.seed``, p) alone (``init.first_path`` gives a batch its
+place in the ensemble, :mod:`wflow.engine.run`), so the results are identical, value for
+value, whatever the batching, the executor, the number of workers or the order in which
+tasks finish.
+
+Random numbers across grid points (``streams``):
+
+* ``"common"`` (default): every grid point uses the base ``init.seed`` — common random
+  numbers: the same X0 and D(0) draws (as far as the shapes agree), so differences
+  between grid points are less noisy;
+* ``"independent"``: grid point seeds are derived from the base seed and the swept
+  *values* (SHA-256 of ``key=value`` pairs into a ``SeedSequence``), so the errors of the
+  grid points are independent.
+
+Either way a grid point's streams depend on its values, never on its position in the grid:
+adding a value to a sweep leaves the other grid points unchanged.
+
+Files: ``outdir/<point>.h5`` per grid point (the batches, in ``outdir/<point>.batches/``,
+are joined into it, then removed, once all are complete), ``outdir/sweep_summary.h5`` and ``.csv``
+(one row per grid point and path). A task writes ``.<file>.part`` and renames it when
+complete (Dask may run a task twice; a killed task leaves only a partial ``.part``, resumed
+by the next attempt). Rerunning a sweep skips the complete tasks and redoes the others. A
+task failing at run time (a non-finite value, a worker lost beyond Dask's retries) is
+reported with status ``failed`` and its error; every other task completes.
 
     tasks = expand_grid(base, {"model.heads": [1, 10, 100], "weights.process": ["ou"]})
-    run_sweep(tasks, "out/", executor="dask")      # LocalCluster, or address="tcp://..."
+    run_sweep(tasks, "out/", executor="dask", paths_per_task=2)  # LocalCluster, or address=
+    wflow.run_sweep(base, grid, "out/", executor="dask")        # expand + run -> summary Dataset
 """
 
 from __future__ import annotations
 
 import copy
+import csv
+import hashlib
 import itertools
+import json
 import logging
 import os
+import shutil
+import socket
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from wflow import config as _config
 from wflow.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["expand_grid", "run_task", "run_sweep", "EXECUTORS"]
+__all__ = ["expand_grid", "run_task", "run_sweep", "sweep", "read_summary", "point_seed",
+           "EXECUTORS", "STREAMS", "SweepReport", "SUMMARY_COLUMNS"]
 
 EXECUTORS = ("serial", "dask")
+STREAMS = ("common", "independent")
+FAILED = "failed"
+
+#: the numeric columns of the summary, besides the swept values: (column, series, how)
+SUMMARY_COLUMNS = (
+    ("G2", "G2", "late"), ("G2_hm", "G2_hm", "late"), ("dissipation", "dissipation", "late"),
+    ("energy_final", "energy", "final"), ("n_clusters", "n_clusters", "final"),
+    ("order_parameter", "order_parameter", "final"),
+    ("ledger_residual", "ledger_residual", "final"), ("paper_residual", "paper_residual", "final"),
+)
 
 
 def _set(cfg, dotted, value):
     sec, key = dotted.split(".", 1)
     cfg.setdefault(sec, {})[key] = value
+
+
+def _get(cfg, dotted):
+    sec, key = dotted.split(".", 1)
+    return cfg.get(sec, {}).get(key)
 
 
 def _label(v):
@@ -41,12 +88,26 @@ def _label(v):
     return str(v)
 
 
-def expand_grid(base, grid: dict, name="run"):
+def point_seed(seed: int, values: dict) -> int:
+    """The seed of a grid point under ``streams = "independent"``: from the base seed and the
+    swept ``{dotted key: value}`` (not the position in the grid)."""
+    text = json.dumps({k: values[k] for k in sorted(values)}, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).digest()
+    words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+    state = np.random.SeedSequence([int(seed), *words]).generate_state(2, np.uint32)
+    return int(state[0]) << 31 | int(state[1]) >> 1  # < 2**63
+
+
+def expand_grid(base, grid: dict, name="run", streams="common"):
     """The Cartesian product of ``grid`` (dotted key -> list of values) over ``base``.
 
     Returns a list of ``(name, config)``; names are ``name-key=value-...`` with short keys.
     Every configuration is validated (a bad value raises ConfigError naming it).
+    ``streams``: "common" (every point keeps the base seed) or "independent" (a seed per
+    point from the base seed and its values, :func:`point_seed`).
     """
+    if streams not in STREAMS:
+        raise ConfigError(f"streams = {streams!r}: allowed values are {', '.join(STREAMS)}")
     base = _config.resolve(base) if base is None or not isinstance(base, dict) else base
     keys = list(grid)
     out = []
@@ -54,36 +115,179 @@ def expand_grid(base, grid: dict, name="run"):
         cfg = copy.deepcopy(base)
         for k, v in zip(keys, values):
             _set(cfg, k, v)
+        if streams == "independent" and "init.seed" not in keys:
+            seed = _get(cfg, "init.seed")
+            _set(cfg, "init.seed", point_seed(0 if seed is None else seed, dict(zip(keys, values))))
         tag = "-".join(f"{k.split('.')[-1]}={_label(v)}" for k, v in zip(keys, values))
         out.append((f"{name}-{tag}" if tag else name, _config.validate(cfg)))
     return out
 
 
-def run_task(name, cfg, path, overwrite=False):
-    """Run one task into ``path``: skip if complete, resume if partial, else run.
+# ------------------------------------------------------------------------------ one task
 
-    Returns a dict (name, path, action, elapsed seconds).
+
+def _part(path: Path) -> Path:
+    return path.with_name(f".{path.name}.part")
+
+
+def _worker_name():
+    try:
+        from dask.distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _exit_hook(spec):
+    """Test hook: ``(step, marker)`` — the first time (no ``marker`` file yet) a checkpoint
+    at step >= ``step`` is written, create ``marker`` and kill this process (``os._exit``)."""
+    from wflow.storage import io
+
+    step, marker = spec
+    original = io.H5Recorder.checkpoint
+
+    def checkpoint(self, state):
+        original(self, state)
+        if state.k >= step and not os.path.exists(marker):
+            Path(marker).write_text(str(os.getpid()))
+            os._exit(17)
+
+    io.H5Recorder.checkpoint = checkpoint
+    return original
+
+
+def run_task(name, cfg, path, overwrite=False, _exit_at=None):
+    """Run one task into ``path`` (through ``.<file>.part``, renamed when complete).
+
+    Skips a complete ``path``, resumes a partial ``.part``, else runs. A failure at run time
+    is returned, not raised: ``status = "failed"`` and ``error``. Returns a dict (name, path,
+    action, status, error, elapsed seconds, worker).
     """
-    from wflow.engine import driver
     from wflow.storage import io
 
     t0 = time.perf_counter()
+    path = Path(path)
+    part = _part(path)
+    out = {"name": name, "path": str(path), "status": "complete", "error": "",
+           "worker": _worker_name()}
+    restore = _exit_hook(_exit_at) if _exit_at else None
+    try:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                out["action"] = _attempt(cfg, path, part, overwrite, out["worker"])
+                break
+            except FileExistsError:  # another attempt of this task (Dask ran it twice) is
+                if time.monotonic() > deadline:  # writing it: wait, then skip or resume
+                    raise
+                time.sleep(1.0)
+    except Exception as exc:  # noqa: BLE001 - a failed task is reported, not raised
+        if isinstance(exc, ConfigError) and "not a wflow result" in str(exc):
+            raise
+        msg = (str(exc).splitlines() or [""])[0]
+        out.update(action=FAILED, status=FAILED, error=f"{type(exc).__name__}: {msg}")
+    finally:
+        if restore is not None:
+            io.H5Recorder.checkpoint = restore
+    out["elapsed"] = time.perf_counter() - t0
+    return out
+
+
+#: seconds a task waits for another attempt of itself holding its file
+LOCK_WAIT = 6 * 3600.0
+
+
+def _attempt(cfg, path, part, overwrite, worker):
+    from wflow.engine import driver
+    from wflow.storage import io
+
     status = io.file_status(path)
-    if status == "complete" and not overwrite:
-        action = "skipped (complete)"
-    elif status == "running":
-        driver.resume(path)
-        action = "resumed"
-    elif status == "foreign":
+    if status == "foreign":
         raise ConfigError(f"sweep: {str(path)!r} exists and is not a wflow result")
-    else:
-        driver.run_to_file(cfg, path, overwrite=overwrite)
+    if status == "complete" and not overwrite:
+        return "skipped (complete)"
+    if status == "running":  # a file of an older sweep, written in place
+        driver.resume(path)
+        return "resumed"
+    pstat = None if overwrite else io.file_status(part)
+    if pstat == "running":
+        driver.resume(part)
+        action = "resumed"
+    elif pstat == "complete":
         action = "ran"
-    return {"name": name, "path": str(path), "action": action,
-            "elapsed": time.perf_counter() - t0}
+    else:
+        driver.run_to_file(cfg, part, overwrite=True)
+        action = "ran"
+    with io._open_write(part) as f:  # who ran it, for the summary
+        f.attrs["sweep_worker"] = worker
+    os.replace(part, path)
+    _drop_lock(part)
+    return action
 
 
-def _run_task_threads(threads, name, cfg, path, overwrite=False):
+def _drop_lock(part: Path):
+    try:
+        Path(f"{part}.lock").unlink()
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------------ the sweep
+
+
+@dataclass
+class _Point:
+    name: str
+    cfg: dict
+    path: Path
+    batches: list = field(default_factory=list)  # (first, count, name, cfg, path)
+
+
+def _plan(tasks, outdir: Path, paths_per_task):
+    points = []
+    for name, cfg in tasks:
+        P = int(cfg["solver"]["paths"])
+        K = P if paths_per_task is None else int(paths_per_task)
+        if K < 1:
+            raise ConfigError(f"paths_per_task = {paths_per_task!r}: must be an integer >= 1")
+        pt = _Point(name, cfg, outdir / f"{name}.h5")
+        if K >= P:
+            pt.batches.append((0, P, name, cfg, pt.path))
+        else:
+            first0 = int(cfg["init"].get("first_path", 0))
+            for a in range(0, P, K):
+                b = min(a + K, P)
+                c = copy.deepcopy(cfg)
+                c["solver"]["paths"] = b - a
+                c["init"]["first_path"] = first0 + a
+                bname = f"{name}[paths {a}-{b - 1}]"
+                pt.batches.append((a, b - a, bname, _config.validate(c, explicit=()),
+                                   outdir / f"{name}.batches" / f"paths-{a:05d}-{b - 1:05d}.h5"))
+        points.append(pt)
+    return points
+
+
+@dataclass
+class SweepReport:
+    """What :func:`run_sweep` did: ``rows`` (one dict per task, in task order), ``counts``
+    (skipped / ran / resumed / failed), ``failed`` (grid point -> error), the summary paths
+    and the summary ``xarray.Dataset`` (``None`` without xarray)."""
+
+    rows: list
+    counts: dict
+    failed: dict
+    summary_h5: Path
+    summary_csv: Path
+    summary: object = None
+
+    def describe(self) -> str:
+        c = self.counts
+        return (f"{c['tasks']} tasks: {c['skipped']} skipped (complete), {c['ran']} ran, "
+                f"{c['resumed']} resumed (incomplete), {c['failed']} failed")
+
+
+def _run_task_threads(threads, name, cfg, path, overwrite=False, exit_at=None):
     """:func:`run_task` with numba limited to ``threads`` threads (None: numba's default).
 
     Set inside the task: ``numba.set_num_threads`` is per calling thread. Results do not
@@ -92,7 +296,7 @@ def _run_task_threads(threads, name, cfg, path, overwrite=False):
         import numba
 
         numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
-    return run_task(name, cfg, path, overwrite)
+    return run_task(name, cfg, path, overwrite, exit_at)  # exit_at: the _exit_at test hook
 
 
 def _cores():
@@ -103,58 +307,298 @@ def _cores():
 
 
 def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, overwrite=False,
-              progress=False):
-    """Run ``tasks`` (list of (name, config)) into ``outdir/<name>.h5``.
+              progress=False, paths_per_task=None, client=None, retries=1, keys=None,
+              _exit_at=None):
+    """Run ``tasks`` (list of (name, config)) into ``outdir/<name>.h5``; write the summary.
 
     Parameters
     ----------
     executor : "serial" (in this process, numba threads use every core) or "dask"
         (``dask.distributed``: a ``LocalCluster`` of ``n_workers`` single-threaded
         worker processes, each task's numba threads limited to cores // n_workers so the
-        workers do not oversubscribe the cores; or the scheduler at ``address``, numba's
-        default thread count per task).
+        workers do not oversubscribe the cores; the scheduler at ``address`` or an existing
+        ``client``, numba's default thread count per task).
+    paths_per_task : paths per task (default: all the paths of a grid point in one task).
+    retries : Dask retries of a task that raised (a lost worker is rescheduled by Dask).
+    keys : the swept dotted keys, columns of the summary (default: the keys whose value
+        differs between the tasks).
+    _exit_at : test hook ``{task name: (step, marker file)}`` (see :func:`_exit_hook`).
 
     Returns
     -------
-    list of dicts (name, path, action, elapsed), in task order.
+    :class:`SweepReport`.
     """
     if executor not in EXECUTORS:
         raise ConfigError(f"executor = {executor!r}: allowed values are {', '.join(EXECUTORS)}")
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
     names = [n for n, _ in tasks]
     if len(set(names)) != len(names):
         raise ConfigError("sweep: task names must be unique (they name the result files)")
-    jobs = [(n, c, str(outdir / f"{n}.h5")) for n, c in tasks]
+    points = _plan(tasks, outdir, paths_per_task)  # bad input raises before anything runs
+    outdir.mkdir(parents=True, exist_ok=True)
+    hooks = _exit_at or {}
+    jobs = []  # (point index, batch index, name, cfg, path)
+    for i, pt in enumerate(points):
+        if len(pt.batches) > 1:
+            pt.batches[0][4].parent.mkdir(exist_ok=True)
+        for j, (_, _, bname, cfg, bpath) in enumerate(pt.batches):
+            jobs.append((i, j, bname, cfg, str(bpath)))
+    skip = [] if overwrite else [_complete(pt.path) for pt in points]
+    results = {}
+    todo = []
+    for i, j, bname, cfg, bpath in jobs:
+        if skip and skip[i]:
+            results[(i, j)] = {"name": bname, "path": bpath, "action": "skipped (complete)",
+                               "status": "complete", "error": "", "elapsed": 0.0,
+                               "worker": ""}
+        else:
+            todo.append((i, j, bname, cfg, bpath))
     if executor == "serial":
-        it = jobs
-        if progress:
-            from tqdm.auto import tqdm
-
-            it = tqdm(jobs, unit="run", desc="sweep")
-        return [run_task(n, c, p, overwrite) for n, c, p in it]
+        bar = _bar(progress, len(todo))
+        for i, j, bname, cfg, bpath in todo:
+            results[(i, j)] = run_task(bname, cfg, bpath, overwrite, hooks.get(bname))
+            bar.update(1)
+        bar.close()
+    else:
+        results.update(_run_dask(todo, address, n_workers, overwrite, progress, client,
+                                 retries, hooks))
+    rows, failed = [], {}
+    for i, pt in enumerate(points):
+        prow = [results[(i, j)] for j in range(len(pt.batches))]
+        rows += prow
+        bad = [r for r in prow if r["status"] == FAILED]
+        if bad:
+            failed[pt.name] = "; ".join(
+                (f"{r['name']}: " if len(prow) > 1 else "") + r["error"] for r in bad)
+        elif len(pt.batches) > 1 and not _complete(pt.path):
+            _join(pt, prow)
+    counts = {"tasks": len(rows), "failed": sum(r["status"] == FAILED for r in rows)}
+    for key, action in (("skipped", "skipped (complete)"), ("ran", "ran"),
+                        ("resumed", "resumed")):
+        counts[key] = sum(r["action"] == action for r in rows)
+    table = summary_rows(points, rows, failed, keys)
+    h5, csvp = _write_summary(outdir, table)
+    report = SweepReport(rows, counts, failed, h5, csvp)
     try:
-        from dask.distributed import Client, LocalCluster
+        report.summary = _to_dataset(table)
+    except ImportError:  # pragma: no cover - xarray is a dependency of the lab
+        pass
+    log.info("sweep %s: %s", outdir, report.describe())
+    return report
+
+
+def _complete(path):
+    from wflow.storage import io
+
+    return io.file_status(path) == "complete"
+
+
+def _bar(progress, total):
+    if progress:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, unit="task", desc="sweep")
+
+    class _Nop:
+        def update(self, _):
+            pass
+
+        def close(self):
+            pass
+
+    return _Nop()
+
+
+def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, hooks):
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:  # pragma: no cover - depends on the extra
         raise ConfigError(
             "executor = 'dask' needs dask.distributed: pip install 'wflow[distributed]'"
         ) from None
-    cluster = None
+    cluster = own = None
     threads = None
-    if address is None:
-        n_workers = n_workers or 2
-        threads = max(1, _cores() // n_workers)
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(address)
+    if client is None:
+        if address is None:
+            n_workers = n_workers or 2
+            threads = max(1, _cores() // n_workers)
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+            own = client = Client(cluster)
+        else:
+            own = client = Client(address)
+    results = {}
     try:
-        futures = [client.submit(_run_task_threads, threads, n, c, p, overwrite,
-                                 key=f"wflow-{n}", pure=False)
-                   for n, c, p in jobs]
-        return client.gather(futures)
+        futures = {}
+        for i, j, bname, cfg, bpath in todo:
+            fut = client.submit(_run_task_threads, threads, bname, cfg, bpath, overwrite,
+                                hooks.get(bname),
+                                key=f"wflow-{bname}-{time.time_ns()}", pure=False,
+                                retries=retries)
+            futures[fut] = (i, j, bname, bpath)
+        bar = _bar(progress, len(todo))
+        for fut in as_completed(list(futures)):
+            i, j, bname, bpath = futures[fut]
+            if fut.status == "finished":
+                results[(i, j)] = fut.result()
+            else:  # the task raised, or its worker was lost beyond Dask's allowed failures
+                exc = fut.exception()
+                results[(i, j)] = {"name": bname, "path": bpath, "action": FAILED,
+                                   "status": FAILED, "error": f"{type(exc).__name__}: {exc}",
+                                   "elapsed": float("nan"), "worker": ""}
+            bar.update(1)
+        bar.close()
     finally:
-        client.close()
+        if own is not None:
+            own.close()
         if cluster is not None:
             cluster.close()
+    return results
+
+
+def _join(pt, prow):
+    from wflow.engine import driver
+    from wflow.engine.run import Simulation
+    from wflow.storage import io
+
+    batches = [{"first": a, "count": k, "elapsed": r["elapsed"], "worker": r["worker"]}
+               for (a, k, *_), r in zip(pt.batches, prow)]
+    header = driver.header(Simulation(pt.cfg, explicit=()))
+    io.merge_paths([b[4] for b in pt.batches], pt.path, pt.cfg, header=header,
+                   attrs={"sweep_batches": json.dumps(batches)})
+    shutil.rmtree(pt.batches[0][4].parent, ignore_errors=True)  # the joined file holds all
+
+
+# ------------------------------------------------------------------------------ summary
+
+
+def _swept_keys(points):
+    """Dotted keys whose value differs between grid points (besides the batching keys)."""
+    if len(points) < 2:
+        return []
+    flat = [{f"{s}.{k}": v for s, sec in pt.cfg.items() if isinstance(sec, dict)
+             for k, v in sec.items()} for pt in points]
+    keys = []
+    for k in flat[0]:
+        vals = [json.dumps(f.get(k), sort_keys=True, default=str) for f in flat]
+        if len(set(vals)) > 1 and k not in ("output.path",):
+            keys.append(k)
+    return keys
+
+
+def _late(t, T):
+    m = t >= T / 2
+    return m if m.any() else np.ones_like(t, dtype=bool)
+
+
+def summary_rows(points, rows, failed, keys=None):
+    """The summary as ordered columns (dict name -> list), one row per grid point and path."""
+    from wflow.storage import io
+
+    keys = _swept_keys(points) if keys is None else list(keys)
+    cols = {"point": [], "path": [], **{k: [] for k in keys},
+            **{c: [] for c, _, _ in SUMMARY_COLUMNS},
+            "status": [], "error": [], "wall_time": [], "worker": []}
+    it = iter(rows)
+    for pt in points:
+        prow = [next(it) for _ in pt.batches]
+        P = int(pt.cfg["solver"]["paths"])
+        per_path = [None] * P
+        vals = {}
+        if pt.name not in failed:
+            _, arr, attrs = io.read(pt.path, tokens=False)
+            late = _late(arr["t"], float(pt.cfg["solver"]["T"]))
+            for c, s, how in SUMMARY_COLUMNS:
+                a = arr.get(s)
+                if a is None:
+                    vals[c] = np.full(P, np.nan)
+                elif how == "late":
+                    vals[c] = np.mean(a[late], axis=0)
+                else:
+                    vals[c] = a[-1]
+            stored = json.loads(attrs.get("sweep_batches", "[]") or "[]")
+            for (a, k, *_), r, b in itertools.zip_longest(pt.batches, prow, stored):
+                if r["action"].startswith("skipped") and b is not None:
+                    r = {**r, "elapsed": b["elapsed"], "worker": b["worker"]}
+                elif r["action"].startswith("skipped") and len(pt.batches) == 1:
+                    r = {**r, "elapsed": attrs.get("elapsed_last_session", np.nan),
+                         "worker": attrs.get("sweep_worker", "")}
+                for p in range(a, a + k):
+                    per_path[p] = r
+        else:
+            for (a, k, *_), r in zip(pt.batches, prow):
+                for p in range(a, a + k):
+                    per_path[p] = r
+        for p in range(P):
+            r = per_path[p]
+            cols["point"].append(pt.name)
+            cols["path"].append(int(pt.cfg["init"].get("first_path", 0)) + p)
+            for k in keys:
+                v = _get(pt.cfg, k)
+                cols[k].append(v if isinstance(v, (int, float, str, bool)) else json.dumps(v))
+            for c, _, _ in SUMMARY_COLUMNS:
+                cols[c].append(float(vals[c][p]) if vals else np.nan)
+            cols["status"].append(FAILED if pt.name in failed else "complete")
+            cols["error"].append(r["error"] if r["status"] == FAILED else "")
+            cols["wall_time"].append(float(r["elapsed"]))
+            cols["worker"].append(str(r["worker"]))
+    return cols
+
+
+def _write_summary(outdir: Path, cols):
+    import h5py
+
+    h5, csvp = outdir / "sweep_summary.h5", outdir / "sweep_summary.csv"
+    tmp = outdir / ".sweep_summary.h5.part"
+    with h5py.File(tmp, "w") as f:
+        f.attrs["format"] = "wflow-sweep-summary/1"
+        f.attrs["columns"] = json.dumps(list(cols))
+        for k, v in cols.items():
+            if v and isinstance(v[0], str) or not v:
+                f.create_dataset(k, data=np.array(v, dtype=object), dtype=h5py.string_dtype())
+            else:
+                f.create_dataset(k, data=np.asarray(v))
+    os.replace(tmp, h5)
+    tmpc = outdir / ".sweep_summary.csv.part"
+    with open(tmpc, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(list(cols))
+        for row in zip(*cols.values()):
+            w.writerow([f"{x:.17g}" if isinstance(x, float) else x for x in row])
+    os.replace(tmpc, csvp)
+    return h5, csvp
+
+
+def _to_dataset(cols):
+    import xarray as xr
+
+    n = len(cols["point"])
+    data = {k: ("row", np.asarray(v, dtype=object if v and isinstance(v[0], str) else None))
+            for k, v in cols.items() if k not in ("point", "path")}
+    return xr.Dataset(data, coords={"row": np.arange(n), "point": ("row", np.asarray(
+        cols["point"], dtype=object)), "path": ("row", np.asarray(cols["path"], dtype=int))})
+
+
+def read_summary(outdir):
+    """The summary of a sweep directory (``sweep_summary.h5``) as an ``xarray.Dataset``."""
+    import h5py
+
+    with h5py.File(Path(outdir) / "sweep_summary.h5", "r") as f:
+        cols = {}
+        for k in json.loads(f.attrs["columns"]):
+            a = f[k][...]
+            cols[k] = ([x.decode() if isinstance(x, bytes) else x for x in a.tolist()]
+                       if a.dtype.kind == "O" else a.tolist())
+    return _to_dataset(cols)
+
+
+def sweep(base, grid, outdir="sweep", executor="serial", paths_per_task=None, name="run",
+          streams="common", **kw):
+    """Expand ``grid`` over ``base`` and run it (:func:`run_sweep`); returns the summary
+    ``xarray.Dataset`` (attrs: counts, failed grid points)."""
+    report = run_sweep(expand_grid(base, grid, name=name, streams=streams), outdir,
+                       executor=executor, paths_per_task=paths_per_task, keys=list(grid), **kw)
+    ds = report.summary
+    ds.attrs.update({k: int(v) for k, v in report.counts.items()})
+    ds.attrs["failed"] = json.dumps(report.failed)
+    return ds

@@ -93,6 +93,7 @@ __all__ = [
     "to_xarray",
     "inspect",
     "file_status",
+    "merge_paths",
 ]
 
 #: records kept in memory between writes (at most; fewer for large snapshots)
@@ -480,6 +481,58 @@ def read(path, tokens=True):
     if "t" not in arrays and attrs.get("status") == COMPLETE:
         raise ConfigError(f"{path}: complete result file without dataset 't'")
     return cfg, arrays, attrs
+
+
+def merge_paths(sources, dest, config, header=None, attrs=None):
+    """Join complete result files holding consecutive batches of paths into one file.
+
+    Every record dataset with a ``path`` axis (its ``dims`` attribute) is the concatenation
+    of the sources' along that axis; the others (``t``) are taken from the first source and
+    must agree. The joined file is complete, carries ``config`` (the whole ensemble) and
+    ``header``/``attrs`` as root attributes, and no checkpoint (it needs none). It is
+    written under a temporary name and renamed, so ``dest`` is either absent or complete.
+    """
+    dest = Path(dest)
+    sources = [Path(s) for s in sources]
+    tmp = dest.with_name(f".{dest.name}.merge-{os.getpid()}")
+    opened = [h5py.File(s, "r", locking=False) for s in sources]
+    try:
+        for s, f in zip(sources, opened):
+            _check_format(f, s)
+            if _attr_str(f.attrs.get("status")) != COMPLETE:
+                raise ConfigError(f"{s}: cannot merge a result file that is not complete")
+        first = opened[0]
+        with h5py.File(tmp, "w", locking=False) as out:
+            for k, v in first.attrs.items():
+                out.attrs[k] = v
+            out.attrs["config"] = _config_json(config)
+            for k, v in {**(header or {}), **(attrs or {})}.items():
+                out.attrs[k] = v
+            out.attrs["merged_from"] = json.dumps([s.name for s in sources])
+            out.create_group("series")
+            for name in _record_keys(first):
+                ds = first[name]
+                dims = json.loads(_attr_str(ds.attrs["dims"])) if "dims" in ds.attrs else []
+                if "path" in dims:
+                    ax = dims.index("path")
+                    data = np.concatenate([np.asarray(f[name][...]) for f in opened], axis=ax)
+                else:
+                    data = np.asarray(ds[...])
+                    for s, f in zip(sources[1:], opened[1:]):
+                        if not np.array_equal(np.asarray(f[name][...]), data, equal_nan=True):
+                            raise ConfigError(f"{s}: {name} differs from {sources[0]}'s")
+                new = out.create_dataset(name, data=data, maxshape=(None,) + data.shape[1:],
+                                         chunks=ds.chunks and (ds.chunks[0],) + data.shape[1:])
+                for k, v in ds.attrs.items():
+                    new.attrs[k] = v
+            out.attrs["status"] = COMPLETE
+        os.replace(tmp, dest)
+    finally:
+        for f in opened:
+            f.close()
+        if tmp.exists():
+            tmp.unlink()
+    return dest
 
 
 def _root_attrs(f) -> dict:
