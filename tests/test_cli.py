@@ -124,22 +124,38 @@ def test_run_refuses_partial_output(tmp_path, cfg_file, capsys):
     assert status(out) == "running"
 
 
-def test_numerical_error_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
+def test_numerical_error_exit_1_and_failed_status(tmp_path, cfg_file, capsys, monkeypatch):
     out = tmp_path / "o.h5"
     _fail_after_calls(monkeypatch, 15)
     rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
     assert rc == 1
     line = one_line(err)
     assert "non-finite energy at step 7" in line and "-v" in line
-    assert status(out) == "running"
+    assert status(out) == "failed"
     rc, _, err = run_cli(capsys, "-v", "run", cfg_file, "-o", tmp_path / "v.h5", "-q")
     assert rc == 1 and "Traceback" in err  # -v shows the traceback
     monkeypatch.undo()
     rc, stdout, err = run_cli(capsys, "resume", out, "-q")
-    assert rc == 0, err
-    assert "from step 4 of 20" in stdout
-    ref = driver.run_to_file(tiny(), tmp_path / "ref.h5")
-    assert_same_records(out, ref)
+    assert rc == 1 and stdout == ""
+    assert one_line(err) == (f"wflow: error: {out}: the run failed at step 7: non-finite energy "
+                             "at step 7 (t = 0.07); nothing to resume (change the configuration "
+                             "and run again with --overwrite)")
+    rc, stdout, err = run_cli(capsys, "info", out)
+    assert rc == 0 and err == ""
+    assert "status         failed at step 7 of 20 (nothing to resume)\n" in stdout
+    assert "wflow resume" not in stdout
+    assert "error          non-finite energy at step 7 (t = 0.07)" in stdout
+
+
+def test_run_beta_500_fails_for_good(tmp_path, capsys):
+    """The issue's example: beta = 500 overflows the energy at step 0."""
+    out = tmp_path / "b.h5"
+    rc, _, err = run_cli(capsys, "run", "--set", "model.beta=500", "--set", "solver.T=0.05",
+                         "--set", "solver.backend=numpy", "-o", out, "-q")
+    assert rc == 1 and "non-finite" in one_line(err)
+    assert status(out) == "failed" and io.inspect(out)["attrs"]["failed_step"] == 0
+    rc, _, err = run_cli(capsys, "resume", out, "-q")
+    assert rc == 1 and "the run failed at step 0" in one_line(err)
 
 
 def test_unexpected_exception_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
@@ -204,12 +220,12 @@ def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch):
     assert C.validate(tomllib.loads(text)) == C.validate(tiny())
 
     partial = tmp_path / "p.h5"
-    _fail_after_calls(monkeypatch, 15)
+    _fail_after_calls(monkeypatch, 15, interrupt=True)
     assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
     rc, stdout, _ = run_cli(capsys, "info", partial)
     assert rc == 0
     assert "running" in stdout and "last checkpoint at step 4 of 20" in stdout
-    assert f"wflow resume {partial}" in stdout and "NumericalError" in stdout
+    assert f"wflow resume {partial}" in stdout and "Interrupted" in stdout
 
 
 # ------------------------------------------------------------------ validate

@@ -20,7 +20,7 @@ from wflow import config as C
 from wflow.cli import _toml
 from wflow.engine import driver
 from wflow.engine.run import State
-from wflow.errors import ConfigError, NumericalError
+from wflow.errors import ConfigError, NumericalError, RunFailedError
 from wflow.model.attention import AttentionModel
 from wflow.storage import io
 
@@ -257,8 +257,8 @@ def test_unreadable_newest_slot_falls_back(tmp_path, monkeypatch, reference):
     cfg = tiny()
     ref = reference("plain", cfg)
     p = tmp_path / "r.h5"
-    _fail_after_calls(monkeypatch, 25)  # ~ step 12: checkpoints 0, 4, 8, 12 written
-    with pytest.raises(NumericalError):
+    _fail_after_calls(monkeypatch, 25, interrupt=True)  # ~ step 12: checkpoints 0, 4, 8, 12
+    with pytest.raises(Interrupted):
         driver.run_to_file(cfg, p)
     monkeypatch.undo()
     with h5py.File(p, "r+") as f:
@@ -290,8 +290,14 @@ def test_killed_before_first_checkpoint_restarts(tmp_path, reference):
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
 
 
-def _fail_after_calls(monkeypatch, ncalls):
-    """Make AttentionModel.evaluate return a NaN energy from call ``ncalls`` on."""
+class Interrupted(Exception):
+    """Stands for anything but a numerical failure (a kill, an I/O error): the file stays
+    resumable."""
+
+
+def _fail_after_calls(monkeypatch, ncalls, interrupt=False):
+    """Make AttentionModel.evaluate return a NaN energy from call ``ncalls`` on (or, with
+    ``interrupt``, raise :class:`Interrupted` at that call)."""
     real = AttentionModel.evaluate
     count = {"n": 0}
 
@@ -299,24 +305,49 @@ def _fail_after_calls(monkeypatch, ncalls):
         F = real(self, *a, **kw)
         count["n"] += 1
         if count["n"] >= ncalls:
+            if interrupt:
+                raise Interrupted(f"interrupted at call {count['n']}")
             F = dataclasses.replace(F, energy=np.full_like(F.energy, np.nan))
         return F
 
     monkeypatch.setattr(AttentionModel, "evaluate", evaluate)
 
 
-def test_numerical_error_leaves_resumable_file(tmp_path, monkeypatch, reference):
-    cfg = tiny()
-    ref = reference("plain", cfg)
+def test_numerical_error_marks_the_file_failed(tmp_path, monkeypatch):
     p = tmp_path / "r.h5"
     _fail_after_calls(monkeypatch, 15)  # 1 + 2 per step: fails at step 7
     with pytest.raises(NumericalError, match="non-finite energy at step 7"):
+        driver.run_to_file(tiny(), p)
+    monkeypatch.undo()
+    assert status(p) == "failed" and io.file_status(p) == "failed"
+    info = io.inspect(p)
+    assert info["attrs"]["failed_step"] == 7
+    assert info["attrs"]["error"] == "non-finite energy at step 7 (t = 0.07)"
+    assert not (tmp_path / "r.h5.lock").exists()
+    with pytest.raises(RunFailedError) as ei:  # resuming would fail again: refused
+        driver.resume(p)
+    assert str(ei.value) == (f"{p}: the run failed at step 7: non-finite energy at step 7 "
+                             "(t = 0.07); nothing to resume (change the configuration and run "
+                             "again with --overwrite)")
+    assert status(p) == "failed"
+    with pytest.raises(FileExistsError, match="holds a run that failed: use --overwrite"):
+        driver.run_to_file(tiny(), p)
+    driver.run_to_file(tiny(), p, overwrite=True)
+    assert status(p) == "complete"
+
+
+def test_interruption_leaves_resumable_file(tmp_path, monkeypatch, reference):
+    cfg = tiny()
+    ref = reference("plain", cfg)
+    p = tmp_path / "r.h5"
+    _fail_after_calls(monkeypatch, 15, interrupt=True)  # at step 7
+    with pytest.raises(Interrupted):
         driver.run_to_file(cfg, p)
     monkeypatch.undo()
     assert status(p) == "running"
     info = io.inspect(p)
-    assert info["checkpoint_step"] == 4
-    assert "NumericalError" in info["attrs"]["error"]
+    assert info["checkpoint_step"] == 4 and "failed_step" not in info["attrs"]
+    assert "Interrupted" in info["attrs"]["error"]
     assert not (tmp_path / "r.h5.lock").exists()
     r = driver.resume(p)
     assert (r.action, r.from_step, r.nsteps) == ("resumed", 4, 20)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wflow.errors import ConfigError, WflowError
+from wflow.errors import ConfigError, RunFailedError, WflowError
 
 log = logging.getLogger("wflow")
 
@@ -104,7 +104,11 @@ def cmd_info(args) -> int:
     info = inspect(args.file)
     a = info["attrs"]
     status = info["status"]
-    if status != "complete":
+    if status == "failed":
+        step = a.get("failed_step")
+        status = "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
+                             and step >= 0 else "") + " (nothing to resume)"
+    elif status != "complete":
         ck = info["checkpoint_step"]
         where = ("no usable checkpoint" if ck is None
                  else f"last checkpoint at step {ck} of {info['nsteps']}")
@@ -480,6 +484,9 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except RunFailedError as e:  # a stored failure: nothing to trace
+        print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
+        return 1
     except WflowError as e:  # NumericalError and other run failures
         if verbose:
             traceback.print_exc()

@@ -408,7 +408,8 @@ class Simulation:
 
 def _check_finite(a, what, k, t):
     if not np.all(np.isfinite(a)):
-        raise NumericalError(f"non-finite {what} at step {k} (t = {t:.6g}); the run stops here")
+        raise NumericalError(f"non-finite {what} at step {k} (t = {t:.6g}); the run stops here",
+                             step=k)
 
 
 def _load_tokens(path, n, d):

@@ -19,7 +19,7 @@ import numpy as np
 from wflow.errors import ConfigError
 
 FORMAT = "wflow-results/1"
-RUNNING, COMPLETE = "running", "complete"
+RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 SLOTS = ("a", "b")
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 CHUNK_BYTES = 2**16  # target chunk size (at least one record)

@@ -2,10 +2,11 @@ r"""HDF5 result files: writing, checkpoints, resume, reading (format ``wflow-res
 
 Layout of a result file::
 
-    /                     attrs: format, status ("running" | "complete"), wflow_version,
+    /                     attrs: format, status ("running" | "complete" | "failed"), wflow_version,
     |                            config (JSON), config_hash, seed, nsteps, n_records_expected,
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
-    |                            resumes, error (last failure, if any)
+    |                            resumes, error (last failure, if any), failed_step (the step
+    |                            of a numerical failure: status "failed")
     ├── t                 (records,)                 float64, model time of each record
     ├── series/<name>     (records, P)               one dataset per result series [model §10]
     ├── X                 (records, P, n, d)         token snapshots (output.store_tokens)
@@ -55,6 +56,7 @@ from wflow._version import __version__
 from wflow.errors import ConfigError, WflowError
 from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete: used by tests)
     COMPLETE,
+    FAILED,
     FORMAT,
     RUNNING,
     SLOTS,
@@ -102,7 +104,8 @@ BUFFER_BYTES = 16 * 2**20
 
 
 def file_status(path) -> str | None:
-    """``None`` (no file), ``"complete"``, ``"running"`` or ``"foreign"`` (not a wflow result)."""
+    """``None`` (no file), ``"complete"``, ``"running"``, ``"failed"`` (a numerical failure:
+    nothing to resume) or ``"foreign"`` (not a wflow result)."""
     path = Path(path)
     if not path.exists():
         return None
@@ -112,7 +115,8 @@ def file_status(path) -> str | None:
         with _open_read(path, retries=5) as f:
             if _attr_str(f.attrs.get("format", "")) != FORMAT:
                 return "foreign"
-            return COMPLETE if _attr_str(f.attrs.get("status")) == COMPLETE else RUNNING
+            st = _attr_str(f.attrs.get("status"))
+            return st if st in (COMPLETE, FAILED) else RUNNING
     except (ConfigError, OSError):
         return "foreign"
 
@@ -181,6 +185,10 @@ class H5Recorder:
         if status == RUNNING:
             raise FileExistsError(
                 f"{path} is a partial run: use `wflow resume {path}` (or delete it)"
+            )
+        if status == FAILED and not overwrite:
+            raise FileExistsError(
+                f"{path} holds a run that failed: use --overwrite to replace it"
             )
         if status == COMPLETE and not overwrite:
             raise FileExistsError(
@@ -323,8 +331,10 @@ class H5Recorder:
             self._release()
         log.info("%s complete (%d records)", self.path, self.n_records)
 
-    def close(self, error=None):
-        """Write the buffered records and release the file; it stays resumable."""
+    def close(self, error=None, failed_step=None):
+        """Write the buffered records and release the file; it stays resumable (status
+        ``running``), unless ``failed_step`` is given: then the run failed for good at that
+        step (status ``failed``, attributes ``error`` and ``failed_step``)."""
         if self._closed:
             return
         try:
@@ -332,6 +342,10 @@ class H5Recorder:
                 self._write_records(f)
                 if error is not None:
                     f.attrs["error"] = str(error).replace("\n", " ")[:1000]
+                if failed_step is not None:
+                    f.attrs["failed_step"] = int(failed_step)
+                    f.flush()
+                    f.attrs["status"] = FAILED
                 f.flush()
         finally:
             self._release()
@@ -364,6 +378,9 @@ def read_header(path) -> dict:
 
     def head(f):
         return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
+                "error": _attr_str(f.attrs.get("error")),
+                "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
+                                else None),
                 "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
                 "wflow_version": _attr_str(f.attrs.get("wflow_version"))}
 
