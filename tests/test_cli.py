@@ -11,7 +11,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from test_io import _fail_after_calls, assert_same_records, status, tiny
+from test_io import _fail_after_calls, status, tiny
 
 import wflow
 from wflow import config as C
