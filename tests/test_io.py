@@ -467,3 +467,82 @@ def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
     r = driver.resume(p)
     assert r.action == "resumed" and r.from_step == 4
     assert_same_records(p, ref)
+
+
+# ------------------------------------------------------------------ integrity, format, provenance
+def test_datasets_are_checksummed_and_provenance_recorded(tmp_path):
+    p = driver.run_to_file(tiny(), tmp_path / "r.h5")
+    with h5py.File(p, "r") as f:
+        assert f.attrs["format"] == io.FORMAT == "wflow-results/2"
+        assert f.attrs["format_version"] == 2
+        assert f["series/energy"].fletcher32 and f["X"].fletcher32 and f["t"].fletcher32
+        assert f["checkpoint/a/X"].fletcher32
+    git = io._git()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(io.__file__)))
+    if git:  # running from a git checkout
+        head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        assert io.inspect(p)["attrs"]["git"] == {"commit": head, "dirty": git["dirty"]}
+    else:
+        assert "git" not in io.inspect(p)["attrs"]
+
+
+def test_no_git_checkout_omits_the_attribute(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "_git", lambda: {})
+    import wflow.storage._h5 as h5mod
+
+    monkeypatch.setattr(h5mod, "_git", lambda: {})
+    p = driver.run_to_file(tiny(), tmp_path / "r.h5")
+    assert "git" not in io.inspect(p)["attrs"]
+
+
+def _corrupt(path, offset, data=b"\x00garbage" * 4):
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def test_corrupt_files_give_one_clear_error(tmp_path, capsys):
+    """Damaged data bytes (caught by the checksums) and damaged middle bytes: resume and info
+    read the data, so both say "corrupt" (exit 2), never "already complete"."""
+    from wflow.cli import main
+
+    good = driver.run_to_file(tiny(**{"model.n": 40}), tmp_path / "good.h5")
+    data = tmp_path / "data.h5"
+    data.write_bytes(good.read_bytes())
+    with h5py.File(good, "r") as f:
+        offset = f["X"].id.get_chunk_info(0).byte_offset
+    _corrupt(data, offset + 100)
+    middle = tmp_path / "middle.h5"
+    middle.write_bytes(good.read_bytes())
+    _corrupt(middle, good.stat().st_size // 2, b"\xff" * 64)
+    for path, msg in [(data, f"{data}: corrupt result file: dataset 'X': its checksum does not "
+                             "match"),
+                      (middle, f"{middle}: corrupt result file")]:
+        for cmd in ("resume", "info"):
+            rc = main([cmd, str(path)])
+            out, err = capsys.readouterr()
+            assert rc == 2, (cmd, path, out)
+            assert "already complete" not in out
+            lines = err.strip().split("\n")
+            assert len(lines) == 1 and lines[0].startswith(f"wflow: error: {msg}"), lines
+
+
+def test_format_1_files_still_read_and_resume(tmp_path, monkeypatch):
+    """Migration: a file of the previous format (no format_version, git, failed_step, no
+    checksums) reads, and a partial one resumes."""
+    p = tmp_path / "old.h5"
+    _fail_after_calls(monkeypatch, 15, interrupt=True)
+    with pytest.raises(Interrupted):
+        driver.run_to_file(tiny(), p)
+    monkeypatch.undo()
+    with h5py.File(p, "r+") as f:
+        f.attrs["format"] = "wflow-results/1"
+        for k in ("format_version", "git", "error"):
+            if k in f.attrs:
+                del f.attrs[k]
+    assert io.inspect(p)["status"] == "running"
+    assert driver.resume(p).action == "resumed"
+    cfg, arrays, attrs = io.read(p)
+    assert attrs["status"] == "complete" and attrs["format"] == "wflow-results/1"
+    assert len(arrays["t"]) == 5

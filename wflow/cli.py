@@ -128,6 +128,9 @@ def cmd_info(args) -> int:
         ("machine", json.dumps(a.get("machine"))),
         ("versions", json.dumps(a.get("versions"))),
     ]
+    if isinstance(a.get("git"), dict):
+        g = a["git"]
+        rows.append(("git", f"{g.get('commit')}" + (" (dirty)" if g.get("dirty") else "")))
     if "error" in a:
         rows.append(("error", a["error"]))
     for k, v in rows:

@@ -73,7 +73,7 @@ class State:
 
     def to_checkpoint(self) -> dict:
         """A plain mapping of arrays for the storage layer (the file layout of
-        ``wflow-results/1``: the stepper, step-ledger and W₂ pieces under ``memo``)."""
+        ``wflow-results/1`` and ``/2``: the stepper, step-ledger and W₂ pieces under ``memo``)."""
         memo = dict(self.stepper_info)
         if self.step_ledger is not None:
             memo["step_ledger"] = self.step_ledger

@@ -1,10 +1,13 @@
-r"""HDF5 result files: writing, checkpoints, resume, reading (format ``wflow-results/1``).
+r"""HDF5 result files: writing, checkpoints, resume, reading (format ``wflow-results/2``;
+``wflow-results/1`` files, which lack ``format_version``, ``failed_step``, ``git`` and the
+checksums, read the same way).
 
 Layout of a result file::
 
-    /                     attrs: format, status ("running" | "complete" | "failed"), wflow_version,
+    /                     attrs: format, format_version, status ("running" | "complete" | "failed"), wflow_version,
     |                            config (JSON), config_hash, seed, nsteps, n_records_expected,
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
+    |                            git (JSON {commit, dirty}; only when run from a git checkout),
     |                            resumes, error (last failure, if any), failed_step (the step
     |                            of a numerical failure: status "failed")
     ├── t                 (records,)                 float64, model time of each record
@@ -20,7 +23,9 @@ Layout of a result file::
         │   └── rng_states                uint8: UTF-8 JSON list of bit_generator.state dicts
         └── b/            same
 
-Every record dataset is chunked and resizable along the record axis.
+Every record dataset is chunked, resizable along the record axis and checksummed (HDF5's
+fletcher32 filter, as are the checkpoint arrays); :func:`read_header` and :func:`inspect` read
+every dataset back, so a damaged file is one clear error rather than "already complete".
 
 Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
 
@@ -58,6 +63,8 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     COMPLETE,
     FAILED,
     FORMAT,
+    FORMAT_VERSION,
+    READABLE_FORMATS,
     RUNNING,
     SLOTS,
     _attr_str,
@@ -67,6 +74,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _create_record_dataset,
     _dataset_name,
     _generic_description,
+    _git,
     _Lock,
     _looks_hdf5,
     _machine,
@@ -77,6 +85,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _open_write,
     _record_keys,
     _stored_config,
+    _verify,
     _versions,
     _with_file,
     _write_slot,
@@ -113,7 +122,7 @@ def file_status(path) -> str | None:
         return "foreign"
     try:
         with _open_read(path, retries=5) as f:
-            if _attr_str(f.attrs.get("format", "")) != FORMAT:
+            if _attr_str(f.attrs.get("format", "")) not in READABLE_FORMATS:
                 return "foreign"
             st = _attr_str(f.attrs.get("status"))
             return st if st in (COMPLETE, FAILED) else RUNNING
@@ -223,6 +232,7 @@ class H5Recorder:
         with f:
             a = f.attrs
             a["format"] = FORMAT
+            a["format_version"] = FORMAT_VERSION
             a["status"] = RUNNING
             a["wflow_version"] = __version__
             a["config"] = _config_json(cfg)
@@ -231,6 +241,9 @@ class H5Recorder:
             a["created"] = _now()
             a["machine"] = json.dumps(_machine())
             a["versions"] = json.dumps(_versions())
+            git = _git()
+            if git:
+                a["git"] = json.dumps(git)
             a["resumes"] = 0
             f.create_group("series")
             ck = f.create_group("checkpoint")
@@ -377,6 +390,7 @@ def read_header(path) -> dict:
     path = Path(path)
 
     def head(f):
+        _verify(f, path)
         return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
                 "error": _attr_str(f.attrs.get("error")),
                 "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
@@ -505,7 +519,7 @@ def _root_attrs(f) -> dict:
         v = _attr_str(v)
         if isinstance(v, np.generic):
             v = v.item()
-        if k in ("machine", "versions") and isinstance(v, str):
+        if k in ("machine", "versions", "git") and isinstance(v, str):
             try:
                 v = json.loads(v)
             except ValueError:
@@ -520,6 +534,7 @@ def inspect(path) -> dict:
     path = Path(path)
 
     def look(f):
+        _verify(f, path)
         n_records = len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0
         datasets = {name: tuple(f[name].shape) for name in _record_keys(f)}
         return (_stored_config(f, path), _root_attrs(f), n_records, _best_checkpoint(f),
