@@ -4,7 +4,8 @@ checksums, read the same way).
 
 Layout of a result file::
 
-    /                     attrs: format, format_version, status ("running" | "complete" | "failed"), wflow_version,
+    /                     attrs: format, format_version, wflow_version,
+    |                            status ("running" | "complete" | "failed"),
     |                            config (JSON), config_hash, seed, nsteps, n_records_expected,
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
     |                            git (JSON {commit, dirty}; only when run from a git checkout),
