@@ -349,3 +349,66 @@ def test_bench_wiring(capsys, monkeypatch):
     monkeypatch.setattr(wflow, "bench", mod, raising=False)
     rc, stdout, _ = run_cli(capsys, "bench", "--tiny")
     assert rc == 0 and seen == {"tiny": True} and stdout.strip() == "TABLE [1, 2]"
+
+
+# ------------------------------------------------------------------ output locations
+def _unwritable_argv(cmd, result, outdir):
+    return {"plot": ["plot", result, "-o", outdir],
+            "animate": ["animate", result, "-o", outdir / "a.gif"],
+            "study": ["study", "energy", "--quick", "-q", "-o", outdir],
+            "sweep": ["sweep", "--grid", "model.heads=[1, 2]", "-q", "-o", outdir],
+            "run": ["run", "-q", "-o", outdir / "r.h5"]}[cmd]
+
+
+@pytest.mark.parametrize("cmd", ["plot", "animate", "study", "sweep", "run"])
+def test_unwritable_output_exit_2_one_line(tmp_path, cfg_file, capsys, monkeypatch, cmd,
+                                           fake_plotting):
+    result = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", result, "-q")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a directory should be")
+    outdir = blocker / "out"
+    rc, stdout, err = run_cli(capsys, *_unwritable_argv(cmd, result, outdir))
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: {outdir}: cannot write to the output directory "
+                             "(Not a directory)")
+    # a read-only file system (root can write through a chmod 555 directory, so simulated)
+    import errno
+    import tempfile
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    ro = tmp_path / "ro"
+    rc, stdout, err = run_cli(capsys, *_unwritable_argv(cmd, result, ro))
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: {ro}: cannot write to the output directory "
+                             "(Read-only file system)")
+    assert fake_plotting == []
+
+
+def test_write_errors_deep_inside_are_exit_2(tmp_path, cfg_file, capsys, fake_plotting):
+    import errno
+
+    out = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+
+    def animate(path, dest, fps):
+        raise OSError(errno.EROFS, "Read-only file system", str(dest))
+
+    sys.modules["wflow.lab.plotting"].animate = animate
+    rc, _, err = run_cli(capsys, "animate", out, "-o", tmp_path / "a.gif")
+    assert rc == 2
+    assert one_line(err) == f"wflow: error: {tmp_path / 'a.gif'}: cannot write (Read-only file system)"
+
+
+def test_missing_output_directories_are_created_by_every_command(tmp_path, cfg_file, capsys,
+                                                                  fake_plotting):
+    out = tmp_path / "new" / "deeper" / "o.h5"
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "plot", out, "-o", tmp_path / "p" / "q")
+    assert rc == 0 and (tmp_path / "p" / "q").is_dir()
+    rc, _, err = run_cli(capsys, "animate", out, "-o", tmp_path / "a" / "b" / "t.gif")
+    assert rc == 0 and (tmp_path / "a" / "b").is_dir()

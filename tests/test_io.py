@@ -450,9 +450,13 @@ def test_bad_files_are_config_errors(tmp_path, reference):
             assert str(path) in str(ei.value) and "\n" not in str(ei.value)
 
 
-def test_missing_output_directory(tmp_path):
-    with pytest.raises(ConfigError, match="does not exist"):
-        driver.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
+def test_missing_output_directory_is_created(tmp_path):
+    """The rule of every command: missing output directories are created."""
+    p = driver.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
+    assert status(p) == "complete"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot create the directory"):
+        driver.run_to_file(tiny(), tmp_path / "file" / "sub" / "r.h5")
 
 
 @pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 2},

@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 bad input (one line, no traceback), 1 internal error.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -43,6 +44,22 @@ def _run_line(sim) -> str:
     )
 
 
+def _output_dir(d) -> Path:
+    """The one rule for output locations, in every command: a missing directory (and its
+    parents) is created; one that cannot be created or written is bad input (exit 2)."""
+    import tempfile
+
+    d = Path(d)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=d):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{d}: cannot write to the output directory "
+                          f"({exc.strerror or type(exc).__name__})") from None
+    return d
+
+
 def _file_summary(path) -> str | None:
     from wflow.engine.run import Result
     from wflow.storage.io import read
@@ -59,6 +76,7 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
 
     sim = Simulation(config, sets or [])
     out = Path(output) if output else Path(sim.config["output"]["path"])
+    _output_dir(out.parent)
     run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
     print(_run_line(sim))
     print(f"wrote {out}")
@@ -177,7 +195,7 @@ def cmd_plot(args) -> int:
         outdir = Path(args.output) if args.output else files[0].parent / f"{files[0].stem}_plots"
     else:
         outdir = Path(args.output) if args.output else Path("plots")
-    outdir.mkdir(parents=True, exist_ok=True)
+    _output_dir(outdir)
     written = []
     if "head_scaling" in kinds and len(files) > 1:  # one figure across the runs
         written += plotting.plot_head_scaling([str(f) for f in files], outdir)
@@ -205,6 +223,7 @@ def cmd_animate(args) -> int:
         raise ConfigError(f"{path}: no records to animate")
     plotting = _load_plotting()
     out = Path(args.output) if args.output else path.with_suffix(".gif")
+    _output_dir(out.parent)
     print(plotting.animate(path, out, args.fps))
     return 0
 
@@ -321,7 +340,7 @@ def cmd_study(args) -> int:
                            overrides=tuple(args.set or ()), executor=args.executor,
                            address=args.address, workers=args.workers, progress=not args.quiet,
                            formats=formats)
-    out = Path(args.output or f"study_{args.name}")
+    out = _output_dir(args.output or f"study_{args.name}")
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn
     result = run_study(args.name, out, options)
@@ -348,7 +367,7 @@ def cmd_sweep(args) -> int:
     base = resolve(args.config, args.set or [])
     grid = dict(_grid_arg(g) for g in (args.grid or []))
     tasks = expand_grid(base, grid, name=args.name)
-    rows = run_sweep(tasks, args.output or "sweep", executor=args.executor, address=args.address,
+    rows = run_sweep(tasks, _output_dir(args.output or "sweep"), executor=args.executor, address=args.address,
                      n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet)
     for r in rows:
         print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['path']}")
@@ -461,6 +480,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                 errno.ENOTDIR}
+
+
 def _one_line(msg) -> str:
     return " ".join(str(msg).split())
 
@@ -487,6 +510,12 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as e:
+        if e.errno not in _WRITE_ERRNOS:
+            return _internal(e, verbose, hint)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"wflow: error: {where}cannot write ({e.strerror or _one_line(e)})", file=sys.stderr)
+        return 2
     except RunFailedError as e:  # a stored failure: nothing to trace
         print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
         return 1
@@ -496,10 +525,14 @@ def main(argv=None) -> int:
         print(f"wflow: error: {_one_line(e)}{hint}", file=sys.stderr)
         return 1
     except Exception as e:  # noqa: BLE001 - the last line of defence
-        if verbose:
-            traceback.print_exc()
-        print(f"wflow: internal error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
-        return 1
+        return _internal(e, verbose, hint)
+
+
+def _internal(e, verbose, hint) -> int:
+    if verbose:
+        traceback.print_exc()
+    print(f"wflow: internal error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -161,8 +161,11 @@ class H5Recorder:
         self.describe = describe or _generic_description
         self._init_state(n_records=0, seq=0, last_slot=None)
         parent = self.path.parent
-        if not parent.is_dir():
-            raise ConfigError(f"{self.path}: directory {str(parent)!r} does not exist")
+        try:  # the rule of every command: missing directories are created
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot create the directory {str(parent)!r} "
+                              f"({exc.strerror or type(exc).__name__})") from None
         self._lock = _Lock(self.path).acquire(self.path)
         try:
             self._create(bool(overwrite))
