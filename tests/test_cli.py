@@ -412,3 +412,12 @@ def test_missing_output_directories_are_created_by_every_command(tmp_path, cfg_f
     assert rc == 0 and (tmp_path / "p" / "q").is_dir()
     rc, _, err = run_cli(capsys, "animate", out, "-o", tmp_path / "a" / "b" / "t.gif")
     assert rc == 0 and (tmp_path / "a" / "b").is_dir()
+
+
+def test_sweep_empty_grid_is_bad_input(tmp_path, capsys):
+    rc, stdout, err = run_cli(capsys, "sweep", "--grid", "model.heads=[]", "-q",
+                              "-o", tmp_path / "sw")
+    assert rc == 2 and stdout == ""
+    assert one_line(err) == ("wflow: error: --grid 'model.heads=[]': the list of values is empty "
+                             "(give at least one value, e.g. model.heads=[1, 2])")
+    assert not (tmp_path / "sw").exists()

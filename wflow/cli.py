@@ -357,6 +357,9 @@ def _grid_arg(text):
     keys, value = parse_override(text if "=" in text else text + "=")
     if not isinstance(value, list):
         value = [value]
+    if not value:
+        raise ConfigError(f"--grid {text!r}: the list of values is empty (give at least one "
+                          f"value, e.g. {'.'.join(keys)}=[1, 2])")
     return ".".join(keys), value
 
 
