@@ -421,3 +421,58 @@ def test_sweep_empty_grid_is_bad_input(tmp_path, capsys):
     assert one_line(err) == ("wflow: error: --grid 'model.heads=[]': the list of values is empty "
                              "(give at least one value, e.g. model.heads=[1, 2])")
     assert not (tmp_path / "sw").exists()
+
+
+# ------------------------------------------------------------------ token files
+def _tokens_file(tmp_path, X, name="x.npz"):
+    p = tmp_path / name
+    np.savez(p, X=X)
+    return p
+
+
+def test_tokens_file_rows_must_be_unit_vectors(tmp_path, cfg_file, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 3))
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+    scaled = unit * np.linspace(0.65, 1.76, 12)[:, None]  # the norms
+    sets = ["--set", "init.tokens=\"file\"", "-q", "--set", "solver.T=0.05"]
+    good = _tokens_file(tmp_path, unit, "unit.npz")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "u.h5", *sets,
+                         "--set", f"init.tokens_file=\"{good}\"")
+    assert rc == 0, err
+    np.testing.assert_allclose(io.read(tmp_path / "u.h5")[1]["X"][0, 0], unit, atol=1e-15)
+    bad = _tokens_file(tmp_path, scaled, "scaled.npz")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "s.h5", *sets,
+                         "--set", f"init.tokens_file=\"{bad}\"")
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: init.tokens_file = {str(bad)!r}: 12 of 12 rows of 'X' "
+                             "are not unit vectors (norms 0.65 to 1.76); tokens lie on the sphere: "
+                             "normalise them, or set init.normalize = true to project them")
+    assert not (tmp_path / "s.h5").exists()
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "s.h5", *sets,
+                         "--set", f"init.tokens_file=\"{bad}\"", "--set", "init.normalize=true")
+    assert rc == 0, err
+    np.testing.assert_allclose(io.read(tmp_path / "s.h5")[1]["X"][0, 0], unit, atol=1e-14)
+    # init.normalize without a tokens file does not apply
+    rc, _, err = run_cli(capsys, "validate", cfg_file, "--set", "init.normalize=true")
+    assert rc == 2 and "init.normalize" in one_line(err)
+
+
+def test_tokens_file_non_finite_and_shape_messages(tmp_path, cfg_file, capsys):
+    X = np.tile([1.0, 0.0, 0.0], (12, 1))
+    X[3, 1] = np.nan
+    X[7, 2] = np.inf
+    sets = ["--set", "init.tokens=\"file\"", "-q"]
+    p = _tokens_file(tmp_path, X)
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", *sets,
+                         "--set", f"init.tokens_file=\"{p}\"")
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: init.tokens_file = {str(p)!r}: 2 of 12 rows of 'X' "
+                             "hold NaN or infinite values (the first is row 3); tokens must be "
+                             "finite")
+    p = _tokens_file(tmp_path, np.tile([1.0, 0.0, 0.0], (10, 1)), "short.npz")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", *sets,
+                         "--set", f"init.tokens_file=\"{p}\"")
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: init.tokens_file = {str(p)!r}: 'X' has shape (10, 3), "
+                             "the configuration needs (model.n, model.d) = (12, 3)")

@@ -228,7 +228,7 @@ class Simulation:
             mu[-1] = 1.0
             return sphere.von_mises_fisher(self.n, mu, float(ini["kappa"]), rng)
         if kind == "file":
-            return _load_tokens(ini["tokens_file"], self.n, self.d)
+            return _load_tokens(ini["tokens_file"], self.n, self.d, ini["normalize"])
         raise ConfigError(f"init.tokens = {kind!r}: allowed values are octahedral, uniform, vmf, file")
 
     # ------------------------------------------------------------------ state
@@ -412,17 +412,38 @@ def _check_finite(a, what, k, t):
                              step=k)
 
 
-def _load_tokens(path, n, d):
+#: rows of a tokens file whose norm is within this of 1 are unit vectors (float32 files pass)
+UNIT_TOL = 1e-6
+
+
+def _load_tokens(path, n, d, normalize=False):
     from wflow.storage.io import read_arrays
 
+    where = f"init.tokens_file = {str(path)!r}"
     raw = read_arrays(path, ("X",), what="tokens file")
     if "X" not in raw:
-        raise ConfigError(f"init.tokens_file = {str(path)!r}: cannot read key 'X' (missing)")
+        raise ConfigError(f"{where}: cannot read key 'X' (missing)")
     X = raw["X"]
-    if X.shape != (n, d) or not np.all(np.isfinite(X)):
-        raise ConfigError(
-            f"init.tokens_file = {str(path)!r}: 'X' must be finite with shape ({n}, {d}), got {X.shape}"
-        )
+    if X.shape != (n, d):
+        raise ConfigError(f"{where}: 'X' has shape {X.shape}, the configuration needs "
+                          f"(model.n, model.d) = ({n}, {d})")
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+        raise ConfigError(f"{where}: 'X' has dtype {X.dtype}, expected real numbers")
+    X = X.astype(np.float64)
+    bad = ~np.all(np.isfinite(X), axis=1)
+    if bad.any():
+        raise ConfigError(f"{where}: {int(bad.sum())} of {n} rows of 'X' hold NaN or infinite "
+                          f"values (the first is row {int(np.argmax(bad))}); tokens must be finite")
+    norms = np.linalg.norm(X, axis=1)
+    off = np.abs(norms - 1.0) > UNIT_TOL
+    if off.any() and not normalize:
+        raise ConfigError(f"{where}: {int(off.sum())} of {n} rows of 'X' are not unit vectors "
+                          f"(norms {norms.min():.3g} to {norms.max():.3g}); tokens lie on the "
+                          f"sphere: normalise them, or set init.normalize = true to project them")
+    if (norms == 0).any():
+        raise ConfigError(f"{where}: {int((norms == 0).sum())} rows of 'X' are zero "
+                          f"(the first is row {int(np.argmax(norms == 0))}); they have no "
+                          f"direction to project onto the sphere")
     return sphere.normalize(X)
 
 
