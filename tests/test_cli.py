@@ -476,3 +476,22 @@ def test_tokens_file_non_finite_and_shape_messages(tmp_path, cfg_file, capsys):
     assert rc == 2
     assert one_line(err) == (f"wflow: error: init.tokens_file = {str(p)!r}: 'X' has shape (10, 3), "
                              "the configuration needs (model.n, model.d) = (12, 3)")
+
+
+# ------------------------------------------------------------------ JKO with per-head normalisation
+@pytest.mark.parametrize("norm,heads,warned", [("head", 3, True), ("head", 1, False),
+                                               ("joint", 3, False)])
+def test_jko_head_normalisation_warns(tmp_path, cfg_file, capsys, caplog, norm, heads, warned):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="wflow")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "j.h5", "-q",
+                         "--set", "solver.method=\"jko\"", "--set", "solver.T=0.05",
+                         "--set", f"model.normalization=\"{norm}\"", "--set", f"model.heads={heads}")
+    assert rc == 0, err
+    msgs = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    want = (f"solver.method = 'jko' with model.normalization = 'head' and {heads} heads is not "
+            "the exact gradient flow: no scalar mobility reproduces the head-normalised velocity, "
+            "the steps use b_hat and are not expected to converge to the explicit flow [model §7]; "
+            "model.normalization = 'joint' or 'none' is exact")
+    assert (want in msgs) == warned, msgs

@@ -213,6 +213,8 @@ class Simulation:
         with _config.config_errors():
             self.stepper = get_stepper(self.method,
                                        {**s, "max_pairwise_n": dg["max_pairwise_n"]})
+        if self.method == "jko" and m["normalization"] == "head" and self.H >= 2:
+            log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
@@ -411,6 +413,12 @@ def _check_finite(a, what, k, t):
         raise NumericalError(f"non-finite {what} at step {k} (t = {t:.6g}); the run stops here",
                              step=k)
 
+
+JKO_HEAD_WARNING = (
+    "solver.method = 'jko' with model.normalization = 'head' and %d heads is not the exact "
+    "gradient flow: no scalar mobility reproduces the head-normalised velocity, the steps use "
+    "b_hat and are not expected to converge to the explicit flow [model §7]; "
+    "model.normalization = 'joint' or 'none' is exact")
 
 #: rows of a tokens file whose norm is within this of 1 are unit vectors (float32 files pass)
 UNIT_TOL = 1e-6
