@@ -231,9 +231,18 @@ def cmd_animate(args) -> int:
 # ---------------------------------------------------------------------- validate
 def cmd_validate(args) -> int:
     from wflow.config import config_hash, resolve
+    from wflow.engine import memory
 
     cfg = resolve(args.config, args.set or [])
-    print(f"ok: {config_hash(cfg)}")
+    est = memory.check(cfg)  # refused (exit 2) when it cannot fit
+    avail, source = memory.available()
+    m, s = cfg["model"], cfg["solver"]
+    nsteps = int(round(s["T"] / s["dt"]))
+    print(f"ok: n={m['n']} d={m['d']} H={m['heads']} paths={s['paths']} method={s['method']} "
+          f"backend={s['backend']} steps={nsteps} records={est.records}")
+    there = "" if avail is None else f" of {memory.human(avail)} available ({source})"
+    print(f"memory: about {est}{there}")
+    print(f"config_hash: {config_hash(cfg)}")
     return 0
 
 

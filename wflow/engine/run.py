@@ -35,6 +35,7 @@ import numpy as np
 
 from wflow import config as _config
 from wflow.core import sphere
+from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.errors import ConfigError, NumericalError
 from wflow.model.attention import AttentionModel, Field
@@ -158,6 +159,9 @@ class Simulation:
     def __init__(self, config=None, overrides=(), process=None, explicit=None):
         cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
+        # refuse a run that cannot fit before allocating anything (records go to a recorder
+        # here; simulate() checks again with every record kept in memory)
+        self.memory = _memory.check(cfg, keep_records=False)
         m, ini, w, s, dg = (cfg[k] for k in ("model", "init", "weights", "solver", "diagnostics"))
         self.n, self.d, self.H, self.P = m["n"], m["d"], m["heads"], s["paths"]
         self.dt = float(s["dt"])
@@ -463,6 +467,8 @@ def simulate(config=None, overrides=(), recorder=None, progress=False) -> Result
     Result with ``t`` (records,), series (records, P) of [model §10], ``X`` (records, P, n, d).
     """
     sim = Simulation(config, overrides)
+    if recorder is None:  # every record stays in memory
+        sim.memory = _memory.check(sim.config, keep_records=True)
     res = sim.run(recorder=recorder, progress=progress)
     log.info("simulate: %d steps in %.3f s", sim.nsteps, sim.elapsed)
     return res
