@@ -498,3 +498,28 @@ def test_jko_head_normalisation_warns(tmp_path, cfg_file, capsys, caplog, norm, 
             "the steps use b_hat and are not expected to converge to the explicit flow [model §7]; "
             "model.normalization = 'joint' or 'none' is exact")
     assert (want in msgs) == warned, msgs
+
+
+# ------------------------------------------------------------------ help, version
+def test_help_version_and_bare_wflow(capsys):
+    rc, out, err = run_cli(capsys, "--help")
+    assert rc == 0 and err == ""
+    desc = out.split("\n\n")[1]
+    assert desc.startswith("wflow simulates the mean-field transformer PDE: n tokens on the sphere")
+    assert "``" not in out and ":mod:" not in out  # no raw RST
+    rc, bare, err = run_cli(capsys)
+    assert rc == 0 and bare == out and err == ""
+    rc, out, err = run_cli(capsys, "--version")
+    assert rc == 0 and out == f"wflow {wflow.__version__}\n"
+
+
+def test_plot_help_lists_the_kinds(capsys):
+    from wflow.cli import PLOT_KINDS
+    from wflow.lab._figbase import KINDS
+
+    assert tuple(PLOT_KINDS) == KINDS
+    rc, out, _ = run_cli(capsys, "plot", "--help")
+    assert rc == 0
+    assert "figure kinds (--kind; default: all of them):" in out
+    for k, doc in PLOT_KINDS.items():
+        assert f"  {k:<14}{doc}" in out

@@ -1,6 +1,6 @@
 """The ``wflow`` command line.
 
-Exit codes: 0 success, 2 bad input (one line, no traceback), 1 internal error.
+Exit codes: 0 success, 2 bad input (one line, no traceback), 1 a failed run or an internal error.
 """
 
 from __future__ import annotations
@@ -386,13 +386,38 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+DESCRIPTION = (
+    "wflow simulates the mean-field transformer PDE: n tokens on the sphere moved by multi-head "
+    "softmax attention whose weights change in time, seen as a Wasserstein gradient flow. It runs "
+    "a configuration into an HDF5 result file (energy, dissipation, G², the energy ledger, ...), "
+    "resumes killed runs, and plots, animates and sweeps them. Start with 'wflow run' (the "
+    "paper's reference configuration), then 'wflow plot wflow_run.h5'."
+)
+EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback); 1 a failed run or an "
+          "internal error. The model: docs/model.md.")
+
+#: the figure kinds of ``wflow plot`` (wflow.lab.plotting.KINDS; listed here so that --help
+#: does not import matplotlib)
+PLOT_KINDS = {
+    "snapshots": "the tokens on the sphere at six times",
+    "G2": "G², G²_hm and the dissipation over time",
+    "ledger": "the exact energy ledger and its residual",
+    "balance": "the paper's energy-dissipation balance",
+    "head_scaling": "fit a·H^b across runs with different numbers of heads",
+    "clustering": "order parameter, number of clusters, smallest cosine",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="wflow", description=__doc__.splitlines()[0])
+    from wflow._version import __version__
+
+    p = _Parser(prog="wflow", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=f"wflow {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level, tracebacks")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log at INFO level, tracebacks")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
 
     def add_run_options(r, output_help):
         r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
@@ -416,10 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="result file (HDF5)")
     r.set_defaults(func=cmd_info)
 
+    kinds = "\n".join(f"  {k:<14}{v}" for k, v in PLOT_KINDS.items())
     r = sub.add_parser("plot", parents=[common],
-                       help="figures of result files (several files: one head_scaling across them)")
+                       help="figures of result files (several files: one head_scaling across them)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=f"figure kinds (--kind; default: all of them):\n{kinds}")
     r.add_argument("file", nargs="+", help="result file(s) (HDF5)")
-    r.add_argument("--kind", action="append", metavar="K", help="figure kind (repeatable)")
+    r.add_argument("--kind", action="append", metavar="KIND",
+                   help="figure kind, repeatable: " + ", ".join(PLOT_KINDS))
     r.add_argument("-o", "--output", metavar="DIR", help="output directory")
     r.set_defaults(func=cmd_plot)
 
@@ -506,6 +535,9 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # -h, or a usage error already reported in one line
         return exc.code if isinstance(exc.code, int) else 2
+    if args.cmd is None:  # a bare `wflow`: the help
+        parser.print_help()
+        return 0
     verbose = bool(getattr(args, "verbose", False))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
