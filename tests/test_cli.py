@@ -11,7 +11,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from test_io import _fail_after_calls, assert_same_records, status, tiny
+from test_io import _fail_after_calls, status, tiny
 
 import wflow
 from wflow import config as C
@@ -124,22 +124,38 @@ def test_run_refuses_partial_output(tmp_path, cfg_file, capsys):
     assert status(out) == "running"
 
 
-def test_numerical_error_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
+def test_numerical_error_exit_1_and_failed_status(tmp_path, cfg_file, capsys, monkeypatch):
     out = tmp_path / "o.h5"
     _fail_after_calls(monkeypatch, 15)
     rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
     assert rc == 1
     line = one_line(err)
     assert "non-finite energy at step 7" in line and "-v" in line
-    assert status(out) == "running"
+    assert status(out) == "failed"
     rc, _, err = run_cli(capsys, "-v", "run", cfg_file, "-o", tmp_path / "v.h5", "-q")
     assert rc == 1 and "Traceback" in err  # -v shows the traceback
     monkeypatch.undo()
     rc, stdout, err = run_cli(capsys, "resume", out, "-q")
-    assert rc == 0, err
-    assert "from step 4 of 20" in stdout
-    ref = driver.run_to_file(tiny(), tmp_path / "ref.h5")
-    assert_same_records(out, ref)
+    assert rc == 1 and stdout == ""
+    assert one_line(err) == (f"wflow: error: {out}: the run failed at step 7: non-finite energy "
+                             "at step 7 (t = 0.07); nothing to resume (change the configuration "
+                             "and run again with --overwrite)")
+    rc, stdout, err = run_cli(capsys, "info", out)
+    assert rc == 0 and err == ""
+    assert "status         failed at step 7 of 20 (nothing to resume)\n" in stdout
+    assert "wflow resume" not in stdout
+    assert "error          non-finite energy at step 7 (t = 0.07)" in stdout
+
+
+def test_run_beta_500_fails_for_good(tmp_path, capsys):
+    """The issue's example: beta = 500 overflows the energy at step 0."""
+    out = tmp_path / "b.h5"
+    rc, _, err = run_cli(capsys, "run", "--set", "model.beta=500", "--set", "solver.T=0.05",
+                         "--set", "solver.backend=numpy", "-o", out, "-q")
+    assert rc == 1 and "non-finite" in one_line(err)
+    assert status(out) == "failed" and io.inspect(out)["attrs"]["failed_step"] == 0
+    rc, _, err = run_cli(capsys, "resume", out, "-q")
+    assert rc == 1 and "the run failed at step 0" in one_line(err)
 
 
 def test_unexpected_exception_exit_1(tmp_path, cfg_file, capsys, monkeypatch):
@@ -204,21 +220,24 @@ def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch):
     assert C.validate(tomllib.loads(text)) == C.validate(tiny())
 
     partial = tmp_path / "p.h5"
-    _fail_after_calls(monkeypatch, 15)
+    _fail_after_calls(monkeypatch, 15, interrupt=True)
     assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
     rc, stdout, _ = run_cli(capsys, "info", partial)
     assert rc == 0
     assert "running" in stdout and "last checkpoint at step 4 of 20" in stdout
-    assert f"wflow resume {partial}" in stdout and "NumericalError" in stdout
+    assert f"wflow resume {partial}" in stdout and "Interrupted" in stdout
 
 
 # ------------------------------------------------------------------ validate
 def test_validate(cfg_file, capsys):
     rc, stdout, err = run_cli(capsys, "validate", cfg_file)
     assert rc == 0 and err == ""
-    assert stdout.strip() == f"ok: {C.config_hash(tiny())}"
+    assert stdout.startswith("ok: n=12 d=3 H=3 paths=2 method=euler backend=numpy steps=20 "
+                             "records=5\nmemory: about ")
+    assert stdout.endswith(f"\nconfig_hash: {C.config_hash(tiny())}\n")
     rc, stdout, _ = run_cli(capsys, "validate", cfg_file, "--set", "model.n=20")
-    assert stdout.strip() == f"ok: {C.config_hash(C.apply_overrides(tiny(), ['model.n=20']))}"
+    assert stdout.endswith(
+        f"config_hash: {C.config_hash(C.apply_overrides(tiny(), ['model.n=20']))}\n")
     for bad, key in BAD_SETS:
         rc, stdout, err = run_cli(capsys, "validate", cfg_file, "--set", bad)
         assert rc == 2 and stdout == ""
@@ -333,3 +352,174 @@ def test_bench_wiring(capsys, monkeypatch):
     monkeypatch.setattr(wflow, "bench", mod, raising=False)
     rc, stdout, _ = run_cli(capsys, "bench", "--tiny")
     assert rc == 0 and seen == {"tiny": True} and stdout.strip() == "TABLE [1, 2]"
+
+
+# ------------------------------------------------------------------ output locations
+def _unwritable_argv(cmd, result, outdir):
+    return {"plot": ["plot", result, "-o", outdir],
+            "animate": ["animate", result, "-o", outdir / "a.gif"],
+            "study": ["study", "energy", "--quick", "-q", "-o", outdir],
+            "sweep": ["sweep", "--grid", "model.heads=[1, 2]", "-q", "-o", outdir],
+            "run": ["run", "-q", "-o", outdir / "r.h5"]}[cmd]
+
+
+@pytest.mark.parametrize("cmd", ["plot", "animate", "study", "sweep", "run"])
+def test_unwritable_output_exit_2_one_line(tmp_path, cfg_file, capsys, monkeypatch, cmd,
+                                           fake_plotting):
+    result = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", result, "-q")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a directory should be")
+    outdir = blocker / "out"
+    rc, stdout, err = run_cli(capsys, *_unwritable_argv(cmd, result, outdir))
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: {outdir}: cannot write to the output directory "
+                             "(Not a directory)")
+    # a read-only file system (root can write through a chmod 555 directory, so simulated)
+    import errno
+    import tempfile
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    ro = tmp_path / "ro"
+    rc, stdout, err = run_cli(capsys, *_unwritable_argv(cmd, result, ro))
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: {ro}: cannot write to the output directory "
+                             "(Read-only file system)")
+    assert fake_plotting == []
+
+
+def test_write_errors_deep_inside_are_exit_2(tmp_path, cfg_file, capsys, fake_plotting):
+    import errno
+
+    out = tmp_path / "o.h5"
+    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+
+    def animate(path, dest, fps):
+        raise OSError(errno.EROFS, "Read-only file system", str(dest))
+
+    sys.modules["wflow.lab.plotting"].animate = animate
+    rc, _, err = run_cli(capsys, "animate", out, "-o", tmp_path / "a.gif")
+    assert rc == 2
+    assert one_line(err) == f"wflow: error: {tmp_path / 'a.gif'}: cannot write (Read-only file system)"
+
+
+def test_missing_output_directories_are_created_by_every_command(tmp_path, cfg_file, capsys,
+                                                                  fake_plotting):
+    out = tmp_path / "new" / "deeper" / "o.h5"
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "plot", out, "-o", tmp_path / "p" / "q")
+    assert rc == 0 and (tmp_path / "p" / "q").is_dir()
+    rc, _, err = run_cli(capsys, "animate", out, "-o", tmp_path / "a" / "b" / "t.gif")
+    assert rc == 0 and (tmp_path / "a" / "b").is_dir()
+
+
+def test_sweep_empty_grid_is_bad_input(tmp_path, capsys):
+    rc, stdout, err = run_cli(capsys, "sweep", "--grid", "model.heads=[]", "-q",
+                              "-o", tmp_path / "sw")
+    assert rc == 2 and stdout == ""
+    assert one_line(err) == ("wflow: error: --grid 'model.heads=[]': the list of values is empty "
+                             "(give at least one value, e.g. model.heads=[1, 2])")
+    assert not (tmp_path / "sw").exists()
+
+
+# ------------------------------------------------------------------ token files
+def _tokens_file(tmp_path, X, name="x.npz"):
+    p = tmp_path / name
+    np.savez(p, X=X)
+    return p
+
+
+def test_tokens_file_rows_must_be_unit_vectors(tmp_path, cfg_file, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 3))
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+    scaled = unit * np.linspace(0.65, 1.76, 12)[:, None]  # the issue's norms
+    sets = ["--set", "init.tokens=\"file\"", "-q", "--set", "solver.T=0.05"]
+    good = _tokens_file(tmp_path, unit, "unit.npz")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "u.h5", *sets,
+                         "--set", f"init.tokens_file=\"{good}\"")
+    assert rc == 0, err
+    np.testing.assert_allclose(io.read(tmp_path / "u.h5")[1]["X"][0, 0], unit, atol=1e-15)
+    bad = _tokens_file(tmp_path, scaled, "scaled.npz")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "s.h5", *sets,
+                         "--set", f"init.tokens_file=\"{bad}\"")
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: init.tokens_file = {str(bad)!r}: 12 of 12 rows of 'X' "
+                             "are not unit vectors (norms 0.65 to 1.76); tokens lie on the sphere: "
+                             "normalise them, or set init.normalize = true to project them")
+    assert not (tmp_path / "s.h5").exists()
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "s.h5", *sets,
+                         "--set", f"init.tokens_file=\"{bad}\"", "--set", "init.normalize=true")
+    assert rc == 0, err
+    np.testing.assert_allclose(io.read(tmp_path / "s.h5")[1]["X"][0, 0], unit, atol=1e-14)
+    # init.normalize without a tokens file does not apply
+    rc, _, err = run_cli(capsys, "validate", cfg_file, "--set", "init.normalize=true")
+    assert rc == 2 and "init.normalize" in one_line(err)
+
+
+def test_tokens_file_non_finite_and_shape_messages(tmp_path, cfg_file, capsys):
+    X = np.tile([1.0, 0.0, 0.0], (12, 1))
+    X[3, 1] = np.nan
+    X[7, 2] = np.inf
+    sets = ["--set", "init.tokens=\"file\"", "-q"]
+    p = _tokens_file(tmp_path, X)
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", *sets,
+                         "--set", f"init.tokens_file=\"{p}\"")
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: init.tokens_file = {str(p)!r}: 2 of 12 rows of 'X' "
+                             "hold NaN or infinite values (the first is row 3); tokens must be "
+                             "finite")
+    p = _tokens_file(tmp_path, np.tile([1.0, 0.0, 0.0], (10, 1)), "short.npz")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", *sets,
+                         "--set", f"init.tokens_file=\"{p}\"")
+    assert rc == 2
+    assert one_line(err) == (f"wflow: error: init.tokens_file = {str(p)!r}: 'X' has shape (10, 3), "
+                             "the configuration needs (model.n, model.d) = (12, 3)")
+
+
+# ------------------------------------------------------------------ JKO with per-head normalisation
+@pytest.mark.parametrize("norm,heads,warned", [("head", 3, True), ("head", 1, False),
+                                               ("joint", 3, False)])
+def test_jko_head_normalisation_warns(tmp_path, cfg_file, capsys, caplog, norm, heads, warned):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="wflow")
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "j.h5", "-q",
+                         "--set", "solver.method=\"jko\"", "--set", "solver.T=0.05",
+                         "--set", f"model.normalization=\"{norm}\"", "--set", f"model.heads={heads}")
+    assert rc == 0, err
+    msgs = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    want = (f"solver.method = 'jko' with model.normalization = 'head' and {heads} heads is not "
+            "the exact gradient flow: no scalar mobility reproduces the head-normalised velocity, "
+            "the steps use b_hat and are not expected to converge to the explicit flow [model §7]; "
+            "model.normalization = 'joint' or 'none' is exact")
+    assert (want in msgs) == warned, msgs
+
+
+# ------------------------------------------------------------------ help, version
+def test_help_version_and_bare_wflow(capsys):
+    rc, out, err = run_cli(capsys, "--help")
+    assert rc == 0 and err == ""
+    desc = out.split("\n\n")[1]
+    assert desc.startswith("wflow simulates the mean-field transformer PDE: n tokens on the sphere")
+    assert "``" not in out and ":mod:" not in out  # no raw RST
+    rc, bare, err = run_cli(capsys)
+    assert rc == 0 and bare == out and err == ""
+    rc, out, err = run_cli(capsys, "--version")
+    assert rc == 0 and out == f"wflow {wflow.__version__}\n"
+
+
+def test_plot_help_lists_the_kinds(capsys):
+    from wflow.cli import PLOT_KINDS
+    from wflow.lab._figbase import KINDS
+
+    assert tuple(PLOT_KINDS) == KINDS
+    rc, out, _ = run_cli(capsys, "plot", "--help")
+    assert rc == 0
+    assert "figure kinds (--kind; default: all of them):" in out
+    for k, doc in PLOT_KINDS.items():
+        assert f"  {k:<14}{doc}" in out

@@ -20,7 +20,7 @@ from wflow import config as C
 from wflow.cli import _toml
 from wflow.engine import driver
 from wflow.engine.run import State
-from wflow.errors import ConfigError, NumericalError
+from wflow.errors import ConfigError, NumericalError, RunFailedError
 from wflow.model.attention import AttentionModel
 from wflow.storage import io
 
@@ -257,8 +257,8 @@ def test_unreadable_newest_slot_falls_back(tmp_path, monkeypatch, reference):
     cfg = tiny()
     ref = reference("plain", cfg)
     p = tmp_path / "r.h5"
-    _fail_after_calls(monkeypatch, 25)  # ~ step 12: checkpoints 0, 4, 8, 12 written
-    with pytest.raises(NumericalError):
+    _fail_after_calls(monkeypatch, 25, interrupt=True)  # ~ step 12: checkpoints 0, 4, 8, 12
+    with pytest.raises(Interrupted):
         driver.run_to_file(cfg, p)
     monkeypatch.undo()
     with h5py.File(p, "r+") as f:
@@ -290,8 +290,14 @@ def test_killed_before_first_checkpoint_restarts(tmp_path, reference):
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
 
 
-def _fail_after_calls(monkeypatch, ncalls):
-    """Make AttentionModel.evaluate return a NaN energy from call ``ncalls`` on."""
+class Interrupted(Exception):
+    """Stands for anything but a numerical failure (a kill, an I/O error): the file stays
+    resumable."""
+
+
+def _fail_after_calls(monkeypatch, ncalls, interrupt=False):
+    """Make AttentionModel.evaluate return a NaN energy from call ``ncalls`` on (or, with
+    ``interrupt``, raise :class:`Interrupted` at that call)."""
     real = AttentionModel.evaluate
     count = {"n": 0}
 
@@ -299,24 +305,49 @@ def _fail_after_calls(monkeypatch, ncalls):
         F = real(self, *a, **kw)
         count["n"] += 1
         if count["n"] >= ncalls:
+            if interrupt:
+                raise Interrupted(f"interrupted at call {count['n']}")
             F = dataclasses.replace(F, energy=np.full_like(F.energy, np.nan))
         return F
 
     monkeypatch.setattr(AttentionModel, "evaluate", evaluate)
 
 
-def test_numerical_error_leaves_resumable_file(tmp_path, monkeypatch, reference):
-    cfg = tiny()
-    ref = reference("plain", cfg)
+def test_numerical_error_marks_the_file_failed(tmp_path, monkeypatch):
     p = tmp_path / "r.h5"
     _fail_after_calls(monkeypatch, 15)  # 1 + 2 per step: fails at step 7
     with pytest.raises(NumericalError, match="non-finite energy at step 7"):
+        driver.run_to_file(tiny(), p)
+    monkeypatch.undo()
+    assert status(p) == "failed" and io.file_status(p) == "failed"
+    info = io.inspect(p)
+    assert info["attrs"]["failed_step"] == 7
+    assert info["attrs"]["error"] == "non-finite energy at step 7 (t = 0.07)"
+    assert not (tmp_path / "r.h5.lock").exists()
+    with pytest.raises(RunFailedError) as ei:  # resuming would fail again: refused
+        driver.resume(p)
+    assert str(ei.value) == (f"{p}: the run failed at step 7: non-finite energy at step 7 "
+                             "(t = 0.07); nothing to resume (change the configuration and run "
+                             "again with --overwrite)")
+    assert status(p) == "failed"
+    with pytest.raises(FileExistsError, match="holds a run that failed: use --overwrite"):
+        driver.run_to_file(tiny(), p)
+    driver.run_to_file(tiny(), p, overwrite=True)
+    assert status(p) == "complete"
+
+
+def test_interruption_leaves_resumable_file(tmp_path, monkeypatch, reference):
+    cfg = tiny()
+    ref = reference("plain", cfg)
+    p = tmp_path / "r.h5"
+    _fail_after_calls(monkeypatch, 15, interrupt=True)  # at step 7
+    with pytest.raises(Interrupted):
         driver.run_to_file(cfg, p)
     monkeypatch.undo()
     assert status(p) == "running"
     info = io.inspect(p)
-    assert info["checkpoint_step"] == 4
-    assert "NumericalError" in info["attrs"]["error"]
+    assert info["checkpoint_step"] == 4 and "failed_step" not in info["attrs"]
+    assert "Interrupted" in info["attrs"]["error"]
     assert not (tmp_path / "r.h5.lock").exists()
     r = driver.resume(p)
     assert (r.action, r.from_step, r.nsteps) == ("resumed", 4, 20)
@@ -419,9 +450,13 @@ def test_bad_files_are_config_errors(tmp_path, reference):
             assert str(path) in str(ei.value) and "\n" not in str(ei.value)
 
 
-def test_missing_output_directory(tmp_path):
-    with pytest.raises(ConfigError, match="does not exist"):
-        driver.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
+def test_missing_output_directory_is_created(tmp_path):
+    """The rule of every command: missing output directories are created."""
+    p = driver.run_to_file(tiny(), tmp_path / "no" / "such" / "r.h5")
+    assert status(p) == "complete"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot create the directory"):
+        driver.run_to_file(tiny(), tmp_path / "file" / "sub" / "r.h5")
 
 
 @pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 2},
@@ -436,3 +471,82 @@ def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
     r = driver.resume(p)
     assert r.action == "resumed" and r.from_step == 4
     assert_same_records(p, ref)
+
+
+# ------------------------------------------------------------------ integrity, format, provenance
+def test_datasets_are_checksummed_and_provenance_recorded(tmp_path):
+    p = driver.run_to_file(tiny(), tmp_path / "r.h5")
+    with h5py.File(p, "r") as f:
+        assert f.attrs["format"] == io.FORMAT == "wflow-results/2"
+        assert f.attrs["format_version"] == 2
+        assert f["series/energy"].fletcher32 and f["X"].fletcher32 and f["t"].fletcher32
+        assert f["checkpoint/a/X"].fletcher32
+    git = io._git()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(io.__file__)))
+    if git:  # running from a git checkout
+        head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        assert io.inspect(p)["attrs"]["git"] == {"commit": head, "dirty": git["dirty"]}
+    else:
+        assert "git" not in io.inspect(p)["attrs"]
+
+
+def test_no_git_checkout_omits_the_attribute(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "_git", lambda: {})
+    import wflow.storage._h5 as h5mod
+
+    monkeypatch.setattr(h5mod, "_git", lambda: {})
+    p = driver.run_to_file(tiny(), tmp_path / "r.h5")
+    assert "git" not in io.inspect(p)["attrs"]
+
+
+def _corrupt(path, offset, data=b"\x00garbage" * 4):
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def test_corrupt_files_give_one_clear_error(tmp_path, capsys):
+    """Damaged data bytes (caught by the checksums) and damaged middle bytes: resume and info
+    read the data, so both say "corrupt" (exit 2), never "already complete"."""
+    from wflow.cli import main
+
+    good = driver.run_to_file(tiny(**{"model.n": 40}), tmp_path / "good.h5")
+    data = tmp_path / "data.h5"
+    data.write_bytes(good.read_bytes())
+    with h5py.File(good, "r") as f:
+        offset = f["X"].id.get_chunk_info(0).byte_offset
+    _corrupt(data, offset + 100)
+    middle = tmp_path / "middle.h5"
+    middle.write_bytes(good.read_bytes())
+    _corrupt(middle, good.stat().st_size // 2, b"\xff" * 64)
+    for path, msg in [(data, f"{data}: corrupt result file: dataset 'X': its checksum does not "
+                             "match"),
+                      (middle, f"{middle}: corrupt result file")]:
+        for cmd in ("resume", "info"):
+            rc = main([cmd, str(path)])
+            out, err = capsys.readouterr()
+            assert rc == 2, (cmd, path, out)
+            assert "already complete" not in out
+            lines = err.strip().split("\n")
+            assert len(lines) == 1 and lines[0].startswith(f"wflow: error: {msg}"), lines
+
+
+def test_format_1_files_still_read_and_resume(tmp_path, monkeypatch):
+    """Migration: a file of the previous format (no format_version, git, failed_step, no
+    checksums) reads, and a partial one resumes."""
+    p = tmp_path / "old.h5"
+    _fail_after_calls(monkeypatch, 15, interrupt=True)
+    with pytest.raises(Interrupted):
+        driver.run_to_file(tiny(), p)
+    monkeypatch.undo()
+    with h5py.File(p, "r+") as f:
+        f.attrs["format"] = "wflow-results/1"
+        for k in ("format_version", "git", "error"):
+            if k in f.attrs:
+                del f.attrs[k]
+    assert io.inspect(p)["status"] == "running"
+    assert driver.resume(p).action == "resumed"
+    cfg, arrays, attrs = io.read(p)
+    assert attrs["status"] == "complete" and attrs["format"] == "wflow-results/1"
+    assert len(arrays["t"]) == 5

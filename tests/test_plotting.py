@@ -197,7 +197,36 @@ def test_animation_frame_count(request, tmp_path, which, max_frames):
         assert im.size == (round(w * plotting.ANIMATION_DPI), round(h * plotting.ANIMATION_DPI))
 
 
+def test_mp4_out_of_the_box(res3, tmp_path, capsys):
+    """`wflow animate -o tokens.mp4` with the ffmpeg that imageio-ffmpeg bundles."""
+    import imageio_ffmpeg
+
+    from wflow.cli import main
+
+    path = driver.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+    from wflow.storage import io
+
+    records = len(io.read(path)[1]["t"])
+    out = tmp_path / "movie" / "tokens.mp4"
+    rc = main(["animate", str(path), "-o", str(out), "--fps", "5"])
+    stdout, err = capsys.readouterr()
+    assert rc == 0, err
+    assert stdout.strip() == str(out) and out.stat().st_size > 1000
+    assert out.read_bytes()[4:8] == b"ftyp"  # an MP4 container
+    frames, secs = imageio_ffmpeg.count_frames_and_secs(str(out))
+    assert frames == records and secs == pytest.approx(records / 5, abs=0.25)
+    reader = imageio_ffmpeg.read_frames(str(out))
+    meta = next(reader)
+    assert meta["codec"] == "h264" and sum(1 for _ in reader) == records
+
+
 def test_animation_output_errors(res2, tmp_path, monkeypatch):
+    import imageio_ffmpeg
+
+    def missing():
+        raise RuntimeError("no ffmpeg")
+
+    monkeypatch.setattr(imageio_ffmpeg, "get_ffmpeg_exe", missing)
     monkeypatch.setattr(plotting.shutil, "which", lambda name: None)
     with pytest.raises(ValueError, match="ffmpeg") as e:
         plotting.animate(res2, out=tmp_path / "tokens.mp4")

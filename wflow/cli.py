@@ -1,11 +1,12 @@
 """The ``wflow`` command line.
 
-Exit codes: 0 success, 2 bad input (one line, no traceback), 1 internal error.
+Exit codes: 0 success, 2 bad input (one line, no traceback), 1 a failed run or an internal error.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wflow.errors import ConfigError, WflowError
+from wflow.errors import ConfigError, RunFailedError, WflowError
 
 log = logging.getLogger("wflow")
 
@@ -43,6 +44,22 @@ def _run_line(sim) -> str:
     )
 
 
+def _output_dir(d) -> Path:
+    """The one rule for output locations, in every command: a missing directory (and its
+    parents) is created; one that cannot be created or written is bad input (exit 2)."""
+    import tempfile
+
+    d = Path(d)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=d):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{d}: cannot write to the output directory "
+                          f"({exc.strerror or type(exc).__name__})") from None
+    return d
+
+
 def _file_summary(path) -> str | None:
     from wflow.engine.run import Result
     from wflow.storage.io import read
@@ -59,6 +76,7 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
 
     sim = Simulation(config, sets or [])
     out = Path(output) if output else Path(sim.config["output"]["path"])
+    _output_dir(out.parent)
     run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
     print(_run_line(sim))
     print(f"wrote {out}")
@@ -104,7 +122,11 @@ def cmd_info(args) -> int:
     info = inspect(args.file)
     a = info["attrs"]
     status = info["status"]
-    if status != "complete":
+    if status == "failed":
+        step = a.get("failed_step")
+        status = "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
+                             and step >= 0 else "") + " (nothing to resume)"
+    elif status != "complete":
         ck = info["checkpoint_step"]
         where = ("no usable checkpoint" if ck is None
                  else f"last checkpoint at step {ck} of {info['nsteps']}")
@@ -124,6 +146,9 @@ def cmd_info(args) -> int:
         ("machine", json.dumps(a.get("machine"))),
         ("versions", json.dumps(a.get("versions"))),
     ]
+    if isinstance(a.get("git"), dict):
+        g = a["git"]
+        rows.append(("git", f"{g.get('commit')}" + (" (dirty)" if g.get("dirty") else "")))
     if "error" in a:
         rows.append(("error", a["error"]))
     for k, v in rows:
@@ -170,7 +195,7 @@ def cmd_plot(args) -> int:
         outdir = Path(args.output) if args.output else files[0].parent / f"{files[0].stem}_plots"
     else:
         outdir = Path(args.output) if args.output else Path("plots")
-    outdir.mkdir(parents=True, exist_ok=True)
+    _output_dir(outdir)
     written = []
     if "head_scaling" in kinds and len(files) > 1:  # one figure across the runs
         written += plotting.plot_head_scaling([str(f) for f in files], outdir)
@@ -198,6 +223,7 @@ def cmd_animate(args) -> int:
         raise ConfigError(f"{path}: no records to animate")
     plotting = _load_plotting()
     out = Path(args.output) if args.output else path.with_suffix(".gif")
+    _output_dir(out.parent)
     print(plotting.animate(path, out, args.fps))
     return 0
 
@@ -205,9 +231,18 @@ def cmd_animate(args) -> int:
 # ---------------------------------------------------------------------- validate
 def cmd_validate(args) -> int:
     from wflow.config import config_hash, resolve
+    from wflow.engine import memory
 
     cfg = resolve(args.config, args.set or [])
-    print(f"ok: {config_hash(cfg)}")
+    est = memory.check(cfg)  # refused (exit 2) when it cannot fit
+    avail, source = memory.available()
+    m, s = cfg["model"], cfg["solver"]
+    nsteps = int(round(s["T"] / s["dt"]))
+    print(f"ok: n={m['n']} d={m['d']} H={m['heads']} paths={s['paths']} method={s['method']} "
+          f"backend={s['backend']} steps={nsteps} records={est.records}")
+    there = "" if avail is None else f" of {memory.human(avail)} available ({source})"
+    print(f"memory: about {est}{there}")
+    print(f"config_hash: {config_hash(cfg)}")
     return 0
 
 
@@ -318,7 +353,7 @@ def cmd_study(args) -> int:
                            overrides=tuple(args.set or ()), executor=args.executor,
                            address=args.address, workers=args.workers, progress=not args.quiet,
                            formats=formats)
-    out = Path(args.output or f"study_{args.name}")
+    out = _output_dir(args.output or f"study_{args.name}")
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn
     result = run_study(args.name, out, options)
@@ -335,6 +370,9 @@ def _grid_arg(text):
     keys, value = parse_override(text if "=" in text else text + "=")
     if not isinstance(value, list):
         value = [value]
+    if not value:
+        raise ConfigError(f"--grid {text!r}: the list of values is empty (give at least one "
+                          f"value, e.g. {'.'.join(keys)}=[1, 2])")
     return ".".join(keys), value
 
 
@@ -345,7 +383,8 @@ def cmd_sweep(args) -> int:
     base = resolve(args.config, args.set or [])
     grid = dict(_grid_arg(g) for g in (args.grid or []))
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
-    rep = run_sweep(tasks, args.output or "sweep", executor=args.executor, address=args.address,
+    rep = run_sweep(tasks, _output_dir(args.output or "sweep"), executor=args.executor,
+                    address=args.address,
                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
                     paths_per_task=args.paths_per_task, keys=list(grid))
     for r in rep.rows:
@@ -358,13 +397,38 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+DESCRIPTION = (
+    "wflow simulates the mean-field transformer PDE: n tokens on the sphere moved by multi-head "
+    "softmax attention whose weights change in time, seen as a Wasserstein gradient flow. It runs "
+    "a configuration into an HDF5 result file (energy, dissipation, G², the energy ledger, ...), "
+    "resumes killed runs, and plots, animates and sweeps them. Start with 'wflow run' (the "
+    "paper's reference configuration), then 'wflow plot wflow_run.h5'."
+)
+EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback); 1 a failed run or an "
+          "internal error. The model: docs/model.md.")
+
+#: the figure kinds of ``wflow plot`` (wflow.lab.plotting.KINDS; listed here so that --help
+#: does not import matplotlib)
+PLOT_KINDS = {
+    "snapshots": "the tokens on the sphere at six times",
+    "G2": "G², G²_hm and the dissipation over time",
+    "ledger": "the exact energy ledger and its residual",
+    "balance": "the paper's energy-dissipation balance",
+    "head_scaling": "fit a·H^b across runs with different numbers of heads",
+    "clustering": "order parameter, number of clusters, smallest cosine",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="wflow", description=__doc__.splitlines()[0])
+    from wflow._version import __version__
+
+    p = _Parser(prog="wflow", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=f"wflow {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level, tracebacks")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log at INFO level, tracebacks")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
 
     def add_run_options(r, output_help):
         r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
@@ -388,10 +452,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="result file (HDF5)")
     r.set_defaults(func=cmd_info)
 
+    kinds = "\n".join(f"  {k:<14}{v}" for k, v in PLOT_KINDS.items())
     r = sub.add_parser("plot", parents=[common],
-                       help="figures of result files (several files: one head_scaling across them)")
+                       help="figures of result files (several files: one head_scaling across them)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=f"figure kinds (--kind; default: all of them):\n{kinds}")
     r.add_argument("file", nargs="+", help="result file(s) (HDF5)")
-    r.add_argument("--kind", action="append", metavar="K", help="figure kind (repeatable)")
+    r.add_argument("--kind", action="append", metavar="KIND",
+                   help="figure kind, repeatable: " + ", ".join(PLOT_KINDS))
     r.add_argument("-o", "--output", metavar="DIR", help="output directory")
     r.set_defaults(func=cmd_plot)
 
@@ -473,6 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                 errno.ENOTDIR}
+
+
 def _one_line(msg) -> str:
     return " ".join(str(msg).split())
 
@@ -483,6 +555,9 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # -h, or a usage error already reported in one line
         return exc.code if isinstance(exc.code, int) else 2
+    if args.cmd is None:  # a bare `wflow`: the help
+        parser.print_help()
+        return 0
     verbose = bool(getattr(args, "verbose", False))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -499,16 +574,29 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as e:
+        if e.errno not in _WRITE_ERRNOS:
+            return _internal(e, verbose, hint)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"wflow: error: {where}cannot write ({e.strerror or _one_line(e)})", file=sys.stderr)
+        return 2
+    except RunFailedError as e:  # a stored failure: nothing to trace
+        print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
+        return 1
     except WflowError as e:  # NumericalError and other run failures
         if verbose:
             traceback.print_exc()
         print(f"wflow: error: {_one_line(e)}{hint}", file=sys.stderr)
         return 1
     except Exception as e:  # noqa: BLE001 - the last line of defence
-        if verbose:
-            traceback.print_exc()
-        print(f"wflow: internal error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
-        return 1
+        return _internal(e, verbose, hint)
+
+
+def _internal(e, verbose, hint) -> int:
+    if verbose:
+        traceback.print_exc()
+    print(f"wflow: internal error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -258,6 +258,9 @@ for _p in [
     Param("init.tokens_file", "", Path(), "token file (.npy/.npz/.h5, array (n, d))",
           applies=When("init.tokens", "file"),
           rule=_needs_file("init.tokens_file", "init.tokens", "file")),
+    Param("init.normalize", False, Boolean(),
+          "tokens file: project rows that are not unit vectors onto the sphere (false: refuse "
+          "them)", applies=When("init.tokens", "file")),
     Param("init.weights_file", "", Path(), "weight file (.npz/.h5, key 'D')",
           applies=When("init.weights", "file"),
           rule=_needs_file("init.weights_file", "init.weights", "file")),

@@ -16,12 +16,12 @@ from wflow import config as _config
 from wflow._version import __version__
 from wflow.engine import series as _series
 from wflow.engine.run import Simulation, State
-from wflow.errors import ConfigError
+from wflow.errors import ConfigError, NumericalError, RunFailedError
 from wflow.storage import io
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_to_file", "resume", "ResumeResult", "header"]
+__all__ = ["run_to_file", "resume", "ResumeResult", "header", "failed_message"]
 
 
 def header(sim: Simulation) -> dict:
@@ -32,12 +32,17 @@ def header(sim: Simulation) -> dict:
 
 
 def _run_sim(sim, rec, state, progress):
-    """Run ``sim`` into recorder ``rec`` from ``state``; mark complete or leave resumable."""
+    """Run ``sim`` into recorder ``rec`` from ``state``; mark complete, failed (a numerical
+    failure: running again would fail again) or leave resumable (any other interruption)."""
     try:
         sim.run(recorder=rec, state=state, progress=progress)
     except BaseException as exc:
+        step, error = None, f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, NumericalError):
+            step = exc.step if exc.step is not None else -1
+            error = str(exc).split(";")[0]  # "non-finite energy at step 7 (t = 0.07)"
         try:
-            rec.close(error=f"{type(exc).__name__}: {exc}")
+            rec.close(error=error, failed_step=step)
         except Exception as exc2:  # noqa: BLE001 - keep the original error
             log.warning("could not flush %s after the failure: %s", rec.path, exc2)
         raise
@@ -101,6 +106,8 @@ def resume(path, progress=False) -> ResumeResult:
     if head["status"] == io.COMPLETE:
         n = _config.n_steps(cfg)
         return ResumeResult(path, "noop", n, n, head["n_records"])
+    if head["status"] == io.FAILED:
+        raise RunFailedError(failed_message(path, head["failed_step"], head["error"]))
     if head["wflow_version"] != __version__:
         log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
                     "from an uninterrupted run", path, head["wflow_version"], __version__)
@@ -124,6 +131,14 @@ def resume(path, progress=False) -> ResumeResult:
     from_step = state.k
     _run_sim(sim, rec, state, progress)
     return ResumeResult(path, action, from_step, sim.nsteps, rec.n_records)
+
+
+def failed_message(path, step, error) -> str:
+    """One line for a result file whose run failed numerically."""
+    where = f" at step {step}" if step is not None and step >= 0 else ""
+    why = f": {error}" if error else ""
+    return (f"{path}: the run failed{where}{why}; nothing to resume (change the configuration "
+            f"and run again with --overwrite)")
 
 
 def _check_state(path, sim, state, n_rec):

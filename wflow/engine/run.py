@@ -38,6 +38,7 @@ import numpy as np
 
 from wflow import config as _config
 from wflow.core import sphere
+from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.errors import ConfigError, NumericalError
 from wflow.model.attention import AttentionModel, Field
@@ -76,7 +77,7 @@ class State:
 
     def to_checkpoint(self) -> dict:
         """A plain mapping of arrays for the storage layer (the file layout of
-        ``wflow-results/1``: the stepper, step-ledger and W₂ pieces under ``memo``)."""
+        ``wflow-results/1`` and ``/2``: the stepper, step-ledger and W₂ pieces under ``memo``)."""
         memo = dict(self.stepper_info)
         if self.step_ledger is not None:
             memo["step_ledger"] = self.step_ledger
@@ -161,6 +162,9 @@ class Simulation:
     def __init__(self, config=None, overrides=(), process=None, explicit=None):
         cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
+        # refuse a run that cannot fit before allocating anything (records go to a recorder
+        # here; simulate() checks again with every record kept in memory)
+        self.memory = _memory.check(cfg, keep_records=False)
         m, ini, w, s, dg = (cfg[k] for k in ("model", "init", "weights", "solver", "diagnostics"))
         self.n, self.d, self.H, self.P = m["n"], m["d"], m["heads"], s["paths"]
         self.dt = float(s["dt"])
@@ -227,6 +231,8 @@ class Simulation:
         with _config.config_errors():
             self.stepper = get_stepper(self.method,
                                        {**s, "max_pairwise_n": dg["max_pairwise_n"]})
+        if self.method == "jko" and m["normalization"] == "head" and self.H >= 2:
+            log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
@@ -242,7 +248,7 @@ class Simulation:
             mu[-1] = 1.0
             return sphere.von_mises_fisher(self.n, mu, float(ini["kappa"]), rng)
         if kind == "file":
-            return _load_tokens(ini["tokens_file"], self.n, self.d)
+            return _load_tokens(ini["tokens_file"], self.n, self.d, ini["normalize"])
         raise ConfigError(f"init.tokens = {kind!r}: allowed values are octahedral, uniform, vmf, file")
 
     # ------------------------------------------------------------------ state
@@ -422,20 +428,48 @@ class Simulation:
 
 def _check_finite(a, what, k, t):
     if not np.all(np.isfinite(a)):
-        raise NumericalError(f"non-finite {what} at step {k} (t = {t:.6g}); the run stops here")
+        raise NumericalError(f"non-finite {what} at step {k} (t = {t:.6g}); the run stops here",
+                             step=k)
 
 
-def _load_tokens(path, n, d):
+JKO_HEAD_WARNING = (
+    "solver.method = 'jko' with model.normalization = 'head' and %d heads is not the exact "
+    "gradient flow: no scalar mobility reproduces the head-normalised velocity, the steps use "
+    "b_hat and are not expected to converge to the explicit flow [model §7]; "
+    "model.normalization = 'joint' or 'none' is exact")
+
+#: rows of a tokens file whose norm is within this of 1 are unit vectors (float32 files pass)
+UNIT_TOL = 1e-6
+
+
+def _load_tokens(path, n, d, normalize=False):
     from wflow.storage.io import read_arrays
 
+    where = f"init.tokens_file = {str(path)!r}"
     raw = read_arrays(path, ("X",), what="tokens file")
     if "X" not in raw:
-        raise ConfigError(f"init.tokens_file = {str(path)!r}: cannot read key 'X' (missing)")
+        raise ConfigError(f"{where}: cannot read key 'X' (missing)")
     X = raw["X"]
-    if X.shape != (n, d) or not np.all(np.isfinite(X)):
-        raise ConfigError(
-            f"init.tokens_file = {str(path)!r}: 'X' must be finite with shape ({n}, {d}), got {X.shape}"
-        )
+    if X.shape != (n, d):
+        raise ConfigError(f"{where}: 'X' has shape {X.shape}, the configuration needs "
+                          f"(model.n, model.d) = ({n}, {d})")
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+        raise ConfigError(f"{where}: 'X' has dtype {X.dtype}, expected real numbers")
+    X = X.astype(np.float64)
+    bad = ~np.all(np.isfinite(X), axis=1)
+    if bad.any():
+        raise ConfigError(f"{where}: {int(bad.sum())} of {n} rows of 'X' hold NaN or infinite "
+                          f"values (the first is row {int(np.argmax(bad))}); tokens must be finite")
+    norms = np.linalg.norm(X, axis=1)
+    off = np.abs(norms - 1.0) > UNIT_TOL
+    if off.any() and not normalize:
+        raise ConfigError(f"{where}: {int(off.sum())} of {n} rows of 'X' are not unit vectors "
+                          f"(norms {norms.min():.3g} to {norms.max():.3g}); tokens lie on the "
+                          f"sphere: normalise them, or set init.normalize = true to project them")
+    if (norms == 0).any():
+        raise ConfigError(f"{where}: {int((norms == 0).sum())} rows of 'X' are zero "
+                          f"(the first is row {int(np.argmax(norms == 0))}); they have no "
+                          f"direction to project onto the sphere")
     return sphere.normalize(X)
 
 
@@ -447,6 +481,8 @@ def simulate(config=None, overrides=(), recorder=None, progress=False) -> Result
     Result with ``t`` (records,), series (records, P) of [model §10], ``X`` (records, P, n, d).
     """
     sim = Simulation(config, overrides)
+    if recorder is None:  # every record stays in memory
+        sim.memory = _memory.check(sim.config, keep_records=True)
     res = sim.run(recorder=recorder, progress=progress)
     log.info("simulate: %d steps in %.3f s", sim.nsteps, sim.elapsed)
     return res

@@ -48,6 +48,17 @@ def frame_indices(records, max_frames):
     return np.round(np.linspace(0, records - 1, m)).astype(int)
 
 
+def ffmpeg_exe():
+    """The ffmpeg executable: the one ``imageio-ffmpeg`` bundles (a dependency of wflow), else
+    one on PATH; None when there is neither."""
+    try:
+        import imageio_ffmpeg
+
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except (ImportError, RuntimeError):
+        return shutil.which("ffmpeg")
+
+
 def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
     """Animate the stored token snapshots of one path.
 
@@ -60,7 +71,8 @@ def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
     src : path, Result or (config, arrays)
         Needs token snapshots ``X``.
     out : path-like
-        ``*.gif`` (Pillow) or ``*.mp4`` (needs ``ffmpeg`` on PATH).
+        ``*.gif`` (Pillow) or ``*.mp4`` (H.264 by the ffmpeg that ``imageio-ffmpeg`` bundles,
+        a dependency; else an ``ffmpeg`` on PATH).
     fps : int
         Frames per second.
     path_index : int
@@ -80,10 +92,11 @@ def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
     if ext == ".gif":
         writer = PillowWriter(fps=fps)
     elif ext == ".mp4":
-        if shutil.which("ffmpeg") is None:
-            raise PlotInputError(f"animate: {str(out)!r} needs ffmpeg on PATH (not found); "
-                                 "write a .gif instead")
-        writer = FFMpegWriter(fps=fps)
+        ffmpeg = ffmpeg_exe()
+        if ffmpeg is None:
+            raise PlotInputError(f"animate: {str(out)!r} needs ffmpeg (pip install imageio-ffmpeg, "
+                                 "or an ffmpeg on PATH; neither found); write a .gif instead")
+        writer = FFMpegWriter(fps=fps, codec="libx264", extra_args=["-pix_fmt", "yuv420p"])
     else:
         raise PlotInputError(f"animate: out = {str(out)!r}: the file must end in .gif or .mp4")
     config, arrays = _load(src)
@@ -94,7 +107,10 @@ def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
     three = Y.shape[-1] == 3
     colours = _token_colours(Y[0] if three else np.pad(Y[0], ((0, 0), (0, 1))))
     out.parent.mkdir(parents=True, exist_ok=True)
-    with matplotlib.rc_context(_STYLE):
+    rc = dict(_STYLE)
+    if ext == ".mp4":
+        rc["animation.ffmpeg_path"] = ffmpeg
+    with matplotlib.rc_context(rc):
         fig = Figure(figsize=ANIMATION_FIGSIZE, dpi=ANIMATION_DPI)
         FigureCanvasAgg(fig)
         if three:

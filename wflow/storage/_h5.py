@@ -5,10 +5,12 @@ slots. Storage only: nothing here knows the model or the run loop."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import logging
 import os
 import platform
+import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
@@ -18,8 +20,13 @@ import numpy as np
 
 from wflow.errors import ConfigError
 
-FORMAT = "wflow-results/1"
-RUNNING, COMPLETE = "running", "complete"
+#: the format this wflow writes; ``FORMAT_VERSION`` is also stored as an integer attribute.
+#: Version 2 added the ``failed`` status, fletcher32 checksums on the datasets and the git
+#: provenance; version 1 files read as before (the attributes they lack are optional).
+FORMAT_VERSION = 2
+FORMAT = f"wflow-results/{FORMAT_VERSION}"
+READABLE_FORMATS = ("wflow-results/1", FORMAT)
+RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 SLOTS = ("a", "b")
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 CHUNK_BYTES = 2**16  # target chunk size (at least one record)
@@ -43,6 +50,25 @@ def _versions() -> dict:
             out[lib] = "not installed"
     out["hdf5"] = h5py.version.hdf5_version
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _git() -> dict:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout wflow runs from (tracked files
+    modified: dirty); ``{}`` when wflow is not run from a git checkout or git is missing."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return {}
+    try:
+        def git(*args):
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                                  text=True, timeout=10, check=True).stdout.strip()
+
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit, "dirty": dirty} if commit else {}
 
 
 def _machine() -> dict:
@@ -78,6 +104,10 @@ def _looks_hdf5(path: Path) -> bool:
         return False
 
 
+class CorruptFile(OSError):
+    """A dataset or group that does not read back (retried: a writer may be at work)."""
+
+
 def _retry(fn, attempts, errors, what):
     """``fn()``, retried with a short exponential back-off on ``errors``; after the last
     attempt the error becomes one ConfigError line ``what (first line of the error)``."""
@@ -89,6 +119,8 @@ def _retry(fn, attempts, errors, what):
             raise
         except errors as exc:
             if attempt == attempts - 1:
+                if isinstance(exc, CorruptFile):
+                    raise ConfigError(str(exc)) from None
                 msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise ConfigError(f"{what} ({msg})") from None
             time.sleep(delay)
@@ -143,8 +175,9 @@ def _check_format(f, path: Path):
         raise ConfigError(f"{path}: not a wflow result file (no 'format' attribute)")
     if not str(fmt).startswith("wflow-results/"):
         raise ConfigError(f"{path}: not a wflow result file (format {fmt!r})")
-    if fmt != FORMAT:
-        raise ConfigError(f"{path}: unsupported result format {fmt!r} (this wflow reads {FORMAT})")
+    if fmt not in READABLE_FORMATS:
+        raise ConfigError(f"{path}: unsupported result format {fmt!r} (this wflow reads "
+                          f"{', '.join(READABLE_FORMATS)})")
     if "config" not in f.attrs:
         raise ConfigError(f"{path}: no stored configuration (attribute 'config' missing)")
 
@@ -227,7 +260,8 @@ def _create_record_dataset(f, name, key, data, n0, describe=_generic_description
     if data.dtype.kind == "f":
         kw["fillvalue"] = np.nan
     ds = f.create_dataset(name, shape=(n0,) + row_shape, maxshape=(None,) + row_shape,
-                          dtype=data.dtype, chunks=(chunk_rows,) + row_shape, **kw)
+                          dtype=data.dtype, chunks=(chunk_rows,) + row_shape, fletcher32=True,
+                          **kw)
     desc, units, dims = describe(key)
     if len(dims) != len(data.shape):  # a description that does not fit: name the axes only
         dims = ("record",) + tuple(f"axis{i}" for i in range(1, len(data.shape)))
@@ -247,7 +281,10 @@ def _put(g, name, value):
         return
     if ds is not None:
         del g[name]
-    g.create_dataset(name, data=value)
+    if value.ndim and value.size:  # checksummed (the filter needs a chunked layout)
+        g.create_dataset(name, data=value, chunks=True, fletcher32=True)
+    else:
+        g.create_dataset(name, data=value)
 
 
 def _write_slot(g, ckpt: dict):
@@ -344,3 +381,36 @@ def _max_seq(f):
     return max(seqs)
 
 
+
+
+VERIFY_BYTES = 2**24  # the data are read back in blocks of about this size
+
+
+def _verify(f, path: Path):
+    """Read every dataset of the file back (in blocks), so that HDF5 checks the fletcher32
+    checksums and the object headers; a damaged file raises one ConfigError line."""
+    names = []
+    try:
+        f.visit(names.append)
+    except Exception as exc:  # noqa: BLE001 - a damaged group or link table
+        raise CorruptFile(f"{path}: corrupt result file ({_first_line(exc)})") from None
+    for name in names:
+        try:
+            obj = f[name]
+            if not isinstance(obj, h5py.Dataset):
+                continue
+            if obj.shape is None or obj.ndim == 0:
+                obj[()]
+                continue
+            row = max(1, int(np.prod(obj.shape[1:], dtype=np.int64)) * obj.dtype.itemsize)
+            step = max(1, VERIFY_BYTES // row)
+            for i in range(0, obj.shape[0], step):
+                obj[i:i + step]
+        except Exception as exc:  # noqa: BLE001 - checksum mismatch, bad header, ...
+            why = ("its checksum does not match" if "filter returned failure" in str(exc)
+                   else f"cannot be read ({_first_line(exc)})")
+            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {why}") from None
+
+
+def _first_line(exc) -> str:
+    return (str(exc).splitlines() or [""])[0] or type(exc).__name__

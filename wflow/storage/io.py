@@ -1,11 +1,16 @@
-r"""HDF5 result files: writing, checkpoints, resume, reading (format ``wflow-results/1``).
+r"""HDF5 result files: writing, checkpoints, resume, reading (format ``wflow-results/2``;
+``wflow-results/1`` files, which lack ``format_version``, ``failed_step``, ``git`` and the
+checksums, read the same way).
 
 Layout of a result file::
 
-    /                     attrs: format, status ("running" | "complete"), wflow_version,
+    /                     attrs: format, format_version, wflow_version,
+    |                            status ("running" | "complete" | "failed"),
     |                            config (JSON), config_hash, seed, nsteps, n_records_expected,
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
-    |                            resumes, error (last failure, if any)
+    |                            git (JSON {commit, dirty}; only when run from a git checkout),
+    |                            resumes, error (last failure, if any), failed_step (the step
+    |                            of a numerical failure: status "failed")
     ├── t                 (records,)                 float64, model time of each record
     ├── series/<name>     (records, P)               one dataset per result series [model §10]
     ├── X                 (records, P, n, d)         token snapshots (output.store_tokens)
@@ -19,7 +24,9 @@ Layout of a result file::
         │   └── rng_states                uint8: UTF-8 JSON list of bit_generator.state dicts
         └── b/            same
 
-Every record dataset is chunked and resizable along the record axis.
+Every record dataset is chunked, resizable along the record axis and checksummed (HDF5's
+fletcher32 filter, as are the checkpoint arrays); :func:`read_header` and :func:`inspect` read
+every dataset back, so a damaged file is one clear error rather than "already complete".
 
 Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
 
@@ -55,7 +62,10 @@ from wflow._version import __version__
 from wflow.errors import ConfigError, WflowError
 from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete: used by tests)
     COMPLETE,
+    FAILED,
     FORMAT,
+    FORMAT_VERSION,
+    READABLE_FORMATS,
     RUNNING,
     SLOTS,
     _attr_str,
@@ -65,6 +75,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _create_record_dataset,
     _dataset_name,
     _generic_description,
+    _git,
     _Lock,
     _looks_hdf5,
     _machine,
@@ -75,6 +86,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _open_write,
     _record_keys,
     _stored_config,
+    _verify,
     _versions,
     _with_file,
     _write_slot,
@@ -103,7 +115,8 @@ BUFFER_BYTES = 16 * 2**20
 
 
 def file_status(path) -> str | None:
-    """``None`` (no file), ``"complete"``, ``"running"`` or ``"foreign"`` (not a wflow result)."""
+    """``None`` (no file), ``"complete"``, ``"running"``, ``"failed"`` (a numerical failure:
+    nothing to resume) or ``"foreign"`` (not a wflow result)."""
     path = Path(path)
     if not path.exists():
         return None
@@ -111,9 +124,10 @@ def file_status(path) -> str | None:
         return "foreign"
     try:
         with _open_read(path, retries=5) as f:
-            if _attr_str(f.attrs.get("format", "")) != FORMAT:
+            if _attr_str(f.attrs.get("format", "")) not in READABLE_FORMATS:
                 return "foreign"
-            return COMPLETE if _attr_str(f.attrs.get("status")) == COMPLETE else RUNNING
+            st = _attr_str(f.attrs.get("status"))
+            return st if st in (COMPLETE, FAILED) else RUNNING
     except (ConfigError, OSError):
         return "foreign"
 
@@ -148,8 +162,11 @@ class H5Recorder:
         self.describe = describe or _generic_description
         self._init_state(n_records=0, seq=0, last_slot=None)
         parent = self.path.parent
-        if not parent.is_dir():
-            raise ConfigError(f"{self.path}: directory {str(parent)!r} does not exist")
+        try:  # the rule of every command: missing directories are created
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot create the directory {str(parent)!r} "
+                              f"({exc.strerror or type(exc).__name__})") from None
         self._lock = _Lock(self.path).acquire(self.path)
         try:
             self._create(bool(overwrite))
@@ -182,6 +199,10 @@ class H5Recorder:
         if status == RUNNING:
             raise FileExistsError(
                 f"{path} is a partial run: use `wflow resume {path}` (or delete it)"
+            )
+        if status == FAILED and not overwrite:
+            raise FileExistsError(
+                f"{path} holds a run that failed: use --overwrite to replace it"
             )
         if status == COMPLETE and not overwrite:
             raise FileExistsError(
@@ -216,6 +237,7 @@ class H5Recorder:
         with f:
             a = f.attrs
             a["format"] = FORMAT
+            a["format_version"] = FORMAT_VERSION
             a["status"] = RUNNING
             a["wflow_version"] = __version__
             a["config"] = _config_json(cfg)
@@ -224,6 +246,9 @@ class H5Recorder:
             a["created"] = _now()
             a["machine"] = json.dumps(_machine())
             a["versions"] = json.dumps(_versions())
+            git = _git()
+            if git:
+                a["git"] = json.dumps(git)
             a["resumes"] = 0
             f.create_group("series")
             ck = f.create_group("checkpoint")
@@ -324,8 +349,10 @@ class H5Recorder:
             self._release()
         log.info("%s complete (%d records)", self.path, self.n_records)
 
-    def close(self, error=None):
-        """Write the buffered records and release the file; it stays resumable."""
+    def close(self, error=None, failed_step=None):
+        """Write the buffered records and release the file; it stays resumable (status
+        ``running``), unless ``failed_step`` is given: then the run failed for good at that
+        step (status ``failed``, attributes ``error`` and ``failed_step``)."""
         if self._closed:
             return
         try:
@@ -333,6 +360,10 @@ class H5Recorder:
                 self._write_records(f)
                 if error is not None:
                     f.attrs["error"] = str(error).replace("\n", " ")[:1000]
+                if failed_step is not None:
+                    f.attrs["failed_step"] = int(failed_step)
+                    f.flush()
+                    f.attrs["status"] = FAILED
                 f.flush()
         finally:
             self._release()
@@ -364,7 +395,11 @@ def read_header(path) -> dict:
     path = Path(path)
 
     def head(f):
+        _verify(f, path)
         return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
+                "error": _attr_str(f.attrs.get("error")),
+                "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
+                                else None),
                 "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
                 "wflow_version": _attr_str(f.attrs.get("wflow_version"))}
 
@@ -541,7 +576,7 @@ def _root_attrs(f) -> dict:
         v = _attr_str(v)
         if isinstance(v, np.generic):
             v = v.item()
-        if k in ("machine", "versions") and isinstance(v, str):
+        if k in ("machine", "versions", "git") and isinstance(v, str):
             try:
                 v = json.loads(v)
             except ValueError:
@@ -556,6 +591,7 @@ def inspect(path) -> dict:
     path = Path(path)
 
     def look(f):
+        _verify(f, path)
         n_records = len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0
         datasets = {name: tuple(f[name].shape) for name in _record_keys(f)}
         return (_stored_config(f, path), _root_attrs(f), n_records, _best_checkpoint(f),

@@ -1,0 +1,97 @@
+"""The memory estimate of a run [wflow.engine.memory]: close to the measured peak allocation
+(tracemalloc, not the RSS whose interpreter baseline dominates small runs), refused in
+``validate`` and before anything is written when it exceeds the memory available."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import pytest
+
+from wflow import config as C
+from wflow.cli import main
+from wflow.engine import driver, memory
+from wflow.engine.run import simulate
+
+
+def cfg(n, H, P, **over):
+    c = {"model": {"n": n, "heads": H},
+         "solver": {"paths": P, "backend": "numpy", "T": 0.06, "dt": 0.01, "record_every": 2},
+         "diagnostics": {"ledger": True}, "output": {"store_tokens": True}}
+    for key, val in over.items():
+        sec, k = key.split("__")
+        c.setdefault(sec, {})[k] = val
+    return C.validate(c)
+
+
+@pytest.mark.parametrize("n,H,P,mode,over", [
+    (400, 4, 2, "memory", {}),                               # dense (H, n, n) arrays dominate
+    (200, 2, 8, "memory", {"solver__T": 0.4}),               # records and diagnostics count
+    (1500, 1, 2, "file", {"solver__backend": "numba"}),      # clustering's (P, n, n) Gram
+])
+def test_estimate_within_30_percent_of_the_peak(tmp_path, n, H, P, mode, over):
+    c = cfg(n, H, P, **over)
+    warm = C.validate({**c, "model": {**c["model"], "n": 8}, "solver": {**c["solver"], "paths": 1}})
+    simulate(warm)  # imports, compilation, caches: not part of the run's arrays
+    driver.run_to_file(warm, tmp_path / "warm.h5")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        if mode == "memory":
+            res = simulate(c)
+            del res
+        else:
+            driver.run_to_file(c, tmp_path / "r.h5")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    est = memory.estimate(c, keep_records=(mode == "memory")).total
+    assert 0.7 * peak <= est <= 1.3 * peak, (memory.human(est), memory.human(peak))
+
+
+def _limit(monkeypatch, tmp_path, limit, current=0):
+    mx, cur = tmp_path / "memory.max", tmp_path / "memory.current"
+    mx.write_text(f"{limit}\n")
+    cur.write_text(f"{current}\n")
+    monkeypatch.setattr(memory, "CGROUP_MAX", mx)
+    monkeypatch.setattr(memory, "CGROUP_CURRENT", cur)
+
+
+def test_available_reads_the_cgroup_limit_else_meminfo(tmp_path, monkeypatch):
+    _limit(monkeypatch, tmp_path, 2**30, 2**28)
+    assert memory.available() == (3 * 2**28, "cgroup limit 1.0 GB, 256.0 MB in use")
+    (tmp_path / "memory.max").write_text("max\n")  # no limit: MemAvailable
+    info = tmp_path / "meminfo"
+    info.write_text("MemTotal: 100 kB\nMemAvailable:   2048 kB\n")
+    monkeypatch.setattr(memory, "MEMINFO", info)
+    assert memory.available() == (2048 * 1024, "MemAvailable")
+
+
+def test_validate_prints_what_it_validated(capsys):
+    rc = main(["validate", "--set", "model.n=300", "--set", "solver.paths=3",
+               "--set", "solver.T=20"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == ("ok: n=300 d=3 H=10 paths=3 method=euler backend=numba steps=4000 "
+                        "records=801")
+    assert lines[1].startswith("memory: about ") and "available" in lines[1]
+    assert lines[2].startswith("config_hash: ")
+
+
+@pytest.mark.parametrize("cmd", ["validate", "run"])
+def test_too_big_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys, cmd):
+    _limit(monkeypatch, tmp_path, 100 * 2**20)  # a 100 MB cgroup
+    out = tmp_path / "big.h5"
+    argv = [cmd, "--set", "model.heads=1000", "--set", "model.n=2000"]
+    rc = main(argv + (["-o", str(out), "-q"] if cmd == "run" else []))
+    stdout, err = capsys.readouterr()
+    assert rc == 2 and stdout == ""
+    lines = err.strip().split("\n")
+    assert len(lines) == 1
+    assert lines[0].startswith("wflow: error: the run needs about 259.7 MB of memory (state ")
+    assert lines[0].endswith("more than the 100.0 MB available (cgroup limit 100.0 MB, 0 B in "
+                             "use): reduce model.n, model.d, model.heads or solver.paths, or keep "
+                             "fewer records")
+    assert not out.exists() and list(tmp_path.glob("*.h5*")) == []

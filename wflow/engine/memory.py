@@ -1,0 +1,164 @@
+r"""How much memory a run needs, estimated from its configuration, and how much there is.
+
+:func:`estimate` adds up the arrays a run holds at its peak (bytes, float64 throughout):
+
+* ``state``: the tokens X (P, n, d) in their copies (initial, current, field outputs, the
+  integrator's stages) and the weights D (P, H, d, d) with theirs;
+* ``kernel``: the field evaluation — the compiled kernels' buffers (P·H·n·(d + 4) plus
+  per-token rows), or the NumPy backend's dense (H, n, n) arrays (one path at a time);
+* ``records``: every record when they are kept in memory (:func:`wflow.simulate`), or the
+  records buffered before each HDF5 write (:func:`wflow.engine.driver.run_to_file`);
+* ``checkpoint``: the copies written into a checkpoint slot (runs into a file);
+* ``diagnostics``: the pairwise (m, m) matrices of the clustering diagnostics and of W₂,
+  m = min(n, diagnostics.max_pairwise_n) (computed at a record, after the field's buffers are
+  freed: the peak counts the larger of ``kernel`` and ``diagnostics``).
+
+The coefficients were measured with :mod:`tracemalloc` (``tests/test_memory.py`` keeps the
+estimate within 30 % of the measured peak). :func:`check` refuses a configuration whose estimate
+exceeds :func:`available` (the cgroup limit where there is one, else ``MemAvailable``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from wflow.errors import ConfigError
+
+__all__ = ["Estimate", "estimate", "available", "check", "human"]
+
+F8 = 8
+#: records buffered by the HDF5 recorder between writes (mirrors wflow.storage.io)
+BUFFER_RECORDS, BUFFER_BYTES = 64, 16 * 2**20
+#: integrator stages (field evaluations per step)
+STAGES = {"euler": 1, "heun": 2, "rk4": 4, "jko": 1}
+#: rows of the per-step ledger (wflow.engine.series.STEP_LEDGER)
+N_STEP_LEDGER = 6
+#: series per record besides the snapshots (an upper bound of wflow.engine.series)
+N_SERIES = 48
+
+CGROUP_MAX = Path("/sys/fs/cgroup/memory.max")
+CGROUP_CURRENT = Path("/sys/fs/cgroup/memory.current")
+MEMINFO = Path("/proc/meminfo")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes by part (``parts``), ``records`` the number of records and the peak ``total``:
+    the kernel's buffers (during a field evaluation) and the diagnostics' matrices (at a
+    record) are never alive together, so the larger of the two counts."""
+
+    parts: dict
+    records: int
+
+    @property
+    def total(self) -> int:
+        p = self.parts
+        return int(p["state"] + p["records"] + p["checkpoint"]
+                   + max(p["kernel"], p["diagnostics"]))
+
+    def breakdown(self) -> str:
+        return ", ".join(f"{k} {human(v)}" for k, v in self.parts.items() if v)
+
+    def __str__(self) -> str:
+        return f"{human(self.total)} ({self.breakdown()})"
+
+
+def human(nbytes) -> str:
+    """``1.5 GB`` style (powers of 1024)."""
+    x = float(nbytes)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(x) < 1024 or unit == "TB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def n_records(cfg) -> int:
+    s = cfg["solver"]
+    nsteps = int(round(s["T"] / s["dt"]))
+    every = int(s["record_every"])
+    return nsteps // every + 1 + (1 if nsteps % every else 0)
+
+
+def estimate(cfg, keep_records=False) -> Estimate:
+    """Peak bytes of a run of the validated configuration ``cfg``; ``keep_records``: every
+    record stays in memory (:func:`wflow.simulate`) instead of going to a file."""
+    m, s, dg, out = cfg["model"], cfg["solver"], cfg["diagnostics"], cfg["output"]
+    n, d, H, P = int(m["n"]), int(m["d"]), int(m["heads"]), int(s["paths"])
+    method = s["method"]
+    stages = STAGES.get(method, 4)
+    nd, Hdd, Hn = P * n * d, P * H * d * d, P * H * n
+    ledger = bool(dg["ledger"]) and m["mask"] != "causal"
+
+    # tokens: initial, current, next; per field evaluation velocity, gradient, 5 rows; stages
+    state = F8 * (nd * (6 + 3 * stages) + Hdd * 10 + Hn + P * n * 8)
+    if s["backend"] == "numpy":
+        # one path at a time: ~6 dense (H, n, n) float64 arrays live (S, exp S, masked S,
+        # its exponential, π, ...) and the (n, n) mask; the per-path outputs are stacked
+        kernel = F8 * (6 * H * n * n + n * n) + F8 * 2 * (nd + Hn)
+    else:
+        kernel = F8 * (Hn * (d + 4) + P * n * (3 * d + 7) + P * d * (n + 8))
+    if method == "jko":  # L-BFGS in tangent coordinates: ~10 pairs of (n, d) per path
+        kernel += F8 * 30 * n * d
+
+    row = F8 * (P * N_SERIES + (nd if out["store_tokens"] else 0)
+                + (Hdd if out["store_weights"] else 0)
+                + (int(s["record_every"]) * P * N_STEP_LEDGER if ledger else 0))
+    nrec = n_records(cfg)
+    if keep_records:  # the rows, then the stacked arrays of the Result
+        records = 2 * nrec * row
+        checkpoint = 0
+    else:  # the recorder's buffer and one stacked key; a checkpoint slot's copies
+        buffered = max(1, min(BUFFER_RECORDS, BUFFER_BYTES // max(row, 1)))
+        records = 2 * min(nrec, buffered) * row
+        checkpoint = F8 * 3 * (nd + Hdd)
+
+    mp = min(n, int(dg["max_pairwise_n"]))
+    diag = 0
+    if dg["clustering"]:  # min_cosine: (P, m, m); then n_clusters: (m, m) Gram, boolean, sparse
+        diag = max(diag, F8 * P * mp * mp, 14 * mp * mp)
+    if dg["w2"]:  # cost matrix, its square, the plan (POT)
+        diag = max(diag, F8 * 3 * mp * mp)
+    parts = {"state": state, "kernel": kernel, "records": records, "checkpoint": checkpoint,
+             "diagnostics": diag}
+    return Estimate({k: int(v) for k, v in parts.items()}, nrec)
+
+
+def _read_int(path: Path):
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def available() -> tuple[int | None, str]:
+    """(bytes the process may still allocate, where the number comes from): the cgroup v2
+    limit less the group's usage where there is a limit, else ``MemAvailable``;
+    ``(None, "unknown")`` where neither can be read."""
+    limit = _read_int(CGROUP_MAX)
+    if limit is not None:
+        used = _read_int(CGROUP_CURRENT) or 0
+        return max(0, limit - used), f"cgroup limit {human(limit)}, {human(used)} in use"
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "MemAvailable"
+    except (OSError, ValueError, IndexError):
+        pass
+    return None, "unknown"
+
+
+def check(cfg, keep_records=False) -> Estimate:
+    """The estimate of ``cfg``; a ConfigError (one line, what it needs and what there is)
+    when it exceeds the memory available."""
+    est = estimate(cfg, keep_records)
+    avail, source = available()
+    if avail is not None and est.total > avail:
+        raise ConfigError(
+            f"the run needs about {human(est.total)} of memory ({est.breakdown()}), more than "
+            f"the {human(avail)} available ({source}): reduce model.n, model.d, model.heads or "
+            f"solver.paths, or keep fewer records")
+    return est
+
