@@ -577,7 +577,7 @@ override_strings = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=st.one_of(random_docs, perturbed_docs, values),
        overrides=st.lists(override_strings, max_size=3))
 def test_validate_never_raises_anything_but_config_error(doc, overrides):

@@ -112,7 +112,7 @@ def test_fused_pass_matches_reference(d, H, beta):
     check_all_variants(X, D, V, beta, lap)
 
 
-@pytest.mark.parametrize("d", [16, 32, 64])
+@pytest.mark.parametrize("d", [16, 64])  # the ends of the BLAS range in the default run
 @pytest.mark.parametrize("beta", [0.1, 1.0, 25.0])
 def test_blas_pass_matches_reference(d, beta):
     """Large d (the BLAS pair pass, row blocks of K._BLAS_ROWS: n spans three blocks)."""

@@ -173,16 +173,23 @@ def test_cli_sweep_and_study(tmp_path, capsys):
 
 
 def test_cli_study_writes_results_and_figures(tmp_path):
+    """section6 without figures (its six runs and the sweep summary), then a study with its
+    figures drawn (laplacian: three runs, per-run figures and the summary bar chart); the
+    head-scaling figure itself is tested in test_plotting."""
     from wflow.cli import main
 
+    fast = ["--set", "model.n=16", "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]
     out = tmp_path / "s6"
-    assert main(["study", "section6", "--quick", "-q", "-o", str(out), "--set", "model.n=16",
-                 "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]) == 0
+    assert main(["study", "section6", "--quick", "-q", "--no-plots", "-o", str(out), *fast]) == 0
     assert len(list(out.glob("*.h5"))) == 6 + 1  # the runs and the sweep summary
-    assert (out / "sweep_summary.h5").exists()
-    assert (out / "figures" / "head_scaling.png").stat().st_size > 0
-    assert (out / "figures" / "ou-heads=10" / "snapshots.png").stat().st_size > 0
-    assert (out / "summary.csv").stat().st_size > 0 and not list(out.glob("figures/*.pdf"))
+    assert (out / "sweep_summary.h5").exists() and not (out / "figures").exists()
+    assert (out / "summary.csv").stat().st_size > 0
+    lap = tmp_path / "lap"
+    assert main(["study", "laplacian", "--quick", "-q", "-o", str(lap), *fast]) == 0
+    assert len(list(lap.glob("*.h5"))) == 3 + 1
+    figs = sorted(p.relative_to(lap / "figures").as_posix() for p in lap.glob("figures/**/*.png"))
+    assert "table.png" in figs and any(f.endswith("/snapshots.png") for f in figs), figs
+    assert not list(lap.glob("figures/**/*.pdf"))  # quick: PNG only
 
 
 def test_energy_study_orders(tmp_path):
