@@ -35,7 +35,6 @@ reported with status ``failed`` and its error; every other task completes.
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
 import itertools
 import json
@@ -51,6 +50,15 @@ import numpy as np
 
 from wflow import config as _config
 from wflow.errors import ConfigError
+from wflow.lab.sweep_summary import (  # noqa: F401  (read_summary, summary_rows: public here too)
+    FAILED,
+    SUMMARY_COLUMNS,
+    _get,
+    _to_dataset,
+    _write_summary,
+    read_summary,
+    summary_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,25 +67,11 @@ __all__ = ["expand_grid", "run_task", "run_sweep", "sweep", "read_summary", "poi
 
 EXECUTORS = ("serial", "dask")
 STREAMS = ("common", "independent")
-FAILED = "failed"
-
-#: the numeric columns of the summary, besides the swept values: (column, series, how)
-SUMMARY_COLUMNS = (
-    ("G2", "G2", "late"), ("G2_hm", "G2_hm", "late"), ("dissipation", "dissipation", "late"),
-    ("energy_final", "energy", "final"), ("n_clusters", "n_clusters", "final"),
-    ("order_parameter", "order_parameter", "final"),
-    ("ledger_residual", "ledger_residual", "final"), ("paper_residual", "paper_residual", "final"),
-)
-
 
 def _set(cfg, dotted, value):
     sec, key = dotted.split(".", 1)
     cfg.setdefault(sec, {})[key] = value
 
-
-def _get(cfg, dotted):
-    sec, key = dotted.split(".", 1)
-    return cfg.get(sec, {}).get(key)
 
 
 def _label(v):
@@ -472,126 +466,6 @@ def _join(pt, prow):
 # ------------------------------------------------------------------------------ summary
 
 
-def _swept_keys(points):
-    """Dotted keys whose value differs between grid points (besides the batching keys)."""
-    if len(points) < 2:
-        return []
-    flat = [{f"{s}.{k}": v for s, sec in pt.cfg.items() if isinstance(sec, dict)
-             for k, v in sec.items()} for pt in points]
-    keys = []
-    for k in flat[0]:
-        vals = [json.dumps(f.get(k), sort_keys=True, default=str) for f in flat]
-        if len(set(vals)) > 1 and k not in ("output.path",):
-            keys.append(k)
-    return keys
-
-
-def _late(t, T):
-    m = t >= T / 2
-    return m if m.any() else np.ones_like(t, dtype=bool)
-
-
-def summary_rows(points, rows, failed, keys=None):
-    """The summary as ordered columns (dict name -> list), one row per grid point and path."""
-    from wflow.storage import io
-
-    keys = _swept_keys(points) if keys is None else list(keys)
-    cols = {"point": [], "path": [], **{k: [] for k in keys},
-            **{c: [] for c, _, _ in SUMMARY_COLUMNS},
-            "status": [], "error": [], "wall_time": [], "worker": []}
-    it = iter(rows)
-    for pt in points:
-        prow = [next(it) for _ in pt.batches]
-        P = int(pt.cfg["solver"]["paths"])
-        per_path = [None] * P
-        vals = {}
-        if pt.name not in failed:
-            _, arr, attrs = io.read(pt.path, tokens=False)
-            late = _late(arr["t"], float(pt.cfg["solver"]["T"]))
-            for c, s, how in SUMMARY_COLUMNS:
-                a = arr.get(s)
-                if a is None:
-                    vals[c] = np.full(P, np.nan)
-                elif how == "late":
-                    vals[c] = np.mean(a[late], axis=0)
-                else:
-                    vals[c] = a[-1]
-            stored = json.loads(attrs.get("sweep_batches", "[]") or "[]")
-            for (a, k, *_), r, b in itertools.zip_longest(pt.batches, prow, stored):
-                if r["action"].startswith("skipped") and b is not None:
-                    r = {**r, "elapsed": b["elapsed"], "worker": b["worker"]}
-                elif r["action"].startswith("skipped") and len(pt.batches) == 1:
-                    r = {**r, "elapsed": attrs.get("elapsed_last_session", np.nan),
-                         "worker": attrs.get("sweep_worker", "")}
-                for p in range(a, a + k):
-                    per_path[p] = r
-        else:
-            for (a, k, *_), r in zip(pt.batches, prow):
-                for p in range(a, a + k):
-                    per_path[p] = r
-        for p in range(P):
-            r = per_path[p]
-            cols["point"].append(pt.name)
-            cols["path"].append(int(pt.cfg["init"].get("first_path", 0)) + p)
-            for k in keys:
-                v = _get(pt.cfg, k)
-                cols[k].append(v if isinstance(v, (int, float, str, bool)) else json.dumps(v))
-            for c, _, _ in SUMMARY_COLUMNS:
-                cols[c].append(float(vals[c][p]) if vals else np.nan)
-            cols["status"].append(FAILED if pt.name in failed else "complete")
-            cols["error"].append(r["error"] if r["status"] == FAILED else "")
-            cols["wall_time"].append(float(r["elapsed"]))
-            cols["worker"].append(str(r["worker"]))
-    return cols
-
-
-def _write_summary(outdir: Path, cols):
-    import h5py
-
-    h5, csvp = outdir / "sweep_summary.h5", outdir / "sweep_summary.csv"
-    tmp = outdir / ".sweep_summary.h5.part"
-    with h5py.File(tmp, "w") as f:
-        f.attrs["format"] = "wflow-sweep-summary/1"
-        f.attrs["columns"] = json.dumps(list(cols))
-        for k, v in cols.items():
-            if v and isinstance(v[0], str) or not v:
-                f.create_dataset(k, data=np.array(v, dtype=object), dtype=h5py.string_dtype())
-            else:
-                f.create_dataset(k, data=np.asarray(v))
-    os.replace(tmp, h5)
-    tmpc = outdir / ".sweep_summary.csv.part"
-    with open(tmpc, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(list(cols))
-        for row in zip(*cols.values()):
-            w.writerow([f"{x:.17g}" if isinstance(x, float) else x for x in row])
-    os.replace(tmpc, csvp)
-    return h5, csvp
-
-
-def _to_dataset(cols):
-    import xarray as xr
-
-    n = len(cols["point"])
-    data = {k: ("row", np.asarray(v, dtype=object if v and isinstance(v[0], str) else None))
-            for k, v in cols.items() if k not in ("point", "path")}
-    return xr.Dataset(data, coords={"row": np.arange(n), "point": ("row", np.asarray(
-        cols["point"], dtype=object)), "path": ("row", np.asarray(cols["path"], dtype=int))})
-
-
-def read_summary(outdir):
-    """The summary of a sweep directory (``sweep_summary.h5``) as an ``xarray.Dataset``."""
-    import h5py
-
-    with h5py.File(Path(outdir) / "sweep_summary.h5", "r") as f:
-        cols = {}
-        for k in json.loads(f.attrs["columns"]):
-            a = f[k][...]
-            cols[k] = ([x.decode() if isinstance(x, bytes) else x for x in a.tolist()]
-                       if a.dtype.kind == "O" else a.tolist())
-    return _to_dataset(cols)
-
-
 def sweep(base, grid, outdir="sweep", executor="serial", paths_per_task=None, name="run",
           streams="common", **kw):
     """Expand ``grid`` over ``base`` and run it (:func:`run_sweep`); returns the summary
@@ -602,3 +476,4 @@ def sweep(base, grid, outdir="sweep", executor="serial", paths_per_task=None, na
     ds.attrs.update({k: int(v) for k, v in report.counts.items()})
     ds.attrs["failed"] = json.dumps(report.failed)
     return ds
+

@@ -1,22 +1,18 @@
-"""The ``wflow`` command line.
+"""The commands of the ``wflow`` command line (``cmd_*``: parsed arguments in, exit code out).
 
 Exit codes: 0 success, 2 bad input (one line, no traceback), 1 a failed run or an internal error.
 """
 
 from __future__ import annotations
 
-import argparse
-import errno
 import json
 import logging
-import os
 import sys
-import traceback
 from pathlib import Path
 
 import numpy as np
 
-from wflow.errors import ConfigError, RunFailedError, WflowError
+from wflow.errors import ConfigError, WflowError
 
 log = logging.getLogger("wflow")
 
@@ -331,14 +327,6 @@ def cmd_bench(args) -> int:
 
 
 # ---------------------------------------------------------------------- parser
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit code 2)."""
-
-    def error(self, message):
-        print(f"{self.prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
-        sys.exit(2)
-
-
 def cmd_study(args) -> int:
     from wflow.lab.studies import StudyOptions, available_studies, run_study
 
@@ -417,187 +405,3 @@ PLOT_KINDS = {
     "head_scaling": "fit a·H^b across runs with different numbers of heads",
     "clustering": "order parameter, number of clusters, smallest cosine",
 }
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from wflow._version import __version__
-
-    p = _Parser(prog="wflow", description=DESCRIPTION, epilog=EPILOG)
-    p.add_argument("--version", action="version", version=f"wflow {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level, tracebacks")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="log at INFO level, tracebacks")
-    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
-
-    def add_run_options(r, output_help):
-        r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
-                       help="override a key (repeatable)")
-        r.add_argument("-o", "--output", metavar="OUT.h5", help=output_help)
-        r.add_argument("--overwrite", action="store_true", help="replace a complete result")
-        r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-    r = sub.add_parser("run", parents=[common],
-                       help="run a configuration (default: the embedded one) into an HDF5 file")
-    r.add_argument("config", nargs="?", default=None, help="TOML file (docs/model.md §10 vocabulary)")
-    add_run_options(r, "result file (default: output.path)")
-    r.set_defaults(func=cmd_run)
-
-    r = sub.add_parser("resume", parents=[common], help="continue a partial result file")
-    r.add_argument("file", help="result file (HDF5)")
-    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    r.set_defaults(func=cmd_resume)
-
-    r = sub.add_parser("info", parents=[common], help="status, configuration and summary")
-    r.add_argument("file", help="result file (HDF5)")
-    r.set_defaults(func=cmd_info)
-
-    kinds = "\n".join(f"  {k:<14}{v}" for k, v in PLOT_KINDS.items())
-    r = sub.add_parser("plot", parents=[common],
-                       help="figures of result files (several files: one head_scaling across them)",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=f"figure kinds (--kind; default: all of them):\n{kinds}")
-    r.add_argument("file", nargs="+", help="result file(s) (HDF5)")
-    r.add_argument("--kind", action="append", metavar="KIND",
-                   help="figure kind, repeatable: " + ", ".join(PLOT_KINDS))
-    r.add_argument("-o", "--output", metavar="DIR", help="output directory")
-    r.set_defaults(func=cmd_plot)
-
-    r = sub.add_parser("animate", parents=[common], help="animation of the token snapshots")
-    r.add_argument("file", help="result file (HDF5)")
-    r.add_argument("-o", "--output", metavar="OUT.gif", help="animation file")
-    r.add_argument("--fps", type=int, default=10, help="frames per second (default 10)")
-    r.set_defaults(func=cmd_animate)
-
-    r = sub.add_parser("validate", parents=[common], help="check a configuration")
-    r.add_argument("config", nargs="?", default=None, help="TOML file (default: the embedded)")
-    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
-    r.set_defaults(func=cmd_validate)
-
-    e = sub.add_parser("experiments", parents=[common],
-                       help="the shipped experiment configurations (or those of --dir)")
-    esub = e.add_subparsers(dest="experiments_cmd", required=True, parser_class=_Parser)
-    r = esub.add_parser("list", parents=[common], help="list the experiment configurations")
-    r.add_argument("--dir", metavar="PATH",
-                   help="configuration directory (default: the package's wflow/data/experiments)")
-    r.set_defaults(func=cmd_experiments_list)
-    r = esub.add_parser("run", parents=[common], help="run one experiment")
-    r.add_argument("name", help="experiment name (file stem) or file name")
-    r.add_argument("--dir", metavar="PATH",
-                   help="configuration directory (default: the package's wflow/data/experiments)")
-    add_run_options(r, "result file (default: the experiment's output.path)")
-    r.set_defaults(func=cmd_experiments_run)
-
-    def add_exec_options(r):
-        r.add_argument("--executor", choices=("serial", "dask"), default="serial",
-                       help="serial (numba threads on every core) or dask.distributed")
-        r.add_argument("--address", help="Dask scheduler address (default: a LocalCluster)")
-        r.add_argument("--workers", type=int, help="LocalCluster worker processes")
-        r.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-    r = sub.add_parser("study", parents=[common],
-                       help="run a standard study ('wflow study list' lists them)")
-    r.add_argument("name", help="a study name (see 'wflow study list'), or list")
-    r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: study_NAME)")
-    r.add_argument("--quick", action="store_true",
-                   help="smoke test: each study's short T and few paths (energy: T = 0.4; "
-                        "section6, laplacian: T = 0.5, 2 paths), PNG figures only")
-    r.add_argument("--ledger", action="store_true",
-                   help="record the exact ledger in every run (diagnostics.ledger = true)")
-    r.add_argument("--format", action="append", choices=("png", "pdf", "svg"),
-                   help="figure format (repeatable; default png, and pdf without --quick)")
-    r.add_argument("--no-plots", action="store_true", help="skip the figures")
-    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
-                   help="override a key of the study's base configuration (repeatable)")
-    add_exec_options(r)
-    r.set_defaults(func=cmd_study)
-
-    r = sub.add_parser("sweep", parents=[common], help="run a grid of configurations")
-    r.add_argument("config", nargs="?", default=None, help="base TOML (default: the embedded)")
-    r.add_argument("--grid", action="append", metavar="SECTION.KEY=[V1, V2]",
-                   help="a swept key with a TOML list of values (repeatable)")
-    r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
-    r.add_argument("--name", default="run", help="file name prefix")
-    r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: sweep)")
-    r.add_argument("--overwrite", action="store_true", help="re-run complete results")
-    r.add_argument("--paths-per-task", type=int, metavar="K",
-                   help="Monte Carlo paths per task (default: all the paths of a grid point)")
-    r.add_argument("--streams", choices=("common", "independent"), default="common",
-                   help="common: every grid point uses init.seed (common random numbers); "
-                        "independent: a seed per grid point from init.seed and its values")
-    add_exec_options(r)
-    r.set_defaults(func=cmd_sweep)
-
-    r = sub.add_parser("bench", parents=[common], help="benchmark the kernels")
-    r.add_argument("--tiny", action="store_true", help="a quick, small benchmark")
-    r.add_argument("--section6", action="store_true",
-                   help="also time the paper's Section 6 end to end (minutes)")
-    r.add_argument("--contention", action="store_true",
-                   help="only the shared-machine benchmark: a default run alone, beside busy "
-                        "processes, and three at once (minutes)")
-    r.add_argument("--T", type=float, default=20.0,
-                   help="final time for --section6 and --contention")
-    r.set_defaults(func=cmd_bench)
-    return p
-
-
-_WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
-                 errno.ENOTDIR}
-
-
-def _one_line(msg) -> str:
-    return " ".join(str(msg).split())
-
-
-def main(argv=None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # -h, or a usage error already reported in one line
-        return exc.code if isinstance(exc.code, int) else 2
-    if args.cmd is None:  # a bare `wflow`: the help
-        parser.print_help()
-        return 0
-    verbose = bool(getattr(args, "verbose", False))
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    hint = "" if verbose else " (run with -v for the traceback)"
-    try:
-        return args.func(args)
-    except (ConfigError, FileExistsError, FileNotFoundError, IsADirectoryError) as e:
-        print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("wflow: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `wflow run | head`: the reader left; not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
-    except OSError as e:
-        if e.errno not in _WRITE_ERRNOS:
-            return _internal(e, verbose, hint)
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"wflow: error: {where}cannot write ({e.strerror or _one_line(e)})", file=sys.stderr)
-        return 2
-    except RunFailedError as e:  # a stored failure: nothing to trace
-        print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
-        return 1
-    except WflowError as e:  # NumericalError and other run failures
-        if verbose:
-            traceback.print_exc()
-        print(f"wflow: error: {_one_line(e)}{hint}", file=sys.stderr)
-        return 1
-    except Exception as e:  # noqa: BLE001 - the last line of defence
-        return _internal(e, verbose, hint)
-
-
-def _internal(e, verbose, hint) -> int:
-    if verbose:
-        traceback.print_exc()
-    print(f"wflow: internal error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
-    return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

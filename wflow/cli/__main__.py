@@ -1,0 +1,7 @@
+"""``python -m wflow.cli``: the ``wflow`` command."""
+
+import sys
+
+from wflow.cli import main
+
+sys.exit(main())

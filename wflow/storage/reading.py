@@ -1,0 +1,218 @@
+r"""Reading wflow files: input arrays (tokens, weights), result files (arrays, attributes,
+status summary, ``xarray``), and joining the result files of consecutive path batches.
+Re-exported by :mod:`wflow.storage.io`; storage only (imports nothing of the model)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from wflow.errors import ConfigError
+from wflow.storage._h5 import (
+    COMPLETE,
+    _attr_str,
+    _best_checkpoint,
+    _check_format,
+    _config_json,
+    _record_keys,
+    _stored_config,
+    _verify,
+    _with_file,
+)
+
+# --------------------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------------------
+
+ARRAY_SUFFIXES = (".npz", ".h5", ".hdf5")
+
+
+def read_arrays(path, keys, what="file"):
+    """Named arrays from an input file (tokens, weights): ``.npz`` (no pickling) or
+    ``.h5``/``.hdf5`` (top-level datasets). Returns ``{key: ndarray}`` for the ``keys``
+    present; every failure is one ConfigError line naming the file.
+    """
+    path = Path(path)
+    where = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in ARRAY_SUFFIXES:
+        raise ConfigError(f"{where}: {what} suffix {suffix!r}: allowed values are "
+                          f"{', '.join(ARRAY_SUFFIXES)}")
+    if not path.is_file():
+        raise ConfigError(f"{where}: {what} not found")
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as f:
+                return {k: np.asarray(f[k]) for k in keys if k in f.files}
+        with h5py.File(path, "r") as f:
+            return {k: np.asarray(f[k][()]) for k in keys
+                    if k in f and isinstance(f[k], h5py.Dataset)}
+    except Exception as exc:  # corrupt file, object arrays (pickle refused), ...
+        msg = (str(exc).splitlines() or [""])[0]
+        raise ConfigError(f"{where}: cannot read {what} ({type(exc).__name__}: {msg})") from exc
+
+
+
+def read(path, tokens=True):
+    """Read a result file.
+
+    Returns ``(config, arrays, attrs)``: the validated configuration dict, a dict of
+    arrays with the names of :class:`~wflow.engine.run.Result` (``t``, every series, ``X``,
+    ``D``) and the root attributes (JSON attributes decoded). With ``tokens=False``
+    the snapshots ``X`` and ``D`` are not loaded. A partial file gives the records
+    written so far (cut to a common length).
+    """
+    path = Path(path)
+
+    def load(f):
+        arrays = {}
+        for name in _record_keys(f):
+            key = name.removeprefix("series/")
+            if not tokens and key in ("X", "D"):
+                continue
+            arrays[key] = np.asarray(f[name][...])
+        return _stored_config(f, path), arrays, _root_attrs(f)
+
+    cfg, arrays, attrs = _with_file(path, load)
+    if arrays:
+        n = min(len(a) for a in arrays.values())
+        arrays = {k: a[:n] for k, a in arrays.items()}
+    if "t" not in arrays and attrs.get("status") == COMPLETE:
+        raise ConfigError(f"{path}: complete result file without dataset 't'")
+    return cfg, arrays, attrs
+
+
+def merge_paths(sources, dest, config, header=None, attrs=None):
+    """Join complete result files holding consecutive batches of paths into one file.
+
+    Every record dataset with a ``path`` axis (its ``dims`` attribute) is the concatenation
+    of the sources' along that axis; the others (``t``) are taken from the first source and
+    must agree. The joined file is complete, carries ``config`` (the whole ensemble) and
+    ``header``/``attrs`` as root attributes, and no checkpoint (it needs none). It is
+    written under a temporary name and renamed, so ``dest`` is either absent or complete.
+    """
+    dest = Path(dest)
+    sources = [Path(s) for s in sources]
+    tmp = dest.with_name(f".{dest.name}.merge-{os.getpid()}")
+    opened = [h5py.File(s, "r", locking=False) for s in sources]
+    try:
+        for s, f in zip(sources, opened):
+            _check_format(f, s)
+            if _attr_str(f.attrs.get("status")) != COMPLETE:
+                raise ConfigError(f"{s}: cannot merge a result file that is not complete")
+        first = opened[0]
+        with h5py.File(tmp, "w", locking=False) as out:
+            for k, v in first.attrs.items():
+                out.attrs[k] = v
+            out.attrs["config"] = _config_json(config)
+            for k, v in {**(header or {}), **(attrs or {})}.items():
+                out.attrs[k] = v
+            out.attrs["merged_from"] = json.dumps([s.name for s in sources])
+            out.create_group("series")
+            for name in _record_keys(first):
+                ds = first[name]
+                dims = json.loads(_attr_str(ds.attrs["dims"])) if "dims" in ds.attrs else []
+                if "path" in dims:
+                    ax = dims.index("path")
+                    data = np.concatenate([np.asarray(f[name][...]) for f in opened], axis=ax)
+                else:
+                    data = np.asarray(ds[...])
+                    for s, f in zip(sources[1:], opened[1:]):
+                        if not np.array_equal(np.asarray(f[name][...]), data, equal_nan=True):
+                            raise ConfigError(f"{s}: {name} differs from {sources[0]}'s")
+                new = out.create_dataset(name, data=data, maxshape=(None,) + data.shape[1:],
+                                         chunks=ds.chunks and (ds.chunks[0],) + data.shape[1:])
+                for k, v in ds.attrs.items():
+                    new.attrs[k] = v
+            out.attrs["status"] = COMPLETE
+        os.replace(tmp, dest)
+    finally:
+        for f in opened:
+            f.close()
+        if tmp.exists():
+            tmp.unlink()
+    return dest
+
+
+def _root_attrs(f) -> dict:
+    out = {}
+    for k, v in f.attrs.items():
+        v = _attr_str(v)
+        if isinstance(v, np.generic):
+            v = v.item()
+        if k in ("machine", "versions", "git") and isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        out[k] = v
+    return out
+
+
+def inspect(path) -> dict:
+    """Status summary of a result file (for ``wflow info``): config, attrs, records,
+    checkpoint step (``None`` when no complete checkpoint), nsteps."""
+    path = Path(path)
+
+    def look(f):
+        _verify(f, path)
+        n_records = len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0
+        datasets = {name: tuple(f[name].shape) for name in _record_keys(f)}
+        return (_stored_config(f, path), _root_attrs(f), n_records, _best_checkpoint(f),
+                datasets)
+
+    cfg, attrs, n_records, best, datasets = _with_file(path, look)
+    return {
+        "path": path,
+        "config": cfg,
+        "attrs": attrs,
+        "status": attrs.get("status"),
+        "n_records": n_records,
+        "checkpoint_step": None if best is None else int(best[0]["k"]),
+        "nsteps": attrs.get("nsteps"),
+        "datasets": datasets,
+    }
+
+
+def to_xarray(path):
+    """The result file as an ``xarray.Dataset``; dimension names, descriptions and units come
+    from each dataset's own attributes (the file describes itself)."""
+    try:
+        import xarray as xr
+    except ImportError:
+        raise ImportError(
+            "wflow.storage.io.to_xarray needs xarray, which is not installed: pip install xarray "
+            "(or use wflow.storage.io.read, which returns plain numpy arrays)"
+        ) from None
+    path = Path(path)
+
+    def meta(f):
+        out = {}
+        for name in _record_keys(f):
+            a = f[name].attrs
+            dims = json.loads(_attr_str(a["dims"])) if "dims" in a else None
+            out[name.removeprefix("series/")] = (dims, _attr_str(a.get("description", "")),
+                                                 _attr_str(a.get("units", "")))
+        return out
+
+    info = _with_file(path, meta)
+    cfg, arrays, attrs = read(path)
+    data_vars = {}
+    for key, a in arrays.items():
+        if key == "t":
+            continue
+        dims, desc, units = info.get(key, (None, "", ""))
+        if dims is None or len(dims) != a.ndim:
+            dims = ["record"] + [f"{key}_axis{i}" for i in range(1, a.ndim)]
+        data_vars[key] = (tuple(dims), a, {"description": desc, "units": units})
+    coords = {"record": np.arange(len(arrays.get("t", ()))),
+              "path": np.arange(cfg["solver"]["paths"])}
+    if "t" in arrays:
+        coords["t"] = ("record", arrays["t"], {"description": info.get("t", (0, ""))[1]})
+    ds_attrs = {k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in attrs.items()}
+    ds_attrs["config"] = json.dumps(cfg, sort_keys=True)
+    return xr.Dataset(data_vars, coords=coords, attrs=ds_attrs)
