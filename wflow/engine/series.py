@@ -62,11 +62,6 @@ class Series:
     fn: Callable | None = None  # point series: fn(RecordContext) -> (P,) array
     dims: tuple = ()
 
-    @property
-    def shape_text(self) -> str:
-        return "(" + ", ".join(d.replace("record", "records").replace("path", "paths")
-                               for d in self.dims) + ")"
-
 
 @dataclass
 class RecordContext:

@@ -19,7 +19,7 @@ update ``normalize(x + σ dt v)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
@@ -55,7 +55,6 @@ class StepContext:
     k1: np.ndarray | None = None
     energy_grad: Callable | None = None
     mobility: np.ndarray | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class Stepper(Protocol):
