@@ -1,6 +1,8 @@
 """Extending wflow from outside the package: a weight process, a recorded series and a study,
 each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow")."""
 
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -89,6 +91,7 @@ class DecayStudy(Study):
 
     name = "decay-test-study"
     question = "how does the decay rate of the weights change the energy at T?"
+    summary_columns = (("mean_z_final", "mean_z", "final"),)
 
     def base(self, scale):
         return {**_cfg(), "solver": {"T": 0.1, "dt": 0.01, "record_every": 5, "paths": 1}}
@@ -96,8 +99,8 @@ class DecayStudy(Study):
     def variants(self, base, scale):
         return expand_grid(base, {"weights.gamma": [0.5, 4.0]}, name="decay")
 
-    def summarize(self, paths):
-        return summary_table(paths, ("energy", "mean_z"))
+    def summarize(self, data):
+        return summary_table(data, ("energy", "mean_z"))
 
 
 def test_new_study_runs_the_new_process_and_series(tmp_path, mean_z):
@@ -113,3 +116,5 @@ def test_new_study_runs_the_new_process_and_series(tmp_path, mean_z):
         np.testing.assert_allclose(arrays["D"][-1], np.exp(-gamma * 0.1) * arrays["D"][0],
                                    rtol=1e-12)
         assert "mean_z" in arrays and np.all(np.isfinite(arrays["mean_z"]))
+        # the study's own summary column reached the sweep summary, one row per path
+        assert r.data.column("mean_z_final", Path(path).stem)[0] == arrays["mean_z"][-1, 0]

@@ -122,8 +122,8 @@ class TinyStudy(Study):
     def variants(self, base, scale):
         return expand_grid(base, {"model.heads": [1, 2]}, name="tiny")
 
-    def summarize(self, paths):
-        return summary_table(paths, ("energy", "ledger_residual"))
+    def summarize(self, data):
+        return summary_table(data, ("energy", "ledger_residual"))
 
 
 @pytest.fixture

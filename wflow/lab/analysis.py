@@ -108,6 +108,18 @@ def fit_power_law(H, G2):
     return math.exp(loga), b, stderr
 
 
+def mean_ci(samples, level=0.95):
+    r"""Half-width of the Student-t interval of the mean,
+    :math:`t_{(1+\ell)/2,\,m-1}\, s/\sqrt{m}` over the m samples (NaN when m < 2)."""
+    from scipy import stats
+
+    s = np.asarray(samples, dtype=float).ravel()
+    s = s[np.isfinite(s)]
+    if s.size < 2:
+        return float("nan")
+    return float(stats.t.ppf(0.5 + level / 2, s.size - 1) * s.std(ddof=1) / math.sqrt(s.size))
+
+
 def window_mask(t, window):
     if window is None:
         return t >= t[-1] / 2

@@ -266,13 +266,15 @@ def _plan(tasks, outdir: Path, paths_per_task):
 class SweepReport:
     """What :func:`run_sweep` did: ``rows`` (one dict per task, in task order), ``counts``
     (skipped / ran / resumed / failed), ``failed`` (grid point -> error), the summary paths
-    and the summary ``xarray.Dataset`` (``None`` without xarray)."""
+    the summary as columns (``table``: name -> list) and as an ``xarray.Dataset``
+    (``summary``, ``None`` without xarray)."""
 
     rows: list
     counts: dict
     failed: dict
     summary_h5: Path
     summary_csv: Path
+    table: dict = None
     summary: object = None
 
     def describe(self) -> str:
@@ -302,7 +304,7 @@ def _cores():
 
 def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, overwrite=False,
               progress=False, paths_per_task=None, client=None, retries=1, keys=None,
-              _exit_at=None):
+              columns=(), _exit_at=None):
     """Run ``tasks`` (list of (name, config)) into ``outdir/<name>.h5``; write the summary.
 
     Parameters
@@ -316,6 +318,8 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     retries : Dask retries of a task that raised (a lost worker is rescheduled by Dask).
     keys : the swept dotted keys, columns of the summary (default: the keys whose value
         differs between the tasks).
+    columns : extra summary columns ``(column, series, how)`` besides
+        :data:`~wflow.lab.sweep_summary.SUMMARY_COLUMNS` (a study's ``summary_columns``).
     _exit_at : test hook ``{task name: (step, marker file)}`` (see :func:`_exit_hook`).
 
     Returns
@@ -370,9 +374,9 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     for key, action in (("skipped", "skipped (complete)"), ("ran", "ran"),
                         ("resumed", "resumed")):
         counts[key] = sum(r["action"] == action for r in rows)
-    table = summary_rows(points, rows, failed, keys)
+    table = summary_rows(points, rows, failed, keys, columns)
     h5, csvp = _write_summary(outdir, table)
-    report = SweepReport(rows, counts, failed, h5, csvp)
+    report = SweepReport(rows, counts, failed, h5, csvp, table=table)
     try:
         report.summary = _to_dataset(table)
     except ImportError:  # pragma: no cover - xarray is a dependency of the lab

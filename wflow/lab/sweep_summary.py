@@ -15,7 +15,10 @@ import numpy as np
 
 FAILED = "failed"
 
-#: the numeric columns of the summary, besides the swept values: (column, series, how)
+#: the numeric columns of the summary, besides the swept values: ``(column, series, how)``;
+#: ``how`` is ``"late"`` (mean over the records t ≥ T/2), ``"final"`` (the last record) or a
+#: function ``(t, a, T) -> (P,)`` of the record times, the series (records, paths) and T.
+#: A study adds its own through ``Study.summary_columns``.
 SUMMARY_COLUMNS = (
     ("G2", "G2", "late"), ("G2_hm", "G2_hm", "late"), ("dissipation", "dissipation", "late"),
     ("energy_final", "energy", "final"), ("n_clusters", "n_clusters", "final"),
@@ -48,13 +51,26 @@ def _late(t, T):
     return m if m.any() else np.ones_like(t, dtype=bool)
 
 
-def summary_rows(points, rows, failed, keys=None):
+def _column(arr, series, how, T, late, P):
+    a = arr.get(series)
+    if a is None:
+        return np.full(P, np.nan)
+    if how == "late":
+        return np.mean(a[late], axis=0)
+    if how == "final":
+        return a[-1]
+    return np.asarray(how(arr["t"], a, T), dtype=float)
+
+
+def summary_rows(points, rows, failed, keys=None, columns=()):
     """The summary as ordered columns (dict name -> list), one row per grid point and path."""
     from wflow.storage import io
 
     keys = _swept_keys(points) if keys is None else list(keys)
+    spec = tuple(SUMMARY_COLUMNS) + tuple(c for c in columns
+                                          if c[0] not in {s[0] for s in SUMMARY_COLUMNS})
     cols = {"point": [], "path": [], **{k: [] for k in keys},
-            **{c: [] for c, _, _ in SUMMARY_COLUMNS},
+            **{c: [] for c, _, _ in spec},
             "status": [], "error": [], "wall_time": [], "worker": []}
     it = iter(rows)
     for pt in points:
@@ -64,15 +80,10 @@ def summary_rows(points, rows, failed, keys=None):
         vals = {}
         if pt.name not in failed:
             _, arr, attrs = io.read(pt.path, tokens=False)
-            late = _late(arr["t"], float(pt.cfg["solver"]["T"]))
-            for c, s, how in SUMMARY_COLUMNS:
-                a = arr.get(s)
-                if a is None:
-                    vals[c] = np.full(P, np.nan)
-                elif how == "late":
-                    vals[c] = np.mean(a[late], axis=0)
-                else:
-                    vals[c] = a[-1]
+            T = float(pt.cfg["solver"]["T"])
+            late = _late(arr["t"], T)
+            for c, s, how in spec:
+                vals[c] = _column(arr, s, how, T, late, P)
             stored = json.loads(attrs.get("sweep_batches", "[]") or "[]")
             for (a, k, *_), r, b in itertools.zip_longest(pt.batches, prow, stored):
                 if r["action"].startswith("skipped") and b is not None:
@@ -93,7 +104,7 @@ def summary_rows(points, rows, failed, keys=None):
             for k in keys:
                 v = _get(pt.cfg, k)
                 cols[k].append(v if isinstance(v, (int, float, str, bool)) else json.dumps(v))
-            for c, _, _ in SUMMARY_COLUMNS:
+            for c, _, _ in spec:
                 cols[c].append(float(vals[c][p]) if vals else np.nan)
             cols["status"].append(FAILED if pt.name in failed else "complete")
             cols["error"].append(r["error"] if r["status"] == FAILED else "")
