@@ -328,6 +328,33 @@ def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client):
     _same_summary(run_sweep(_mc_tasks(), tmp_path / "serial").summary, rep.summary)
 
 
+def test_worker_lost_beyond_retries_is_a_failed_point(tmp_path):
+    """A task that kills its worker at every attempt, on a cluster that allows no lost worker
+    per task (``distributed.scheduler.allowed-failures = 0``): Dask gives up with
+    ``KilledWorker``; that grid point is reported failed with its error, the other completes
+    and is kept, and no partial file is counted as a result."""
+    import dask
+    from dask.distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        tasks = _mc_tasks(**{"model.heads": [1, 2]})
+        rep = run_sweep(tasks, tmp_path, executor="dask", client=client, retries=0,
+                        _exit_at={"run-heads=2": (0, None)})
+    finally:
+        client.close()
+        cluster.close()
+    assert list(rep.failed) == ["run-heads=2"] and "KilledWorker" in rep.failed["run-heads=2"]
+    status = dict(zip(rep.table["point"], rep.table["status"]))
+    assert status == {"run-heads=1": "complete", "run-heads=2": "failed"}
+    assert io.file_status(tmp_path / "run-heads=1.h5") == "complete"
+    assert not (tmp_path / "run-heads=2.h5").exists()
+    assert rep.counts["failed"] == 1 and rep.counts["ran"] == 1
+
+
 def test_run_sweep_api_and_streams(tmp_path):
     """wflow.run_sweep returns the summary; independent streams: a seed per grid point from
     its values, unchanged when a value is added to the sweep."""

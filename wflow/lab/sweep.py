@@ -135,7 +135,8 @@ def _worker_name():
 
 def _exit_hook(spec):
     """Test hook: ``(step, marker)`` — the first time (no ``marker`` file yet) a checkpoint
-    at step >= ``step`` is written, create ``marker`` and kill this process (``os._exit``)."""
+    at step >= ``step`` is written, create ``marker`` and kill this process (``os._exit``);
+    ``marker = None``: kill at every attempt (a task that loses its worker every time)."""
     from wflow.storage import io
 
     step, marker = spec
@@ -143,8 +144,9 @@ def _exit_hook(spec):
 
     def checkpoint(self, state):
         original(self, state)
-        if state.k >= step and not os.path.exists(marker):
-            Path(marker).write_text(str(os.getpid()))
+        if state.k >= step and (marker is None or not os.path.exists(marker)):
+            if marker is not None:
+                Path(marker).write_text(str(os.getpid()))
             os._exit(17)
 
     io.H5Recorder.checkpoint = checkpoint
