@@ -132,8 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("name", help="a study name (see 'wflow study list'), or list")
     r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: study_NAME)")
     r.add_argument("--quick", action="store_true",
-                   help="smoke test: each study's short T and few paths (energy: T = 0.4; "
-                        "section6, laplacian: T = 0.5, 2 paths), PNG figures only")
+                   help="the study's quick scale: a reduced grid, short T and few paths that "
+                        "still checks its claim in seconds ('wflow study list' says what each "
+                        "study's quick scale is); PNG figures only")
+    r.add_argument("--paths-per-task", type=int, metavar="K",
+                   help="Monte Carlo paths per task (default: all the paths of a run)")
     r.add_argument("--ledger", action="store_true",
                    help="record the exact ledger in every run (diagnostics.ledger = true)")
     r.add_argument("--format", action="append", choices=("png", "pdf", "svg"),

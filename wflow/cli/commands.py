@@ -335,12 +335,14 @@ def cmd_study(args) -> int:
         width = max(len(k) for k in studies) + 2
         for k, study in studies.items():
             print(f"{k:<{width}}{study.question}")
+            if study.quick:
+                print(f"{'':<{width}}  --quick: {study.quick}")
         return 0
     formats = () if args.no_plots else (tuple(args.format) if args.format else None)
     options = StudyOptions(scale="quick" if args.quick else "full", ledger=args.ledger,
                            overrides=tuple(args.set or ()), executor=args.executor,
                            address=args.address, workers=args.workers, progress=not args.quiet,
-                           formats=formats)
+                           formats=formats, paths_per_task=args.paths_per_task)
     out = _output_dir(args.output or f"study_{args.name}")
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn

@@ -131,6 +131,8 @@ class Study:
         The registry key (``wflow study NAME``) and the default output folder ``study_NAME``.
     question : str
         One line: what the study answers (``wflow study list``).
+    quick : str
+        One line: what the quick scale reduces, and what it still checks.
 
     summary_columns : tuple
         Extra per-path columns of the sweep summary the study reads.
@@ -143,6 +145,8 @@ class Study:
 
     name: str = ""
     question: str = ""
+    #: one line: what the quick scale reduces (``wflow study list``)
+    quick: str = ""
     #: extra columns of the sweep summary, ``(column, series, how)`` with ``how`` one of
     #: ``"late"``, ``"final"`` or a function ``(t, a, T) -> (P,)`` (see
     #: :data:`wflow.lab.sweep_summary.SUMMARY_COLUMNS`)

@@ -23,6 +23,7 @@ class Energy(Study):
 
     name = "energy"
     question = "does the exact energy ledger close at the solver's order (Euler, Heun, RK4 over Δt)?"
+    quick = "T = 0.4 (the ledger orders still show)"
     methods = ("euler", "heun", "rk4")
     dts = ENERGY_DTS
 

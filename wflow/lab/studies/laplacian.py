@@ -17,6 +17,7 @@ class Laplacian(Study):
 
     name = "laplacian"
     question = "what do Laplacian heads (0, 2, 4 of H = 4) change in clustering and rank?"
+    quick = "T = 0.5, 2 paths"
 
     def base(self, scale):
         base = _scaled(SECTION6_BASE, scale)

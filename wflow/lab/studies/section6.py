@@ -42,6 +42,7 @@ class Section6(Study):
 
     name = "section6"
     question = "how does the late-window G² scale with the head count H (OU vs oscillating weights)?"
+    quick = "T = 0.5, 2 OU paths (the pipeline, not the exponents)"
     heads = (1, 10, 100)
 
     def base(self, scale):
