@@ -93,7 +93,7 @@ def test_solid_body_rotation_returns_the_bump_after_one_period():
     order of first-order upwinding on an irregular mesh (≥ 1/2, Peterson's bound; measured
     ≈ 0.75 for N = 1000 → 4000)."""
     res = [_one_period(N) for N in (1000, 2000, 4000)]
-    for h, err, dmass, lo, ang, steps in res:
+    for h, _err, dmass, lo, ang, steps in res:
         assert abs(dmass) < 8 * EPS * steps
         assert lo >= 0.0
         assert ang < h  # the bump's centre of mass returns within one mesh size
