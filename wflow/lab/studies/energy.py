@@ -6,8 +6,7 @@ import copy
 
 import numpy as np
 
-from wflow.lab.analysis import load_source
-from wflow.lab.studies._base import Study, _final_mean, _run_figures, register_study
+from wflow.lab.studies._base import Study, _run_figures, register_study
 from wflow.lab.sweep import expand_grid
 
 # ---------------------------------------------------------------------------------- energy
@@ -26,6 +25,12 @@ class Energy(Study):
     quick = "T = 0.4 (the ledger orders still show)"
     methods = ("euler", "heun", "rk4")
     dts = ENERGY_DTS
+    summary_columns = (
+        ("max_telescoping", "ledger_telescoping",
+         lambda t, a, T: np.nanmax(np.abs(a), axis=0)),
+        ("int_G2_final", "int_G2", "final"),
+        ("int_dissipation_final", "int_dissipation", "final"),
+    )
 
     def base(self, scale):
         T = 2.0 if scale == "full" else 0.4
@@ -46,15 +51,15 @@ class Energy(Study):
         return tasks
 
     def summarize(self, data):
-        paths = list(data.paths)
-        """|ledger residual| at T per solver and Δt, its fitted order, telescoping error, ∫G²/∫𝒟."""
+        """|ledger residual| at T per solver and Δt, its fitted order, telescoping error, ∫G²/∫𝒟
+        (from the sweep summary: one row per run)."""
         rows = {}
-        for p in paths:
-            cfg, arr = load_source(p)
+        for name, cfg in data.tasks:
             rows.setdefault(cfg["solver"]["method"], []).append(
-                (cfg["solver"]["dt"], abs(_final_mean(arr, "ledger_residual")),
-                 float(np.nanmax(np.abs(arr["ledger_telescoping"]))),
-                 _final_mean(arr, "int_G2") / _final_mean(arr, "int_dissipation")))
+                (cfg["solver"]["dt"], abs(float(data.column("ledger_residual", name)[0])),
+                 float(data.column("max_telescoping", name)[0]),
+                 float(data.column("int_G2_final", name)[0]
+                       / data.column("int_dissipation_final", name)[0])))
         lines = [f"{'method':<8}" + "".join(f"{'dt=' + format(dt, 'g'):>12}" for dt in self.dts)
                  + f"{'order':>8}{'max telescoping':>18}{'int G2/int D':>14}"]
         table = {k: [] for k in ("method", "dt", "ledger_residual", "order", "max_telescoping",
@@ -72,9 +77,9 @@ class Energy(Study):
         return "\n".join(lines), table
 
     def figures(self, data, outdir, formats):
-        paths = list(data.paths)
         from wflow.lab import plotting
 
+        paths = list(data.paths)
         _, table = self.summarize(data)
         out = list(plotting.plot_orders(table, outdir, formats=formats))
         return out + _run_figures(paths, outdir, formats, ("ledger",))
