@@ -130,3 +130,33 @@ def test_quick_mode_ascent_collapses_descent_does_not(tmp_path):
         hw = (tab[f"{s}_hi"][asc] - tab[f"{s}_lo"][asc]) / 2
         assert abs(tab[s][half] - tab[s][asc]) < hw, s
     assert tab["beta"][asc] * tab["dt"][asc] <= C_STEP
+
+
+def test_heat_maps_from_a_table(tmp_path):
+    """One figure per sign and the joint slice, PNG under 300 kB; "> T" and NaN cells drawn."""
+    from wflow.lab.figures.regimes import PANELS, draw
+    from wflow.lab.studies.regimes import Regimes
+
+    rows = [(n, s, b, w) for s in ("descent", "ascent") for b in (1.0, 4.0)
+            for w in ("frozen_identity", "ou2") for n in ("head",)]
+    rows += [("joint", s, 4.0, w) for s in ("descent", "ascent") for w in ("frozen_identity", "ou2")]
+    rng = np.random.default_rng(0)
+    table = {k: [] for k in ("point", "normalization", "sign", "beta", "weights", "halved", "T")}
+    for s in Regimes.stats:
+        for suffix in ("", "_lo", "_hi"):
+            table[s + suffix] = []
+    for n, s, b, w in rows:
+        for k, v in zip(("point", "normalization", "sign", "beta", "weights", "halved", "T"),
+                        (f"regimes-{n}-{s}-b{b:g}-{w}", n, s, b, w, False, 20.0)):
+            table[k].append(v)
+        for st in Regimes.stats:
+            v = float(rng.uniform(0.1, 1.0))
+            v = math.inf if st == "km_median" and b == 4.0 else v
+            v = math.nan if st == "G2_decay" and w == "ou2" and b == 1.0 else v
+            for suffix in ("", "_lo", "_hi"):
+                table[st + suffix].append(v)
+    files = draw(table, tmp_path, ("png",))
+    names = sorted(p.name for p in files)
+    assert names == ["regimes_ascent.png", "regimes_descent.png", "regimes_joint_slice.png"]
+    assert all(0 < p.stat().st_size < 300_000 for p in files)
+    assert len(PANELS) == len(Regimes.stats)

@@ -72,8 +72,7 @@ def _heatmap(fig, ax, grid, stat, rows, cols, T):
     masked = np.ma.masked_invalid(shown)
     if scale == "log":
         masked = np.ma.masked_where(~(shown > 0), shown)
-    cm = matplotlib.colormaps[cmap].copy()
-    cm.set_bad("0.85")
+    cm = matplotlib.colormaps[cmap].with_extremes(bad="0.85")
     im = ax.imshow(masked, cmap=cm, norm=norm, aspect="auto")
     for (i, j), v in np.ndenumerate(grid):
         if stat == "km_median" and inf[i, j]:
