@@ -20,6 +20,10 @@ A study answers one question with a set of runs. It gives
   residual and its fitted order (expected min(p, 2)), the telescoping error, ∫G²/∫𝒟.
 - ``laplacian``: attention vs Laplacian heads (none, half, all of H = 4), OU weights:
   within-sequence variance, spectral rank, order parameter and clusters at T.
+- ``regimes``: the regime map on S² (issue #13): β ∈ {0.25, 1, 4, 16} × seven weight
+  families × {descent, ascent}, n = 32, H = 4, 8 paths, T = 20, Δt per cell from
+  β‖D‖Δt ≤ 0.25; fraction with one cluster and Kaplan–Meier median time to one cluster,
+  clusters, order parameter, late G² and its decay rate, late W₂ speed; a halving check.
 
 Adding a study is one class, anywhere (a package, a script, a test file)::
 
@@ -58,7 +62,7 @@ from wflow.lab.studies._base import (  # noqa: F401
 )
 
 # importing a study module registers its study (one module per study)
-from wflow.lab.studies import energy, laplacian, section6  # noqa: E402,F401  isort: skip
+from wflow.lab.studies import energy, laplacian, regimes, section6  # noqa: E402,F401  isort: skip
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",
