@@ -233,6 +233,8 @@ class Regimes(Study):
     name = "regimes"
     question = ("which clustering regimes (one cluster, metastable, mixing, periodic) does the "
                 "flow on S² show over β × weights × sign?")
+    quick = ("n = 16, H = 1, 4 paths, T = 8, one cell (β = 0.25, frozen D = I) in both signs and "
+             "its Δt/2 rerun: ascent reaches one cluster, descent does not")
     summary_columns = (
         ("t_one_cluster", "n_clusters", time_to_one_cluster),
         ("G2_decay", "G2", g2_decay_rate),
