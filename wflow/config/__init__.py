@@ -266,6 +266,12 @@ for _p in [
           rule=_needs_file("init.weights_file", "init.weights", "file")),
     Param("init.per_path_tokens", False, Boolean(), "each path draws its own X0"),
     Param("init.per_path_weights", False, Boolean(), "each path draws its own D(0)"),
+    Param("init.token_perturbation", 0.0, _NONNEG,
+          "ε: move every token a geodesic distance atan ε, x_i ← (x_i + ε u_i)/√(1 + ε²), u_i a "
+          "random unit tangent vector (stream (3,)); 0: X0 unchanged"),
+    Param("init.weight_perturbation", 0.0, _NONNEG,
+          "ε: D_h(0) ← D_h(0) + ε S_h, S_h a random symmetric matrix of Frobenius norm 1 "
+          "(stream (4,)); 0: D(0) unchanged"),
     Param("init.first_path", 0, Integer(lo=0),
           "index of this run's first path in the ensemble: path p draws from (seed, "
           "first_path + p) (sweeps split paths into batches)"),

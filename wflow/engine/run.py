@@ -23,7 +23,9 @@ The paper's balance uses left-point sums at (X_k; D_k):
 Random streams: children of ``SeedSequence(init.seed)`` with fixed spawn keys — ``(0,)`` the
 shared tokens, ``(1,)`` the shared initial weights (then the gaussian values), ``(2, p)`` the
 noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under ``init.per_path_tokens``
-/ ``init.per_path_weights``. Path p is path ``init.first_path + p`` of the Monte Carlo
+/ ``init.per_path_weights``, ``(3,)`` and ``(4,)`` the directions of ``init.token_perturbation``
+and ``init.weight_perturbation`` (drawn only when they are > 0, so other runs are unchanged).
+Path p is path ``init.first_path + p`` of the Monte Carlo
 ensemble, so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1
 of one run of all of them (sweeps batch paths this way).
 """
@@ -48,7 +50,7 @@ from wflow.stepping.integrators import StepContext, get_stepper
 
 log = logging.getLogger(__name__)
 
-__all__ = ["simulate", "Simulation", "Result", "State"]
+__all__ = ["simulate", "Simulation", "Result", "State", "perturb_tokens", "perturb_weights"]
 
 #: the per-step ledger pieces, in the order of the step-ledger buffer's last axis
 STEP_LEDGER = _series.names(kind="per_step", group="step_ledger")
@@ -213,6 +215,13 @@ class Simulation:
         else:
             X0 = self._tokens(ini, np.random.default_rng(stream(0)))[None]
         X0 = np.broadcast_to(X0, (self.P, self.n, self.d)).copy()
+        # perturbations of the start (stability studies): same directions for every path
+        eps_x = float(ini.get("token_perturbation", 0.0) or 0.0)
+        if eps_x > 0:
+            X0 = perturb_tokens(X0, eps_x, np.random.default_rng(stream(3)))
+        eps_d = float(ini.get("weight_perturbation", 0.0) or 0.0)
+        if eps_d > 0:
+            D0 = perturb_weights(D0, eps_d, np.random.default_rng(stream(4)))
 
         with _config.config_errors():  # the model names its parameters; errors name keys
             self.model = AttentionModel(
@@ -424,6 +433,31 @@ class Simulation:
         return StepContext(X=X, dt=self.dt, sigma=sigma,
                            velocity=lambda Y: sigma * self.model.velocity(Y, Dk),
                            k1=sigma * F.velocity, energy_grad=energy_grad, mobility=b)
+
+
+def perturb_tokens(X, eps, rng):
+    r"""Every token moved by the geodesic distance :math:`\arctan\varepsilon`:
+
+    .. math:: x_i^\varepsilon = \frac{x_i + \varepsilon u_i}{\sqrt{1 + \varepsilon^2}},\qquad
+        u_i = \frac{P_{x_i} g_i}{|P_{x_i} g_i|},\quad g_i \sim N(0, I_d),
+
+    one draw ``rng.standard_normal((n, d))`` shared by the paths (X is (P, n, d))."""
+    X = np.asarray(X, dtype=float)
+    g = rng.standard_normal(X.shape[-2:])
+    U = sphere.project(X, np.broadcast_to(g, X.shape))
+    U = U / np.linalg.norm(U, axis=-1, keepdims=True)
+    return sphere.normalize(X + eps * U)
+
+
+def perturb_weights(D, eps, rng):
+    r""":math:`D_h^\varepsilon = D_h + \varepsilon S_h`, :math:`S_h = (\Xi_h + \Xi_h^T)/|\Xi_h +
+    \Xi_h^T|_F`, :math:`\Xi_h` iid N(0, 1) (one draw (H, d, d) shared by the paths; D is
+    (P, H, d, d)): each head moves by ε in Frobenius norm and stays symmetric."""
+    D = np.asarray(D, dtype=float)
+    xi = rng.standard_normal(D.shape[-3:])
+    S = xi + xi.transpose(0, 2, 1)
+    S /= np.linalg.norm(S, axis=(-2, -1), keepdims=True)
+    return D + eps * S
 
 
 def _check_finite(a, what, k, t):

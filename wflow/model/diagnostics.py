@@ -20,6 +20,8 @@ __all__ = [
     "clustering_series",
     "CLUSTERING_NAMES",
     "w2_geodesic",
+    "geodesic",
+    "geodesic_pairwise",
 ]
 
 CLUSTERING_NAMES = ("order_parameter", "min_cosine", "n_clusters", "variance", "spectral_rank")
@@ -80,20 +82,64 @@ def clustering_series(X, angle=0.1, max_n=2000):
     }
 
 
+def geodesic(X, Y):
+    r"""Great-circle distance of matched rows, stable at every angle:
+
+    .. math:: d_S(x, y) = 2\operatorname{atan2}(|\hat x - \hat y|,\ |\hat x + \hat y|)
+        = \operatorname{atan2}(|x \wedge y|, \langle x, y\rangle),\qquad \hat x = x/|x|,
+
+    since :math:`|\hat x - \hat y| = 2\sin(\theta/2)`, :math:`|\hat x + \hat y| = 2\cos(\theta/2)`
+    (so :math:`|x\wedge y| = |\hat x-\hat y|\,|\hat x+\hat y|/2`). The difference of two
+    nearby unit vectors is exact in floating point, so the relative error stays at round-off
+    even for :math:`\theta \sim 10^{-12}`, where :math:`\arccos\langle x, y\rangle` returns 0
+    (below :math:`\theta \approx 10^{-8}`, :math:`\cos\theta` rounds to 1).
+
+    Parameters
+    ----------
+    X, Y : arrays (..., d), broadcastable, nonzero rows.
+
+    Returns
+    -------
+    array (...), angles in [0, π].
+    """
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float)
+    X = X / np.linalg.norm(X, axis=-1, keepdims=True)
+    Y = Y / np.linalg.norm(Y, axis=-1, keepdims=True)
+    return 2.0 * np.arctan2(np.linalg.norm(X - Y, axis=-1), np.linalg.norm(X + Y, axis=-1))
+
+
+#: entries (rows × columns × d) of one block of :func:`geodesic_pairwise`
+_BLOCK = 1 << 21
+
+
+def geodesic_pairwise(X, Y):
+    r"""The matrix :math:`C_{ij} = d_S(x_i, y_j)` of :func:`geodesic` (stable form), computed in
+    row blocks of at most ``_BLOCK`` entries; X (n, d), Y (m, d) -> (n, m)."""
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float)
+    n, m, d = len(X), len(Y), X.shape[-1]
+    out = np.empty((n, m))
+    rows = max(1, _BLOCK // max(1, m * d))
+    for a in range(0, n, rows):
+        out[a:a + rows] = geodesic(X[a:a + rows, None, :], Y[None, :, :])
+    return out
+
+
 def w2_geodesic(X, Y, return_plan=False):
     r"""Wasserstein-2 distance between the empirical measures of X (n, d) and Y (m, d) on the
-    sphere with the geodesic cost :math:`c(x, y) = \arccos(\langle x, y\rangle)^2` (POT, exact
-    network simplex):
+    sphere with the geodesic cost :math:`c(x, y) = d_S(x, y)^2` (POT, exact network simplex):
 
     .. math:: W_2(\mu, \nu)^2 = \min_{\gamma \in \Pi(\mu,\nu)} \sum_{ij} \gamma_{ij}\, d_S(x_i, y_j)^2 .
+
+    The cost uses the stable :func:`geodesic` (not :math:`\arccos\langle x, y\rangle`, which
+    rounds to 0 below :math:`\sim 10^{-8}`), so distances down to round-off are resolved.
     """
     import ot
 
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(Y, dtype=float)
-    C = np.arccos(np.clip(X @ Y.T, -1.0, 1.0)) ** 2
-    a = np.full(len(X), 1.0 / len(X))
-    b = np.full(len(Y), 1.0 / len(Y))
+    C = geodesic_pairwise(X, Y) ** 2
+    a = np.full(len(C), 1.0 / len(C))
+    b = np.full(C.shape[1], 1.0 / C.shape[1])
     plan = ot.emd(a, b, C)
     w2 = float(np.sqrt(max(np.sum(plan * C), 0.0)))
     return (w2, plan) if return_plan else w2
