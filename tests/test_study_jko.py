@@ -11,7 +11,8 @@ from wflow.lab.studies.jko_study import jko_data, max_rise, observed_order
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    return run_study("jko", tmp_path_factory.mktemp("jko"), scale="quick", formats=())  # figures: see the full run
+    # no figures here (time); the full run draws and checks them
+    return run_study("jko", tmp_path_factory.mktemp("jko"), scale="quick", formats=())
 
 
 def test_observed_order_recovers_a_power_law():

@@ -131,7 +131,7 @@ def test_quick_stability_claims(quick):
     assert set(gaps) == {1e-8, 1e-4}
     assert max(gaps.values()) < 0.1
     # δ(0) is the prescribed angle atan ε (so the stable distance resolves 1e-8)
-    for (h, fam, e), c in curves.items():
+    for (_h, fam, e), c in curves.items():
         if fam == "tokens":
             np.testing.assert_allclose(c["delta"][0], np.arctan(e), rtol=1e-6)
     # every curve ε ≤ 1e-4 stays below ε e^{L t} with L fitted (per path) on ε = 1e-6
