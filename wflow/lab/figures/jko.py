@@ -39,7 +39,7 @@ def draw(d, outdir, formats=("png",)):
                 ax.set_ylabel("error at T: max_i d_S(x_i, x_i^ref) (rad)")
                 ax.legend(fontsize=7)
             a1.set_xlabel("Δt")
-            a2.set_xlabel("wall time of the run (s)")
+            a2.set_xlabel("time in the stepping loop (s)")
             a1.set_title(f"{case}: error at T against Δt")
             a2.set_title(f"{case}: error at T per wall-second")
         files += _save(fig, outdir, "jko_errors", formats)

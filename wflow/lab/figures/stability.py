@@ -25,29 +25,41 @@ def draw(curves, rates, outdir, formats=("png",)):
     LG = float(np.mean(rates[False]["LG"]))
     files = []
     with matplotlib.rc_context(_STYLE):
-        fig = Figure(figsize=(9.6, 3.8), dpi=DPI, layout="constrained")
-        ax1, ax2 = fig.subplots(1, 2)
+        fig = Figure(figsize=(13.2, 3.8), dpi=DPI, layout="constrained")
+        ax1, ax2, ax3 = fig.subplots(1, 3)
         toks = _family(curves, "tokens")
+        top = 1.0
         for j, (e, c) in enumerate(toks):
             col = _COLOURS[j % len(_COLOURS)]
-            ax1.plot(c["t"], np.mean(c["delta"], axis=1) / e, color=col, label=f"ε = {e:.0e}")
+            d = np.mean(c["delta"], axis=1) / e
+            top = max(top, float(np.max(d)))
+            ax1.plot(c["t"], d, color=col, label=f"ε = {e:.0e}")
             ax2.plot(c["t"], np.nanmean(c["w2"], axis=1) / e, color=col, label=f"ε = {e:.0e}")
+            m = c["t"] > 0
+            rate = np.log(c["delta"][m] / c["delta"][0]) / c["t"][m, None]
+            ax3.plot(c["t"][m], np.mean(rate, axis=1), color=col, label=f"ε = {e:.0e}")
         if toks:
             t = toks[0][1]["t"]
             d0 = float(np.mean(toks[0][1]["delta"][0]) / toks[0][0])
             for ax in (ax1, ax2):
                 ax.plot(t, d0 * np.exp(LG * t), "k--", lw=1,
                         label=f"δ(0)/ε · exp(L_G t), L_G = {LG:.3g}")
+                ax.set_ylim(0.8, 3 * top)
+            ax3.axhline(LG, color="k", ls="--", lw=1, label=f"L_G = {LG:.3g} (sup over t)")
+            Lls = float(np.mean(rates[False]["Lls"]))
+            ax3.axhline(Lls, color="k", ls=":", lw=1, label=f"L_ls = {Lls:.3g} (least squares)")
         ax1.set_yscale("log")
         ax2.set_yscale("log")
-        ax1.set_xlabel("t")
-        ax2.set_xlabel("t")
+        for ax in (ax1, ax2, ax3):
+            ax.set_xlabel("t")
         ax1.set_ylabel("δ(t)/ε,  δ = max_i d_S(x_i, x_i^ε)")
         ax2.set_ylabel("W₂(μ_t, μ_t^ε)/ε (geodesic cost)")
-        ax1.set_title("perturbed inputs: max token distance / ε (mean over paths)")
-        ax2.set_title("perturbed inputs: W₂ / ε (mean over paths)")
-        ax1.legend(fontsize=7, ncol=2)
-        ax2.legend(fontsize=7, ncol=2)
+        ax3.set_ylabel("finite-time rate (1/t) log(δ(t)/δ(0))")
+        ax1.set_title("max token distance / ε (mean over paths)")
+        ax2.set_title("W₂ / ε (mean over paths)")
+        ax3.set_title("growth rate (mean over paths)")
+        for ax in (ax1, ax2, ax3):
+            ax.legend(fontsize=6.5, ncol=2)
         files += _save(fig, outdir, "stability_tokens", formats)
 
         fig = Figure(figsize=(9.6, 3.8), dpi=DPI, layout="constrained")
