@@ -90,9 +90,10 @@ def geodesic(X, Y):
 
     since :math:`|\hat x - \hat y| = 2\sin(\theta/2)`, :math:`|\hat x + \hat y| = 2\cos(\theta/2)`
     (so :math:`|x\wedge y| = |\hat x-\hat y|\,|\hat x+\hat y|/2`). The difference of two
-    nearby unit vectors is exact in floating point, so the relative error stays at round-off
-    even for :math:`\theta \sim 10^{-12}`, where :math:`\arccos\langle x, y\rangle` returns 0
-    (below :math:`\theta \approx 10^{-8}`, :math:`\cos\theta` rounds to 1).
+    nearby vectors is exact in floating point, so the absolute error is that of the inputs'
+    own rounding onto the sphere, :math:`\sim 10^{-16}` (relative :math:`10^{-16}/\theta`),
+    at every angle; :math:`\arccos\langle x, y\rangle` returns 0 below
+    :math:`\theta \approx 10^{-8}`, where :math:`\cos\theta` rounds to 1.
 
     Parameters
     ----------

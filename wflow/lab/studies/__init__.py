@@ -24,6 +24,14 @@ A study answers one question with a set of runs. It gives
   families × {descent, ascent}, n = 32, H = 4, 8 paths, T = 20, Δt per cell from
   β‖D‖Δt ≤ 0.25; fraction with one cluster and Kaplan–Meier median time to one cluster,
   clusters, order parameter, late G² and its decay rate, late W₂ speed; a halving check.
+- ``stability`` (module ``stability``): perturbed inputs (``init.token_perturbation`` = ε ∈
+  {1e-8 … 1e-2}, same weight noise): :math:`\delta(t) = \max_i d_S(x_i, x_i^\varepsilon)` and
+  :math:`W_2(\mu_t, \mu_t^\varepsilon)`, the Grönwall rate L; perturbed initial weights
+  (``init.weight_perturbation``) and weight decay (OU rate λ + ε, mean λM/(λ + ε)): the
+  exponent r of :math:`\max_t\delta \approx C\varepsilon^r`; Δt/2 check.
+- ``jko`` (module ``jko_study``): Euler, Heun, RK4 and JKO over Δt on a clustering (joint,
+  H = 4, frozen) and a spreading (H = 1, D = I) exact gradient flow: error at T against RK4 at
+  Δt = 1/1024, error per second of the stepping loop, energy at the largest step.
 
 Adding a study is one class, anywhere (a package, a script, a test file)::
 
