@@ -118,6 +118,28 @@ def test_simulation_applies_perturbations_only_when_asked():
     np.testing.assert_array_equal(ref.X, again.X)
 
 
+def test_simulation_takes_initial_tokens():
+    from wflow.engine.run import Simulation
+    from wflow.errors import ConfigError
+
+    cfg = {"model": {"n": 10, "heads": 2},
+           "solver": {"T": 0.02, "dt": 0.01, "paths": 2, "record_every": 1},
+           "diagnostics": {"ledger": False}}
+    base = Simulation(cfg)
+    Xe = perturb_tokens(base.X0, 1e-6, np.random.default_rng(9))
+    sim = Simulation(cfg, tokens=Xe[0])
+    np.testing.assert_allclose(sim.X0, Xe, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(sim.D0, base.D0)  # the other streams are untouched
+    # and equals the configured perturbation drawn from stream (3,)
+    conf = Simulation({**cfg, "init": {"token_perturbation": 1e-6}})
+    np.testing.assert_allclose(conf.X0[0], perturb_tokens(base.X0, 1e-6, np.random.default_rng(
+        np.random.SeedSequence(0, spawn_key=(3,))))[0], atol=1e-15)
+    with pytest.raises(ConfigError, match="tokens: shape"):
+        Simulation(cfg, tokens=np.ones((3, 3)))
+    with pytest.raises(ConfigError, match="unit vectors"):
+        Simulation(cfg, tokens=2 * base.X0[0])
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("stability")

@@ -159,9 +159,14 @@ class Simulation:
     process : a :class:`~wflow.model.weights.WeightProcess` instance to use instead of the one
         the ``[weights]`` table describes (e.g. :class:`~wflow.model.weights.DrivenOU` for
         refinement studies); the run then records its parameters, not the table's.
+    tokens : array (n, d) or (P, n, d), optional
+        The initial tokens X0 (unit rows), instead of the ones ``init.tokens`` draws (the
+        draw still happens, so every other stream is unchanged); ``init.token_perturbation``
+        applies on top. Not recorded in the configuration: a file-backed run that must be
+        reproducible from its file alone should use ``init.tokens = "file"``.
     """
 
-    def __init__(self, config=None, overrides=(), process=None, explicit=None):
+    def __init__(self, config=None, overrides=(), process=None, explicit=None, tokens=None):
         cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
         # refuse a run that cannot fit before allocating anything (records go to a recorder
@@ -215,6 +220,8 @@ class Simulation:
         else:
             X0 = self._tokens(ini, np.random.default_rng(stream(0)))[None]
         X0 = np.broadcast_to(X0, (self.P, self.n, self.d)).copy()
+        if tokens is not None:
+            X0 = _given_tokens(tokens, self.P, self.n, self.d)
         # perturbations of the start (stability studies): same directions for every path
         eps_x = float(ini.get("token_perturbation", 0.0) or 0.0)
         if eps_x > 0:
@@ -433,6 +440,19 @@ class Simulation:
         return StepContext(X=X, dt=self.dt, sigma=sigma,
                            velocity=lambda Y: sigma * self.model.velocity(Y, Dk),
                            k1=sigma * F.velocity, energy_grad=energy_grad, mobility=b)
+
+
+def _given_tokens(tokens, P, n, d):
+    """``tokens`` (n, d) or (P, n, d) as (P, n, d) float64; ConfigError if not unit rows."""
+    X = np.asarray(tokens, dtype=float)
+    if X.shape not in ((n, d), (P, n, d)):
+        raise ConfigError(f"tokens: shape {X.shape}, the configuration needs (model.n, model.d) "
+                          f"= ({n}, {d}) or (solver.paths, n, d) = ({P}, {n}, {d})")
+    norms = np.linalg.norm(X, axis=-1)
+    if not np.all(np.isfinite(norms)) or np.any(np.abs(norms - 1.0) > UNIT_TOL):
+        raise ConfigError(f"tokens: rows must be finite unit vectors (norms {np.nanmin(norms):.3g} "
+                          f"to {np.nanmax(norms):.3g}); tokens lie on the sphere")
+    return np.broadcast_to(sphere.normalize(X), (P, n, d)).copy()
 
 
 def perturb_tokens(X, eps, rng):
