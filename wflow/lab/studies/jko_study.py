@@ -73,6 +73,9 @@ class Jko(Study):
     question = ("how do JKO steps compare with Euler, Heun and RK4 (error at T per Δt and per "
                 "wall-second; energy at large steps) on exact gradient flows?")
 
+    quick = ("n = 12, T = 2, Δt ∈ {1, 1/2}, reference RK4 Δt = 1/64, no reference check "
+             "(JKO's energy never rises; first order)")
+
     def base(self, scale):
         cfg = copy.deepcopy(JKO_BASE)
         if scale == "quick":

@@ -99,6 +99,8 @@ class Stability(Study):
     name = "stability"
     question = ("how fast do perturbed inputs separate (Grönwall rate L), and do trajectories "
                 "converge as weight perturbations and weight decay ε → 0 (rate in ε)?")
+    quick = ("n = 24, H = 4, 2 paths, T = 2, ε ∈ {1e-8, 1e-6, 1e-4} (tokens), {1e-6, 1e-2} "
+             "(weights, decay), no Δt/2 check (δ/ε coincide; rate 1 in ε)")
     fit_eps = 1e-6
 
     def base(self, scale):
