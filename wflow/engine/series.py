@@ -22,7 +22,8 @@ kind           meaning                                    shape in a result
 Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``step_ledger``
 (with the ledger, not under the causal mask), ``clustering`` (``diagnostics.clustering``),
 ``w2`` (``diagnostics.w2``), ``stepper`` (declared by the stepper, e.g. JKO),
-``tokens``/``weights`` (``output.store_tokens``/``store_weights``), ``user`` (added with
+``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
+``rho`` instead of ``X``), ``density`` (density runs), ``user`` (added with
 :func:`add_series`: recorded by every run while registered).
 
 Adding a diagnostic is one call::
@@ -205,8 +206,22 @@ for _n, _d in (
 ):
     add_series(_n, "point", _d, "dimensionless", group="stepper")
 
+for _n, _d, _u in (
+    ("cfl_substeps", "density: CFL substeps of the last step", "count"),
+    ("rho_min", "density: smallest cell average after the last step", "1/radian"),
+):
+    add_series(_n, "point", _d, _u, group="stepper")
+for _n, _d, _u in (
+    ("mass", "density: total mass sum_k rho_k h (conserved to round-off)", "dimensionless"),
+    ("dissipation_cells", "density: cell quadrature sum_k m_k <g_k, v_k> of the dissipation",
+     _T),
+):
+    add_series(_n, "point", _d, _u, group="density")
+
 add_series("t", "time", "model time of each record", "time", group="time")
 add_series("X", "snapshot", "token snapshots x_i on the sphere", "dimensionless", group="tokens",
            dims=("record", "path", "token", "coord"))
+add_series("rho", "snapshot", "density: cell averages rho_k on the circle grid", "1/radian",
+           group="tokens", dims=("record", "path", "cell"))
 add_series("D", "snapshot", "weight matrices D_h", "dimensionless", group="weights",
            dims=("record", "path", "head", "coord", "coord2"))
