@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wflow.core import circle_fv as fv
+from wflow.errors import NumericalError
 from wflow.model.attention import AttentionModel, Field
 
 __all__ = ["DensityModel", "DensityField", "von_mises_density", "initial_density"]
@@ -104,6 +105,11 @@ class DensityModel:
     def evaluate(self, rho, D, want_ito=True) -> DensityField:
         """Every field quantity of the density ``rho`` (P, N) at weights D (P, H, 2, 2)."""
         rho = np.asarray(rho, dtype=float)
+        if np.any(rho < 0):  # masses must be >= 0 (a stage of an unlimited or too long step)
+            raise NumericalError(
+                f"density: negative cell average {float(rho.min()):.3g}; limiter "
+                f"{self.limiter!r} with cfl = {self.cfl} (positivity needs a TVD limiter "
+                f"and cfl <= {fv.POSITIVE_CFL})")
         P = rho.shape[0]
         g = self.grid
         F = self.model.evaluate(self.points(P), D, want_ito=want_ito, weights=g.masses(rho))
