@@ -233,3 +233,22 @@ def test_options_and_layout(tmp_path):
 def test_bad_density_config(key, value, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         simulate(density_cfg(**{key: value}))
+
+
+def test_density_figure(tmp_path):
+    """The ``density`` kind draws ρ(θ, t) and ρ on the circle (PNG of the fixed size, not one
+    colour); a particle run has no ``rho`` and gets a PlotInputError naming the kind."""
+    from PIL import Image
+
+    from wflow.lab import plotting
+
+    r = simulate(density_cfg(solver__T=0.2))
+    (png,) = plotting.plot(r, kind="density", outdir=tmp_path, formats=("png",))
+    with Image.open(png) as im:
+        w, h = plotting.FIGSIZE["density"]
+        assert im.size == (round(w * plotting.DPI), round(h * plotting.DPI))
+        assert any(lo < hi for lo, hi in im.convert("RGB").getextrema())
+    assert png.stat().st_size < 300_000
+    with pytest.raises(plotting.PlotInputError, match="density"):
+        plotting.plot((r.config, {k: v for k, v in r.arrays.items() if k != "rho"}),
+                      kind="density", outdir=tmp_path)

@@ -18,7 +18,7 @@ from wflow.lab.analysis import load_source as _load  # noqa: F401  (re-exported)
 
 log = logging.getLogger("wflow.lab.plotting")
 
-KINDS = ("snapshots", "G2", "ledger", "balance", "head_scaling", "clustering")
+KINDS = ("snapshots", "G2", "ledger", "balance", "head_scaling", "clustering", "density")
 #: resolution of PNG output (dots per inch); PNG size in pixels = FIGSIZE[kind] * DPI
 DPI = 150
 #: fixed figure sizes in inches, per kind
@@ -29,6 +29,7 @@ FIGSIZE = {
     "balance": (6.4, 6.4),
     "head_scaling": (5.6, 4.4),
     "clustering": (9.6, 5.6),
+    "density": (10.4, 4.4),
 }
 #: animation frame size (inches) and resolution
 ANIMATION_FIGSIZE = (4.8, 4.8)
