@@ -128,8 +128,15 @@ def names(kind=None, group=None):
                  if (kind is None or s.kind == kind) and (group is None or s.group == group))
 
 
+def _avg(c, a):
+    """Mean over the points (last axis): uniform for tokens, mass-weighted
+    :math:`\sum_k m_k a_k` for a density (a field with ``masses``)."""
+    m = getattr(c.field, "masses", None)
+    return np.mean(a, axis=-1) if m is None else np.sum(m * a, axis=-1)
+
+
 def _mean_v2(c):
-    return np.mean(np.sum(c.field.velocity**2, axis=-1), axis=-1)
+    return _avg(c, np.sum(c.field.velocity**2, axis=-1))
 
 
 # ---------------------------------------------------------------------------- the table
@@ -142,13 +149,14 @@ for _n, _d, _u, _fn in (
     ("G2_hm", "G^2_hm = (1/n) sum |v_i|^2 / b_hat(x_i)", _T, lambda c: c.field.G2_hm),
     ("v2_mean", "mean squared speed (1/n) sum |v_i|^2", "1/time^2", _mean_v2),
     ("b_hat_mean", "mean effective mobility b_hat = 1/Z_bar", "dimensionless",
-     lambda c: c.field.b_hat.mean(axis=1)),
+     lambda c: _avg(c, c.field.b_hat)),
     ("b_hat_min", "minimum effective mobility", "dimensionless",
      lambda c: c.field.b_hat.min(axis=1)),
     ("b_hat_max", "maximum effective mobility", "dimensionless",
      lambda c: c.field.b_hat.max(axis=1)),
     ("Zbar_mean", "mean partition function Z_h(x_i) over heads and tokens", "dimensionless",
-     lambda c: c.field.partition.mean(axis=(1, 2))),
+     lambda c: (c.field.partition.mean(axis=(1, 2)) if getattr(c.field, "masses", None) is None
+                else _avg(c, c.field.partition.mean(axis=1)))),
     ("dEdt_drift", "<dE/dD, f(D, t)>: energy rate of the weight drift", _T,
      lambda c: np.einsum("phab,phab->p", c.field.dE_dD, c.drift)),
     ("ito_expected", "expected Ito correction rate", _T,

@@ -38,12 +38,14 @@ class DensityField(Field):
     r""":class:`~wflow.model.attention.Field` at the cell centres, with ``dissipation`` the
     scheme's :math:`\mathcal D_h`, plus ``rate`` (P, N) :math:`\dot\rho` (σ included),
     ``flux`` (P, N) :math:`F_{k+1/2}`, ``max_dt`` (P,) the CFL step and ``dissipation_cells``
-    (P,) the cell quadrature :math:`\sum_k m_k\langle g_k, v_k\rangle` (the kernel's 𝒟)."""
+    (P,) the cell quadrature :math:`\sum_k m_k\langle g_k, v_k\rangle` (the kernel's 𝒟) and
+    ``masses`` (P, N) :math:`m_k` (the point means of the series are mass-weighted)."""
 
     rate: np.ndarray | None = None
     flux: np.ndarray | None = None
     max_dt: np.ndarray | None = None
     dissipation_cells: np.ndarray | None = None
+    masses: np.ndarray | None = None
 
 
 def von_mises_density(theta, kappa, mu=0.0):
@@ -121,7 +123,7 @@ class DensityModel:
         kw["dissipation"] = fv.discrete_dissipation(flux, Phi, self.sigma)
         return DensityField(**kw, rate=fv.flux_divergence(flux, g.h), flux=flux,
                             max_dt=fv.cfl_dt(af, g.h, self.cfl),
-                            dissipation_cells=F.dissipation)
+                            dissipation_cells=F.dissipation, masses=g.masses(rho))
 
     def rate(self, rho, D) -> np.ndarray:
         r""":math:`\dot\rho` (P, N) at frozen weights D (the stages of a step)."""
