@@ -64,6 +64,7 @@ from wflow.config.schema import (
     show,
     typename,
 )
+from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
 from wflow.model.weights import (
@@ -74,7 +75,6 @@ from wflow.model.weights import (
     SCHEMES_BY_PROCESS,
     get_process,
 )
-from wflow.core.circle_fv import LIMITERS
 from wflow.stepping import density as _density  # registers the 'ssprk3' tableau
 from wflow.stepping import jko as _jko  # noqa: F401  (registers the 'jko' stepper)
 from wflow.stepping.integrators import STEPPERS

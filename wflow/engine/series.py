@@ -129,7 +129,7 @@ def names(kind=None, group=None):
 
 
 def _avg(c, a):
-    """Mean over the points (last axis): uniform for tokens, mass-weighted
+    r"""Mean over the points (last axis): uniform for tokens, mass-weighted
     :math:`\sum_k m_k a_k` for a density (a field with ``masses``)."""
     m = getattr(c.field, "masses", None)
     return np.mean(a, axis=-1) if m is None else np.sum(m * a, axis=-1)
