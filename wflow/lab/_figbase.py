@@ -73,7 +73,9 @@ def _describe(config, arrays):
     P = next((np.shape(v)[1] for k, v in arrays.items() if k != "t" and np.ndim(v) >= 2), None)
     parts = [
         f"H = {_cfg(config, 'model', 'heads', '?')}",
-        f"n = {_cfg(config, 'model', 'n', '?')}",
+        (f"density, N = {_cfg(config, 'density', 'cells', '?')} cells"
+         if _cfg(config, "solver", "representation", "particles") == "density"
+         else f"n = {_cfg(config, 'model', 'n', '?')}"),
         f"d = {_cfg(config, 'model', 'd', '?')}",
         f"weights: {_cfg(config, 'weights', 'process', '?')}",
         f"normalisation: {_cfg(config, 'model', 'normalization', '?')}",
