@@ -95,7 +95,7 @@ class Field:
         for k, v in self.__dict__.items():
             a = v[p]
             kw[k] = float(a) if np.ndim(a) == 0 else a
-        return Field(**kw)
+        return type(self)(**kw)
 
 
 @dataclass(frozen=True)
