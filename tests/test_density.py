@@ -287,3 +287,29 @@ def test_resume_is_bit_identical(tmp_path, monkeypatch):
     with h5py.File(ref, "r") as a, h5py.File(tmp_path / "r.h5", "r") as b:
         for name in ("rho", "series/energy", "series/ledger_residual", "series/mass"):
             np.testing.assert_array_equal(a[name][()], b[name][()], err_msg=name)
+
+
+def test_step_restarts_with_more_substeps():
+    """A step told a far too long stable step (max_dt = ∞, dt = 20 CFL steps) goes negative,
+    restarts from ρ_k with twice as many substeps until it does not, and keeps mass and
+    ρ ≥ 0; with MAX_RETRIES = 0 the NumericalError stands."""
+    from wflow.stepping import density as sd
+
+    g = fv.CircleGrid(64)
+    dm = DensityModel(AttentionModel(beta=1.0, sign="ascent"), g)
+    D = 3.0 * np.eye(2)[None, None]
+    rho = vm_cells(g, 30.0)
+    F = dm.evaluate(rho, D)
+    dt = 20 * float(F.max_dt[0])
+    ctx = StepContext(X=rho, dt=dt, sigma=dm.sigma, k1=F.rate, max_dt=np.array([np.inf]),
+                      velocity=lambda r: dm.rate(r, D))
+    rho1, info = DensityStepper("ssprk3").step(ctx)
+    assert info["cfl_substeps"][0] >= 2 and np.all(rho1 >= 0)
+    assert abs(rho1.sum() * g.h - 1.0) <= 64 * U
+    old = sd.MAX_RETRIES
+    try:
+        sd.MAX_RETRIES = 0
+        with pytest.raises(NumericalError, match="negative cell average"):
+            DensityStepper("ssprk3").step(ctx)
+    finally:
+        sd.MAX_RETRIES = old

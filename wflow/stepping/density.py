@@ -12,7 +12,10 @@ strong-stability-preserving schemes offered are
 
 *CFL check.* The step Δt of the run is split into :math:`s = \lceil \Delta t / \Delta t_{\rm CFL}\rceil`
 equal substeps, :math:`\Delta t_{\rm CFL} = \mathrm{cfl}\,h/\max|a|` at :math:`\rho_k` (all
-paths share s), weights frozen at :math:`D_k` throughout (the stepping contract). The number
+paths share s), weights frozen at :math:`D_k` throughout (the stepping contract). The speed
+can grow within the step (a concentrating density): a stage or a result with a negative cell
+average makes the step start again from :math:`\rho_k` with twice as many substeps (at most
+:data:`MAX_RETRIES` times; then the :class:`~wflow.errors.NumericalError` stands). The number
 of substeps and the smallest cell average after the step are reported as the stepper series
 ``cfl_substeps`` and ``rho_min``.
 """
@@ -23,9 +26,13 @@ import math
 
 import numpy as np
 
+from wflow.errors import NumericalError
 from wflow.stepping.integrators import HEUN, TABLEAUX, ButcherTableau, StepContext, register_tableau
 
-__all__ = ["SSPRK3", "SSP_METHODS", "DensityStepper", "additive"]
+__all__ = ["SSPRK3", "SSP_METHODS", "DensityStepper", "additive", "MAX_RETRIES"]
+
+#: how many times a step that went negative is restarted with twice as many substeps
+MAX_RETRIES = 4
 
 SSPRK3 = register_tableau(ButcherTableau(
     "ssprk3",
@@ -74,8 +81,24 @@ class DensityStepper:
         return max(1, math.ceil(dt / m * (1 - 1e-12)))
 
     def step(self, ctx: StepContext):
-        tab = self.tableau
         s = self.substeps(ctx.dt, ctx.max_dt)
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                rho = self._substeps(ctx, s)
+                if np.all(rho >= 0):
+                    break
+                raise NumericalError(f"density: negative cell average {rho.min():.3g} "
+                                     f"after a step of {s} substeps")
+            except NumericalError:
+                if attempt == MAX_RETRIES:
+                    raise
+                s *= 2
+        P = rho.shape[0]
+        return rho, {"cfl_substeps": np.full(P, float(s)), "rho_min": rho.min(axis=-1)}
+
+    def _substeps(self, ctx: StepContext, s: int):
+        """s equal substeps of the tableau from ctx.X (the first stage reuses ctx.k1)."""
+        tab = self.tableau
         h = ctx.dt / s
         rho = ctx.X
         for i in range(s):
@@ -88,5 +111,4 @@ class DensityStepper:
                     Ki = ctx.velocity(rho + h * U)
                 K.append(Ki)
             rho = rho + h * sum(b * Ki for b, Ki in zip(tab.b, K) if b != 0.0)
-        P = rho.shape[0]
-        return rho, {"cfl_substeps": np.full(P, float(s)), "rho_min": rho.min(axis=-1)}
+        return rho
