@@ -437,12 +437,46 @@ def _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
     return s0, a0, a1, a2, si
 
 
+@njit(fastmath=_FM, **_OPTS)
+def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
+    """d = 2 with relative column masses u (zero-padded), polynomial exp: the row in one
+    vectorised loop, e_ij = u_j e^{s_ij − c}. Returns S0, SX, Σ_j e_ij⟨x_i,x_j⟩² (as
+    :func:`_row_sums3`)."""
+    s0 = 0.0
+    a0 = 0.0
+    a1 = 0.0
+    si = 0.0
+    npad = ((jend + _VW - 1) // _VW) * _VW
+    if want_ito:
+        for j in range(npad):
+            u0 = x0[j]
+            u1 = x1[j]
+            e = _exp_fast(q0 * u0 + q1 * u1 - c) * u[j]
+            e = e if j < jend else 0.0
+            s0 += e
+            a0 += e * u0
+            a1 += e * u1
+            cc = y0 * u0 + y1 * u1
+            si += e * cc * cc
+    else:
+        for j in range(npad):
+            u0 = x0[j]
+            u1 = x1[j]
+            e = _exp_fast(q0 * u0 + q1 * u1 - c) * u[j]
+            e = e if j < jend else 0.0
+            s0 += e
+            a0 += e * u0
+            a1 += e * u1
+    return s0, a0, a1, si
+
+
 @njit(**_OPTS)
 def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
     X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch; U (P, n_pad) relative column masses
-    or None (weighted rows take the chunked loop, also for d = 3)."""
+    or None (weighted rows take the chunked loop, also for d = 3, except d = 2 with the
+    polynomial exponential: :func:`_row_sums2w`)."""
     d = X.shape[2]
     n = X.shape[1]
     Xp = Xt[p]
@@ -467,6 +501,10 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
                 si += s0
             else:
                 s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, None)
+        elif fast and d == 2:  # weighted d = 2 (the density on S¹): one fused loop
+            s0, sx[0], sx[1], si = _row_sums2w(Xp[0], Xp[1], q[0], q[1], xi[0], xi[1], c, jend,
+                                               want_ito, U[p])
+            si += s0
         else:
             s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, U[p])
         S0[p, h, i] = s0
