@@ -65,6 +65,12 @@ with ``fastmath={"reassoc", "contract"}`` on the accumulation loops only: the
 results can differ in the last bits between machines with different SIMD widths,
 never between runs or thread counts on one machine.)
 
+*Weighted points* [model §5b]. ``weights`` (masses w_j) enter as relative masses
+``u_j = n w_j``: the exponentials are multiplied by u_j before the column sums (a separate
+loop in the chunked path, a fused loop :func:`_row_sums2w` for d = 2; d = 3 takes the chunked
+path) and the row terms and the ∂_D E partials by u_i. ``weights=None`` passes ``U = None``,
+and numba prunes every weighted branch: the unweighted code and its results are unchanged.
+
 *Exponential.* ``fast_exp=True`` uses :func:`_exp_fast`, a branch-free
 polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
 2^k built by bit-casting) that LLVM vectorises; ``fast_exp=False`` uses libm.
