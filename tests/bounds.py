@@ -58,7 +58,7 @@ def relative_bound(n, d, H, beta, D, u=U64):
 
 
 def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, causal=False, ref=None,
-                 u=U64):
+                 u=U64, weights=None):
     r"""Absolute error bounds for every field quantity of one path.
 
     Parameters
@@ -68,6 +68,7 @@ def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, c
     ref : the reference's unmasked outputs (``field_reference``) for the magnitudes;
         computed if None.
     u : unit round-off of the arithmetic compared (``U32`` for the float32 pair loop).
+    weights : (n,) point masses [model §5b] or None (1/n): the row sums become weighted sums.
 
     Returns
     -------
@@ -83,13 +84,15 @@ def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, c
     H = D.shape[0]
     Vm = D if V is None else np.asarray(V, float)
     if ref is None:
-        ref = field_reference(X, D, beta, normalization, laplacian_heads, False, V)
+        ref = field_reference(X, D, beta, normalization, laplacian_heads, False, V, weights)
+    wr = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, float)  # row weights
     lap = np.zeros(H, bool)
     lap[list(laplacian_heads)] = True
     eps = relative_bound(n, d, H, beta, D, u)
 
     Z = ref["partition"]  # (H, n), positive: no cancellation
-    Zv = field_reference(X, D, beta, normalization, laplacian_heads, True, V)["partition"] if causal else Z
+    Zv = (field_reference(X, D, beta, normalization, laplacian_heads, True, V, weights)["partition"]
+          if causal else Z)
     normV = np.linalg.norm(Vm, 2, axis=(1, 2))  # |a_h| ≤ ‖V_h‖₂ (a convex combination of V x_j)
     normD = np.linalg.norm(D, 2, axis=(1, 2))
     weight = {"head": np.full_like(Zv, 1.0 / H), "joint": Zv / Zv.sum(axis=0),
@@ -109,11 +112,12 @@ def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, c
         "b_hat": eps * b_hat,
         "energy": eps * abs(ref["energy"]),
         # ⟨g_i, v_i⟩: the propagated errors of g and v, and the sum of |terms|
-        "dissipation": eps * np.mean(Mg * v + g * Mv + g * v),
-        "G2": eps * np.mean((2 * v * Mv + v * v) / m_bar),
-        "G2_hm": eps * np.mean((2 * v * Mv + v * v) / b_hat),
+        "dissipation": eps * (wr @ (Mg * v + g * Mv + g * v)),
+        "G2": eps * (wr @ ((2 * v * Mv + v * v) / m_bar)),
+        "G2_hm": eps * (wr @ ((2 * v * Mv + v * v) / b_hat)),
         # ∂E/∂D_h = (1/2Hn²) Σ_ij e_ij x_i x_jᵀ: entries bounded by (1/2Hn) Σ_i Z_h(x_i)
-        "dE_dD": eps * (Z.sum(axis=1) / (2 * H * n))[:, None, None],
+        # (weighted: (1/2H) Σ_i w_i Z_h(x_i))
+        "dE_dD": eps * ((Z @ wr) / (2 * H))[:, None, None],
         "ito_sum": eps * abs(ref["ito_sum"]),  # positive terms
     }
 

@@ -38,7 +38,8 @@ def with_values(base: dict | None = None, **dotted) -> dict:
 
 
 def test_defaults_cover_the_vocabulary():
-    assert set(C.DEFAULTS) == {"model", "init", "weights", "solver", "diagnostics", "output"}
+    assert set(C.DEFAULTS) == {"model", "init", "weights", "solver", "diagnostics", "output",
+                               "density"}  # [density]: the S¹ density representation (§5b)
     # [model §10] names are all present
     spec = {
         "model": "d n beta heads normalization sign laplacian_heads mask values",

@@ -390,3 +390,98 @@ def test_tile_partition_is_fixed():
     """The work items depend on d only (never on the thread count or the path batch)."""
     assert K._tile_rows(3) == 8 and K._tile_rows(8) == 8 and K._tile_rows(9) == 16
     assert K._tile_rows(64) == 64
+
+
+# ---------------------------------------------------------------------------------------------
+# Weighted points [model §5b]
+# ---------------------------------------------------------------------------------------------
+def weighted_reference(X, D, V, beta, norm, lap, causal, tied, W):
+    """Per path: the weighted NumPy reference and its conditioning bounds."""
+    out = []
+    for p in range(X.shape[0]):
+        Vp = None if tied else V[p]
+        heads = np.flatnonzero(lap)
+        ref = field_reference(X[p], D[p], beta, norm, heads, causal, Vp, weights=W[p])
+        full = ref if not causal else field_reference(X[p], D[p], beta, norm, heads, False, Vp,
+                                                      weights=W[p])
+        out.append((ref, field_bounds(X[p], D[p], beta, norm, heads, Vp, causal, full,
+                                      weights=W[p])))
+    return out
+
+
+def masses(rng, P, n, zeros=3):
+    """Point masses: spread over two decades, a few exactly zero, summing to 1 per path."""
+    W = 10.0 ** rng.uniform(-1, 1, size=(P, n))
+    W[:, rng.choice(n, zeros, replace=False)] = 0.0
+    return W / W.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("d", [2, 3, 16])
+def test_weighted_pass_matches_reference(d):
+    """Weighted points (columns e_ij → w_j e_ij and rows Σ_i w_i) equal the weighted NumPy
+    reference within the conditioning bounds, every normalisation, tied and untied values,
+    causal mask, both exponentials; d = 16 with n ≥ 256 runs the BLAS pair pass."""
+    rng = np.random.default_rng(40 + d)
+    P, H = 2, 3
+    n = K.BLAS_MIN_N + 9 if d == 16 else 29
+    X, D, V = make_case(rng, P, n, d, H)
+    W = masses(rng, P, n)
+    lap = np.array([False, True, False])
+    assert K._use_blas(n, d, False, True) == (d == 16)
+    combos = [(norm, tied, causal) for norm in K.NORM_CODES for tied in (True, False)
+              for causal in (False, True)]
+    if d == 16:  # the dense reference is the cost: each option once
+        combos = [("head", True, False), ("joint", False, True), ("none", False, False)]
+    for norm, tied, causal in combos:
+        refs = weighted_reference(X, D, V, 1.5, norm, lap, causal, tied, W)
+        for fast in ((True, False) if d != 16 else (True,)):
+            out = K.fused_pass(X, D, V, 1.5, K.NORM_CODES[norm], lap, causal, tied,
+                               fast_exp=fast, weights=W)
+            check(out, refs, causal)
+
+
+@pytest.mark.parametrize("d", [2, 3, 16])
+def test_integer_weights_equal_repeated_particles(d):
+    """Integer multiplicities k_j (normalised, w_j = k_j / Σk) give the field of the point set
+    in which x_j is repeated k_j times: the velocity at every copy, and every sum (E, 𝒟, G²,
+    G²_hm, ∂_D E, Itô) — within the conditioning bound of the longer (repeated) sum."""
+    rng = np.random.default_rng(50 + d)
+    n, H = (K.BLAS_MIN_N + 3 if d == 16 else 31), 2
+    X, D, V = make_case(rng, 1, n, d, H)
+    k = rng.integers(1, 4, size=n)
+    Xr = np.repeat(X, k, axis=1)
+    lap = np.array([True, False])
+    for code in (0, 1, 2):
+        a = K.fused_pass(X, D, V, 1.0, code, lap, False, False, weights=(k / k.sum())[None])
+        b = K.fused_pass(Xr, D, V, 1.0, code, lap, False, False)
+        norm = {c: s for s, c in K.NORM_CODES.items()}[code]
+        bound = field_bounds(Xr[0], D[0], 1.0, norm, (0,), V[0])
+        for name in NAMES:
+            x, y = getattr(a, name)[0], getattr(b, name)[0]
+            if name in ("velocity", "gradient", "b_hat"):
+                x = np.repeat(x, k, axis=0)
+            elif name == "partition":
+                x = np.repeat(x, k, axis=1)
+            assert_within(f"{name} (repeated)", x, y, 2 * bound[name])
+
+
+def test_weights_none_is_uniform_and_unweighted_code():
+    """weights=None is w_j = 1/n (within the bounds: n·(1/n) need not round to 1), float32
+    inputs with weights take the float64 pair loop, and bad masses are refused."""
+    rng = np.random.default_rng(60)
+    X, D, V = make_case(rng, 2, 40, 3, 2)
+    lap = np.zeros(2, bool)
+    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True)
+    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, weights=np.full(40, 1 / 40))
+    check_agree(a, b, X, D, V, 1.0, 0, lap, False, True)
+    W = masses(rng, 2, 40)
+    c = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, weights=W)
+    c32 = K.fused_pass(X.astype(np.float32), D, V, 1.0, 0, lap, False, True, weights=W)
+    c64 = K.fused_pass(X.astype(np.float32).astype(np.float64), D, V, 1.0, 0, lap, False, True,
+                       weights=W)
+    for name in NAMES:
+        assert np.array_equal(getattr(c32, name), getattr(c64, name), equal_nan=True), name
+    assert not np.array_equal(c.energy, a.energy)
+    for bad in (np.full(39, 1 / 39), -W, np.where(W > 0.03, np.nan, W)):
+        with pytest.raises(ValueError, match="weights"):
+            K.fused_pass(X, D, V, 1.0, 0, lap, False, True, weights=bad)

@@ -46,7 +46,11 @@ def _check_pdf(path):
     assert data.startswith(b"%PDF") and len(data) > 1000
 
 
-@pytest.mark.parametrize("kind", plotting.KINDS)
+#: the kinds a particle run draws (``density`` needs a density run: tests/test_density.py)
+PARTICLE_KINDS = tuple(k for k in plotting.KINDS if k != "density")
+
+
+@pytest.mark.parametrize("kind", PARTICLE_KINDS)
 def test_every_kind_renders(res3, tmp_path, kind):
     files = plotting.plot(res3, kind=kind, outdir=tmp_path)
     assert [f.name for f in files] == [f"{kind}.png", f"{kind}.pdf"]
@@ -57,7 +61,7 @@ def test_every_kind_renders(res3, tmp_path, kind):
 def test_plot_all_and_pair_source(res3, tmp_path):
     files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path,
                           formats=("png",))
-    assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in plotting.KINDS)
+    assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in PARTICLE_KINDS)
 
 
 def test_snapshots_circle_and_high_dimension(res2, tmp_path):

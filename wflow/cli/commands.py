@@ -406,4 +406,5 @@ PLOT_KINDS = {
     "balance": "the paper's energy-dissipation balance",
     "head_scaling": "fit a·H^b across runs with different numbers of heads",
     "clustering": "order parameter, number of clusters, smallest cosine",
+    "density": "a density run: rho(theta, t) and rho on the circle",
 }

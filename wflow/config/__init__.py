@@ -64,6 +64,7 @@ from wflow.config.schema import (
     show,
     typename,
 )
+from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
 from wflow.model.weights import (
@@ -74,6 +75,7 @@ from wflow.model.weights import (
     SCHEMES_BY_PROCESS,
     get_process,
 )
+from wflow.stepping import density as _density  # registers the 'ssprk3' tableau
 from wflow.stepping import jko as _jko  # noqa: F401  (registers the 'jko' stepper)
 from wflow.stepping.integrators import STEPPERS
 
@@ -85,6 +87,9 @@ __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always t
 
 VALUES = ("tied", "identity", "gaussian")
 TOKEN_INITS = ("octahedral", "uniform", "vmf", "file")
+REPRESENTATIONS = ("particles", "density")
+#: initial laws a density can start from (cell averages of a closed form)
+DENSITY_INITS = ("uniform", "vmf")
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 ENERGY_METHODS = ("jko",)
 SCHEMES = tuple(dict.fromkeys(s for v in SCHEMES_BY_PROCESS.values() for s in v))
@@ -194,6 +199,25 @@ def _method_rule(cfg):
                     "energy-based methods are refused under the causal mask")
 
 
+def _representation_rule(cfg):
+    """The density representation [model §5b]: S¹ only, no causal mask, an SSP scheme,
+    an initial law with a closed form."""
+    if cfg["solver"]["representation"] != "density":
+        return
+    where = "with solver.representation = 'density'"
+    if cfg["model"]["d"] != 2:
+        raise bad("model.d", cfg["model"]["d"], f"must be 2 {where} (the circle S^1)")
+    if cfg["model"]["mask"] != "none":
+        raise bad("model.mask", cfg["model"]["mask"], f"must be 'none' {where}")
+    if cfg["solver"]["method"] not in _density.SSP_METHODS:
+        raise bad("solver.method", cfg["solver"]["method"],
+                  f"must be one of {choices_text(_density.SSP_METHODS)} {where} "
+                  "(strong-stability-preserving: keeps rho >= 0)")
+    if cfg["init"]["tokens"] not in DENSITY_INITS:
+        raise bad("init.tokens", cfg["init"]["tokens"],
+                  f"must be one of {choices_text(DENSITY_INITS)} {where}")
+
+
 def _steps_rule(cfg):
     s = cfg["solver"]
     if s["T"] < s["dt"]:
@@ -227,6 +251,8 @@ _SECTION_DOCS = {
     "solver": "time stepping [model §6–7]",
     "diagnostics": "what is measured besides the series [model §8]",
     "output": "the HDF5 result file",
+    "density": "the density representation on S^1 (solver.representation = 'density') "
+               "[model §5b]",
 }
 for _section, _doc in _SECTION_DOCS.items():
     schema.register_section(_section, _doc)
@@ -295,7 +321,11 @@ for _p in [
           applies=When("weights.process", "file"),
           rule=_needs_file("weights.file", "weights.process", "file")),
     Param("solver.method", "euler", Choice(METHODS),
-          "euler (renormalised onto the sphere), heun, rk4, jko", rule=_method_rule),
+          "euler (renormalised onto the sphere), heun, rk4, ssprk3 (SSP-RK3), jko",
+          rule=_method_rule),
+    Param("solver.representation", "particles", Choice(REPRESENTATIONS),
+          "particles: n tokens; density: cell averages of ρ on S^1 (finite volumes, d = 2)",
+          rule=_representation_rule),
     Param("solver.dt", 0.005, _POS, "time step Δt"),
     Param("solver.T", 20.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
     Param("solver.record_every", 5, Integer(lo=1), "steps between records (t = 0 is a record)",
@@ -312,6 +342,14 @@ for _p in [
           applies=When("solver.method", "jko")),
     Param("solver.jko_maxiter", 200, Integer(lo=1), "JKO: L-BFGS iterations per step",
           applies=When("solver.method", "jko")),
+    Param("density.cells", 256, Integer(lo=4), "cells N of the uniform grid in angle on S^1",
+          applies=When("solver.representation", "density")),
+    Param("density.limiter", "van_leer", Choice(LIMITERS),
+          "slope limiter of the MUSCL reconstruction (none: unlimited, not positive)",
+          applies=When("solver.representation", "density")),
+    Param("density.cfl", 0.4, Interval(0, 1, "right"),
+          "Courant number of the substeps (<= 0.5 keeps rho >= 0)",
+          applies=When("solver.representation", "density")),
     Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step)"),
     Param("diagnostics.clustering", True, Boolean(),
           "clusters, order parameter, smallest cosine, variance, spectrum"),

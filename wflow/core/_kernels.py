@@ -65,6 +65,12 @@ with ``fastmath={"reassoc", "contract"}`` on the accumulation loops only: the
 results can differ in the last bits between machines with different SIMD widths,
 never between runs or thread counts on one machine.)
 
+*Weighted points* [model §5b]. ``weights`` (masses w_j) enter as relative masses
+``u_j = n w_j``: the exponentials are multiplied by u_j before the column sums (a separate
+loop in the chunked path, a fused loop :func:`_row_sums2w` for d = 2; d = 3 takes the chunked
+path) and the row terms and the ∂_D E partials by u_i. ``weights=None`` passes ``U = None``,
+and numba prunes every weighted branch: the unweighted code and its results are unchanged.
+
 *Exponential.* ``fast_exp=True`` uses :func:`_exp_fast`, a branch-free
 polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
 2^k built by bit-casting) that LLVM vectorises; ``fast_exp=False`` uses libm.
@@ -348,8 +354,11 @@ def _row_max(Xp, q, jend, buf):
 
 
 @njit(fastmath=_FM, **_OPTS)
-def _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx):
+def _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, u):
     """Sums of one row over j < jend: returns (S0, SI) and writes SX into sx.
+
+    ``u`` (n_pad,) relative column masses :math:`u_j = n w_j` (e_ij → u_j e_ij, zero padded),
+    or None (uniform: numba prunes the weighting loop, the unweighted code is unchanged).
 
     Xp is (d, n_pad) with zero padding up to a multiple of _VW: every loop runs over
     whole vectors (the padded weights are set to 0), none falls into a scalar remainder.
@@ -371,6 +380,10 @@ def _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx):
                 buf[j] = math.exp(buf[j] - c)
         for j in range(m, mp):
             buf[j] = 0.0
+        if u is not None:
+            uc = u[j0:j0 + mp]
+            for j in range(mp):
+                buf[j] *= uc[j]
         t = 0.0
         for j in range(mp):
             t += buf[j]
@@ -430,11 +443,46 @@ def _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
     return s0, a0, a1, a2, si
 
 
+@njit(fastmath=_FM, **_OPTS)
+def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
+    """d = 2 with relative column masses u (zero-padded), polynomial exp: the row in one
+    vectorised loop, e_ij = u_j e^{s_ij − c}. Returns S0, SX, Σ_j e_ij⟨x_i,x_j⟩² (as
+    :func:`_row_sums3`)."""
+    s0 = 0.0
+    a0 = 0.0
+    a1 = 0.0
+    si = 0.0
+    npad = ((jend + _VW - 1) // _VW) * _VW
+    if want_ito:
+        for j in range(npad):
+            u0 = x0[j]
+            u1 = x1[j]
+            e = _exp_fast(q0 * u0 + q1 * u1 - c) * u[j]
+            e = e if j < jend else 0.0
+            s0 += e
+            a0 += e * u0
+            a1 += e * u1
+            cc = y0 * u0 + y1 * u1
+            si += e * cc * cc
+    else:
+        for j in range(npad):
+            u0 = x0[j]
+            u1 = x1[j]
+            e = _exp_fast(q0 * u0 + q1 * u1 - c) * u[j]
+            e = e if j < jend else 0.0
+            s0 += e
+            a0 += e * u0
+            a1 += e * u1
+    return s0, a0, a1, si
+
+
 @njit(**_OPTS)
 def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
-                 buf, cbuf, sx, q, S0, SX, SI, RS):
+                 buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
-    X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch."""
+    X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch; U (P, n_pad) relative column masses
+    or None (weighted rows take the chunked loop, also for d = 3, except d = 2 with the
+    polynomial exponential: :func:`_row_sums2w`)."""
     d = X.shape[2]
     n = X.shape[1]
     Xp = Xt[p]
@@ -451,12 +499,20 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
             c = _row_max(Xp, q, jend, buf)
         else:
             c = shift[p, h]
-        if fast and d == 3:
-            s0, sx[0], sx[1], sx[2], si = _row_sums3(
-                Xp[0], Xp[1], Xp[2], q[0], q[1], q[2], xi[0], xi[1], xi[2], c, jend, want_ito)
+        if U is None:
+            if fast and d == 3:
+                s0, sx[0], sx[1], sx[2], si = _row_sums3(
+                    Xp[0], Xp[1], Xp[2], q[0], q[1], q[2], xi[0], xi[1], xi[2], c, jend,
+                    want_ito)
+                si += s0
+            else:
+                s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, None)
+        elif fast and d == 2:  # weighted d = 2 (the density on S¹): one fused loop
+            s0, sx[0], sx[1], si = _row_sums2w(Xp[0], Xp[1], q[0], q[1], xi[0], xi[1], c, jend,
+                                               want_ito, U[p])
             si += s0
         else:
-            s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx)
+            s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, U[p])
         S0[p, h, i] = s0
         SI[p, h, i] = si
         RS[p, h, i] = c
@@ -581,9 +637,10 @@ _BLAS_BLOCK_ELEMS = 1 << 18
 
 
 @njit(nogil=True, fastmath=_FM, **_OPTS)
-def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h, SIh, RSh):
-    """Rows i0..i0+B−1 of one head from their logits L (B, m): L ← e^{L − c} in place
-    (0 beyond the causal mask), S0, SI = Σ_j e_ij (1 + C_ij²) and the shift written."""
+def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h, SIh, RSh, u):
+    """Rows i0..i0+B−1 of one head from their logits L (B, m): L ← u_j e^{L − c} in place
+    (0 beyond the causal mask), S0, SI = Σ_j e_ij (1 + C_ij²) and the shift written.
+    ``u`` (m,) relative column masses, or None (uniform)."""
     B, m = L.shape
     for r in range(B):
         i = i0 + r
@@ -604,6 +661,9 @@ def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h,
                 row[j] = math.exp(row[j] - c)
         for j in range(jend, m):
             row[j] = 0.0
+        if u is not None:
+            for j in range(jend):
+                row[j] *= u[j]
         s0 = 0.0
         for j in range(jend):
             s0 += row[j]
@@ -640,7 +700,8 @@ def _use_blas(n, d, single, fast_exp):
     return d >= BLAS_MIN_D and n >= BLAS_MIN_N and not (single and d == 3 and fast_exp)
 
 
-def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits):
+def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits,
+                    U=None):
     """The pair pass with BLAS matmuls, the same sums as :func:`_pair_pass`.
 
     Work items are (path, block of B rows); each item computes, once, the Gram block
@@ -674,7 +735,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
             Q = Xb @ bDT[p, h]
             np.matmul(Q, XTm, out=L)
             _blas_block_rows(L, C, i0, shift[p, h], rowmax[p, h], causal, want_ito, fast,
-                             S0[p, h], SI[p, h], RS[p, h])
+                             S0[p, h], SI[p, h], RS[p, h], None if U is None else U[p, :m])
             SX[p, h, i0:i1] = L @ Xm
 
     nt = max(1, min(numba.get_num_threads(), P * nb))
@@ -710,13 +771,14 @@ def _fetch_add(typingctx, counter):
 
 @njit(**_OPTS)
 def _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
-                   vel, part, grad, bhat, er, dEp, ybar, w, v, g):
+                   vel, part, grad, bhat, er, dEp, ybar, w, v, g, U):
     r"""Per-row outputs of rows i0..i1−1 of path p from their row sums (heads in order).
 
     Writes velocity, partition, gradient, b̂ and the row terms ``er[:, p, i]`` of 𝒟, G²,
     G²_hm, E and the Itô sum (summed over rows later), and the tile's partial
     :math:`\sum_{i \in \text{tile}} e^{c_{hi}} x_i\, SX_{hi}^\top` into ``dEp[p, b, h]``
-    (rows in increasing order). ybar, w, v, g: (d,) scratch.
+    (rows in increasing order). ybar, w, v, g: (d,) scratch. U (P, ≥n) relative masses
+    :math:`u_i = n w_i` (the ∂_D E partial weighted by u_i), or None (uniform).
     """
     n, d = X.shape[1], X.shape[2]
     H = D.shape[1]
@@ -766,6 +828,8 @@ def _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
                         acc += D[p, h, a, bb] * SX[p, h, i, bb]
                     g[a] += es * acc
                     xa = es * x[a]
+                    if U is not None:
+                        xa *= U[p, i]
                     for bb in range(d):
                         dEp[p, b, h, a, bb] += xa * SX[p, h, i, bb]
                 ito += es * SI[p, h, i]
@@ -798,8 +862,9 @@ def _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
 
 
 @njit(**_OPTS)
-def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD):
-    """Sums over rows (and over tiles for ∂_D E) in a fixed sequential order."""
+def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U):
+    r"""Sums over rows (and over tiles for ∂_D E) in a fixed sequential order; with relative
+    row masses U (P, ≥n) the row terms are weighted, :math:`\frac1n\sum_i u_i(\cdot)`."""
     P, n = er.shape[1], er.shape[2]
     nt, d = dEp.shape[1], dEp.shape[3]
     f = 1.0 / (2.0 * H * n * n)
@@ -809,12 +874,21 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD):
         s3 = 0.0
         s4 = 0.0
         s5 = 0.0
-        for i in range(n):
-            s1 += er[0, p, i]
-            s2 += er[1, p, i]
-            s3 += er[2, p, i]
-            s4 += er[3, p, i]
-            s5 += er[4, p, i]
+        if U is None:
+            for i in range(n):
+                s1 += er[0, p, i]
+                s2 += er[1, p, i]
+                s3 += er[2, p, i]
+                s4 += er[3, p, i]
+                s5 += er[4, p, i]
+        else:
+            for i in range(n):
+                ui = U[p, i]
+                s1 += ui * er[0, p, i]
+                s2 += ui * er[1, p, i]
+                s3 += ui * er[2, p, i]
+                s4 += ui * er[3, p, i]
+                s5 += ui * er[4, p, i]
         diss[p] = s1 / n
         G2[p] = s2 / n
         G2hm[p] = s3 / n
@@ -835,10 +909,11 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD):
 # output slot and every tile partial is written by one item with the same code, and the
 # reductions run afterwards in a fixed order: results never depend on the schedule.
 @njit(parallel=True, **_OPTS)
-def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, R, counter,
+def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, R, counter, U,
              S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64)."""
+    """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
+    masses or None)."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -863,15 +938,15 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             i1 = min(n, i0 + R)
             for h in range(H):
                 _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
-                             i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS)
+                             i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
             _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
-                           vel, part, grad, bhat, er, dEp, ybar, w, v, g)
+                           vel, part, grad, bhat, er, dEp, ybar, w, v, g, U)
     if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD)
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
 
 @njit(parallel=True, **_OPTS)
-def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter,
+def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter, U,
              S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
     """The fused pass, float32 pair loop for d = 3 (Xt (P, 3, n_pad) float32)."""
@@ -897,13 +972,13 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
                 _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
                              S0, SX, SI, RS)
             _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
-                           vel, part, grad, bhat, er, dEp, ybar, w, v, g)
+                           vel, part, grad, bhat, er, dEp, ybar, w, v, g, U)
     if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD)
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
 
 @njit(parallel=True, **_OPTS)
-def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter,
+def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
                    S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
                    energy, diss, G2, G2hm, ito_sum, dEdD):
     """The epilogue alone, after the BLAS pair pass (same items and order as the fused pass)."""
@@ -925,9 +1000,9 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter,
             b = t - p * nt
             i0 = b * R
             _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, min(n, i0 + R), S0, SX, SI,
-                           RS, vel, part, grad, bhat, er, dEp, ybar, w, v, g)
+                           RS, vel, part, grad, bhat, er, dEp, ybar, w, v, g, U)
     if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD)
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -950,8 +1025,20 @@ def _spectral_norm(D):
 
 
 def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=True,
-               fast_exp=True):
-    """All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
+               fast_exp=True, weights=None):
+    r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
+
+    With point masses :math:`w_j \ge 0` [model §5b] every token average becomes a weighted
+    sum, over columns and over rows:
+
+    .. math::
+        Z_h(x_i) = \sum_j w_j e^{s^h_{ij}},\quad
+        \pi^h_{ij} = \frac{w_j e^{s^h_{ij}}}{\sum_k w_k e^{s^h_{ik}}},\quad
+        E = \frac{1}{2\beta H}\sum_h\sum_{i,j} w_i w_j e^{s^h_{ij}},\quad
+        \mathcal D = \sum_i w_i\langle g_i, v_i\rangle,
+
+    and likewise G², G²_hm, ∂_D E and the Itô sum; ``weights=None`` is
+    :math:`w_j = 1/n` and runs the unweighted code (bit-identical to it).
 
     Parameters
     ----------
@@ -966,6 +1053,10 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     tied : values tied to the interaction matrices (V_h = D_h).
     want_ito : also compute ``ito_sum`` (else NaN).
     fast_exp : polynomial exponential (vectorised) instead of libm.
+    weights : (P, n) or (n,) point masses w_j ≥ 0 (not renormalised: E is quadratic in w),
+        or None (uniform 1/n). Inside, the relative masses :math:`u_j = n w_j` multiply the
+        exponentials after they are computed (the pair loop of d = 3 then takes the chunked
+        path, and float32 inputs the float64 pair loop); the reductions keep their fixed order.
 
     Precision: with float32 ``X`` (d = 3, ``fast_exp``) the pair loop runs in float32
     (logits, exponentials and sums over chunks of 512 columns, 16 SIMD lanes); the chunk
@@ -1006,6 +1097,18 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     lap[:] = np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1) if np.size(laplacian_mask) else False
     causal = bool(causal)
     want_ito = bool(want_ito) and not causal
+    U = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        w = np.broadcast_to(w, (P, n)) if w.shape in ((n,), (1, n)) else w
+        if w.shape != (P, n):
+            raise ValueError(f"weights has shape {w.shape}: expected ({P}, {n}) or ({n},)")
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0)):
+            raise ValueError("weights: every mass must be finite and >= 0")
+        n_padw = -(-n // _VW) * _VW
+        U = np.zeros((P, n_padw))
+        U[:, :n] = n * w
+        single = False  # the weighted pair loop is float64
 
     # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]
     shift = beta * _spectral_norm(D)
@@ -1035,8 +1138,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     if limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
-                        S0, SX, SI, RS, limits)
-        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter,
+                        S0, SX, SI, RS, limits, U)
+        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
                        S0, SX, SI, RS, *outs)
     elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
@@ -1045,12 +1148,12 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         Xt = np.zeros((P, d, n_pad), dtype=np.float32)
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         _fused32(Xt, D, V, X, beta, shift32, rowmax, lap, norm_code, causal, want_ito, R,
-                 counter, S0, SX, SI, RS, *outs)
+                 counter, None, S0, SX, SI, RS, *outs)
     else:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         n_pad = -(-n // _VW) * _VW
         Xt = np.zeros((P, d, n_pad))  # structure of arrays, zero-padded columns
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
-                 bool(fast_exp), R, counter, S0, SX, SI, RS, *outs)
+                 bool(fast_exp), R, counter, U, S0, SX, SI, RS, *outs)
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)

@@ -16,7 +16,7 @@ NORMALIZATIONS = ("head", "joint", "none")
 
 
 def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), causal=False,
-                    V=None):
+                    V=None, weights=None):
     r"""Every field quantity of [model §2–4] from dense matrices.
 
     .. math::
@@ -33,6 +33,9 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
     laplacian_heads : iterable of 0-based Laplacian head indices.
     causal : token i attends to j <= i (energy-based outputs are then NaN).
     V : (H, d, d) value matrices, or None for tied values (V_h = D_h).
+    weights : (n,) point masses :math:`w_j \ge 0` [model §5b], or None (uniform 1/n): every
+        :math:`\frac1n\sum_j` becomes :math:`\sum_j w_j`, over columns (Z, π) and rows
+        (E, 𝒟, G², G²_hm, ∂_D E, Itô sum).
 
     Returns
     -------
@@ -48,6 +51,8 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
     Vm = D if V is None else np.asarray(V, dtype=float)
     lap = np.zeros(H, dtype=bool)
     lap[list(laplacian_heads)] = True
+    # relative masses u_j = n w_j (None: uniform, the unweighted expressions below)
+    u = None if weights is None else n * np.asarray(weights, dtype=float).reshape(n)
 
     S = beta * np.einsum("ia,hab,jb->hij", X, D, X, optimize=True)  # (H, n, n)
     E_full = np.exp(S)  # unshifted: fine for moderate logits (tests)
@@ -59,6 +64,9 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
     Sm = np.where(allowed, S, -np.inf)
     rowmax = Sm.max(axis=2, keepdims=True)
     Wt = np.where(allowed, np.exp(Sm - rowmax), 0.0)
+    if u is not None:
+        Wt = Wt * u[None, None, :]
+        E_full = E_full * u[None, None, :]  # column-weighted e^{s_ij}
     rowsum = Wt.sum(axis=2, keepdims=True)
     Pi = Wt / rowsum  # (H, n, n)
     Z = (np.exp(rowmax[..., 0]) * rowsum[..., 0]) / n  # (H, n) (masked when causal)
@@ -87,21 +95,24 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
         )
         return out
 
-    energy = E_full.sum() / (2 * beta * H * n * n)
+    # row means (1/n) Σ_i u_i (·) (None: plain means)
+    rmean = (lambda a: np.mean(a, axis=-1)) if u is None else (lambda a: np.dot(a, u) / n)
+    Er = E_full if u is None else E_full * u[None, :, None]  # row- and column-weighted
+    energy = Er.sum() / (2 * beta * H * n * n)
     DX = np.einsum("hab,jb->hja", D, X)  # D_h x_j
     # g_i = P_x (1/H) Σ_h Z_h(x_i) Σ_j π_ij D_h x_j = P_x (1/(H n)) Σ_h Σ_j e^{s_ij} D_h x_j
     g = np.einsum("hij,hja->ia", E_full, DX) / (H * n)
     g = g - np.einsum("ia,ia->i", g, X)[:, None] * X
-    diss = np.einsum("ia,ia->", g, v) / n
+    diss = rmean(np.einsum("ia,ia->i", g, v))
     Zbar = Z.mean(axis=0)
     b_hat = 1.0 / Zbar
     m_bar = (1.0 / Z).mean(axis=0)
     v2 = np.einsum("ia,ia->i", v, v)
-    G2 = np.mean(v2 / m_bar)
-    G2_hm = np.mean(v2 / b_hat)
-    dE_dD = np.einsum("hij,ia,jb->hab", E_full, X, X, optimize=True) / (2 * H * n * n)
+    G2 = rmean(v2 / m_bar)
+    G2_hm = rmean(v2 / b_hat)
+    dE_dD = np.einsum("hij,ia,jb->hab", Er, X, X, optimize=True) / (2 * H * n * n)
     C = X @ X.T
-    ito_sum = np.einsum("hij,ij->", E_full, 1.0 + C**2) / (2 * H * n * n)
+    ito_sum = np.einsum("hij,ij->", Er, 1.0 + C**2) / (2 * H * n * n)
     out.update(
         energy=energy, gradient=g, dissipation=diss, b_hat=b_hat, G2=G2, G2_hm=G2_hm,
         dE_dD=dE_dD, ito_sum=ito_sum,

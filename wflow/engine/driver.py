@@ -142,10 +142,11 @@ def failed_message(path, step, error) -> str:
 
 
 def _check_state(path, sim, state, n_rec):
-    P, n, d, H = sim.P, sim.n, sim.d, sim.H
+    P, d, H = sim.P, sim.d, sim.H
     problems = []
-    if state.X.shape != (P, n, d):
-        problems.append(f"X shape {state.X.shape} != {(P, n, d)}")
+    want = sim.X0.shape  # (P, n, d) tokens, or (P, N) cell averages of a density
+    if state.X.shape != want:
+        problems.append(f"X shape {state.X.shape} != {want}")
     if state.D.shape != (P, H, d, d):
         problems.append(f"D shape {state.D.shape} != {(P, H, d, d)}")
     if len(state.rng_states) != P:

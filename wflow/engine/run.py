@@ -40,12 +40,15 @@ import numpy as np
 
 from wflow import config as _config
 from wflow.core import sphere
+from wflow.core.circle_fv import CircleGrid
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.errors import ConfigError, NumericalError
 from wflow.model.attention import AttentionModel, Field
+from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
 from wflow.model.weights import initial_weights, load_weight_file, make_process
+from wflow.stepping.density import DensityStepper
 from wflow.stepping.integrators import StepContext, get_stepper
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,11 @@ class Simulation:
         self.w2 = bool(dg["w2"])
         self._step_ledger = self.ledger and m["mask"] != "causal"
         self.clustering = bool(dg["clustering"])
+        # the density representation [model §5b]: the state X is rho (P, N), the model acts
+        # on cell averages, the stepper is SSP Runge–Kutta; everything else is shared
+        self.density = s["representation"] == "density"
+        if self.density:
+            self.w2 = self.clustering = False  # token diagnostics
         # every stream is a child of SeedSequence(init.seed) named by a fixed spawn key, so
         # path p's draws depend on (seed, p) alone: (0,) tokens, (1,) initial weights and
         # values, (2, p) the noise of path p, (0, p) / (1, p) its own X0 / D(0) if asked
@@ -244,9 +252,18 @@ class Simulation:
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
         self.method = s["method"]
-        with _config.config_errors():
-            self.stepper = get_stepper(self.method,
-                                       {**s, "max_pairwise_n": dg["max_pairwise_n"]})
+        if self.density:
+            dn = cfg["density"]
+            with _config.config_errors():
+                self.model = DensityModel(self.model, CircleGrid(int(dn["cells"])),
+                                          limiter=dn["limiter"], cfl=float(dn["cfl"]))
+                self.stepper = DensityStepper(self.method)
+            X0 = np.broadcast_to(initial_density(ini, self.model.grid),
+                                 (self.P, self.model.grid.N)).copy()
+        else:
+            with _config.config_errors():
+                self.stepper = get_stepper(self.method,
+                                           {**s, "max_pairwise_n": dg["max_pairwise_n"]})
         if self.method == "jko" and m["normalization"] == "head" and self.H >= 2:
             log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
@@ -294,8 +311,11 @@ class Simulation:
             for k in _series.names(group="ledger"):
                 row[k] = np.full(self.P, np.nan)
         out = self.config["output"]
+        if self.density:
+            row["mass"] = state.X.sum(axis=-1) * self.model.grid.h
+            row["dissipation_cells"] = F.dissipation_cells.copy()
         if out["store_tokens"]:
-            row["X"] = state.X.copy()
+            row["rho" if self.density else "X"] = state.X.copy()
         if out["store_weights"]:
             row["D"] = state.D.copy()
         if self.clustering:
@@ -431,6 +451,9 @@ class Simulation:
         stage, and for energy-based steppers E, ∇E and the mobility — b̂ (head, joint) or
         1 (none), frozen at X_k [model §7]."""
         sigma, n = self.model.sigma, self.n
+        if self.density:  # the rate of the cell averages, its CFL step
+            return StepContext(X=X, dt=self.dt, sigma=sigma, k1=F.rate, max_dt=F.max_dt,
+                               velocity=lambda rho: self.model.rate(rho, Dk))
 
         def energy_grad(p, Y):
             G = self.model.evaluate(Y[None], Dk[p : p + 1], want_ito=False)

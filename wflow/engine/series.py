@@ -22,7 +22,8 @@ kind           meaning                                    shape in a result
 Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``step_ledger``
 (with the ledger, not under the causal mask), ``clustering`` (``diagnostics.clustering``),
 ``w2`` (``diagnostics.w2``), ``stepper`` (declared by the stepper, e.g. JKO),
-``tokens``/``weights`` (``output.store_tokens``/``store_weights``), ``user`` (added with
+``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
+``rho`` instead of ``X``), ``density`` (density runs), ``user`` (added with
 :func:`add_series`: recorded by every run while registered).
 
 Adding a diagnostic is one call::
@@ -127,8 +128,15 @@ def names(kind=None, group=None):
                  if (kind is None or s.kind == kind) and (group is None or s.group == group))
 
 
+def _avg(c, a):
+    r"""Mean over the points (last axis): uniform for tokens, mass-weighted
+    :math:`\sum_k m_k a_k` for a density (a field with ``masses``)."""
+    m = getattr(c.field, "masses", None)
+    return np.mean(a, axis=-1) if m is None else np.sum(m * a, axis=-1)
+
+
 def _mean_v2(c):
-    return np.mean(np.sum(c.field.velocity**2, axis=-1), axis=-1)
+    return _avg(c, np.sum(c.field.velocity**2, axis=-1))
 
 
 # ---------------------------------------------------------------------------- the table
@@ -141,13 +149,14 @@ for _n, _d, _u, _fn in (
     ("G2_hm", "G^2_hm = (1/n) sum |v_i|^2 / b_hat(x_i)", _T, lambda c: c.field.G2_hm),
     ("v2_mean", "mean squared speed (1/n) sum |v_i|^2", "1/time^2", _mean_v2),
     ("b_hat_mean", "mean effective mobility b_hat = 1/Z_bar", "dimensionless",
-     lambda c: c.field.b_hat.mean(axis=1)),
+     lambda c: _avg(c, c.field.b_hat)),
     ("b_hat_min", "minimum effective mobility", "dimensionless",
      lambda c: c.field.b_hat.min(axis=1)),
     ("b_hat_max", "maximum effective mobility", "dimensionless",
      lambda c: c.field.b_hat.max(axis=1)),
     ("Zbar_mean", "mean partition function Z_h(x_i) over heads and tokens", "dimensionless",
-     lambda c: c.field.partition.mean(axis=(1, 2))),
+     lambda c: (c.field.partition.mean(axis=(1, 2)) if getattr(c.field, "masses", None) is None
+                else _avg(c, c.field.partition.mean(axis=1)))),
     ("dEdt_drift", "<dE/dD, f(D, t)>: energy rate of the weight drift", _T,
      lambda c: np.einsum("phab,phab->p", c.field.dE_dD, c.drift)),
     ("ito_expected", "expected Ito correction rate", _T,
@@ -205,8 +214,22 @@ for _n, _d in (
 ):
     add_series(_n, "point", _d, "dimensionless", group="stepper")
 
+for _n, _d, _u in (
+    ("cfl_substeps", "density: CFL substeps of the last step", "count"),
+    ("rho_min", "density: smallest cell average after the last step", "1/radian"),
+):
+    add_series(_n, "point", _d, _u, group="stepper")
+for _n, _d, _u in (
+    ("mass", "density: total mass sum_k rho_k h (conserved to round-off)", "dimensionless"),
+    ("dissipation_cells", "density: cell quadrature sum_k m_k <g_k, v_k> of the dissipation",
+     _T),
+):
+    add_series(_n, "point", _d, _u, group="density")
+
 add_series("t", "time", "model time of each record", "time", group="time")
 add_series("X", "snapshot", "token snapshots x_i on the sphere", "dimensionless", group="tokens",
            dims=("record", "path", "token", "coord"))
+add_series("rho", "snapshot", "density: cell averages rho_k on the circle grid", "1/radian",
+           group="tokens", dims=("record", "path", "cell"))
 add_series("D", "snapshot", "weight matrices D_h", "dimensionless", group="weights",
            dims=("record", "path", "head", "coord", "coord2"))

@@ -18,7 +18,7 @@ from wflow.lab.analysis import load_source as _load  # noqa: F401  (re-exported)
 
 log = logging.getLogger("wflow.lab.plotting")
 
-KINDS = ("snapshots", "G2", "ledger", "balance", "head_scaling", "clustering")
+KINDS = ("snapshots", "G2", "ledger", "balance", "head_scaling", "clustering", "density")
 #: resolution of PNG output (dots per inch); PNG size in pixels = FIGSIZE[kind] * DPI
 DPI = 150
 #: fixed figure sizes in inches, per kind
@@ -29,6 +29,7 @@ FIGSIZE = {
     "balance": (6.4, 6.4),
     "head_scaling": (5.6, 4.4),
     "clustering": (9.6, 5.6),
+    "density": (10.4, 4.4),
 }
 #: animation frame size (inches) and resolution
 ANIMATION_FIGSIZE = (4.8, 4.8)
@@ -72,7 +73,9 @@ def _describe(config, arrays):
     P = next((np.shape(v)[1] for k, v in arrays.items() if k != "t" and np.ndim(v) >= 2), None)
     parts = [
         f"H = {_cfg(config, 'model', 'heads', '?')}",
-        f"n = {_cfg(config, 'model', 'n', '?')}",
+        (f"density, N = {_cfg(config, 'density', 'cells', '?')} cells"
+         if _cfg(config, "solver", "representation", "particles") == "density"
+         else f"n = {_cfg(config, 'model', 'n', '?')}"),
         f"d = {_cfg(config, 'model', 'd', '?')}",
         f"weights: {_cfg(config, 'weights', 'process', '?')}",
         f"normalisation: {_cfg(config, 'model', 'normalization', '?')}",

@@ -32,6 +32,10 @@ Figures (one file ``<kind>.<fmt>`` per kind and format, fixed size and dpi):
     :math:`aH^b` (needs several runs, see :func:`plot_head_scaling`).
 ``clustering``
     order parameter, smallest cosine, number of clusters, variance, spectral rank.
+``density``
+    a density run (``solver.representation = "density"``, [model §5b]) for one path: the
+    cell averages :math:`\rho(\theta, t)` as a space–time image, and :math:`\rho` on the
+    circle at four record times (radius :math:`1 + \rho/\max\rho`).
 
 Missing inputs (no stored tokens, ledger disabled so its series are NaN, ...) raise
 :class:`PlotInputError` (a :class:`ValueError`) with a one-line message naming the
@@ -119,6 +123,7 @@ __all__ = [
     "plot_balance",
     "plot_clustering",
     "plot_head_scaling",
+    "plot_density",
     "plot_orders",
     "plot_table_bars",
     "head_scaling_data",
@@ -452,6 +457,69 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
         return _save(fig, outdir, "head_scaling", formats)
 
 
+def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
+    r"""The density on the circle over time, for one path of a density run [model §5b].
+
+    Left: :math:`\rho(\theta, t)` (cell averages, angle against time, colour bar). Right:
+    :math:`\rho` at four record times drawn on the circle as the curve
+    :math:`(1 + \rho(\theta)/\max\rho)\,(\cos\theta, \sin\theta)` (the unit circle dotted).
+
+    Parameters
+    ----------
+    src : path, Result or (config, arrays)
+        The run; needs the density snapshots ``rho`` (records, P, N).
+    outdir, formats : as for every figure.
+    path_index : int
+        Which Monte Carlo path (weight-noise path) to draw.
+
+    Returns
+    -------
+    list of Path
+        ``density.<fmt>`` for each format.
+    """
+    formats, config, arrays, t = _inputs(src, formats)
+    if arrays.get("rho") is None:
+        raise PlotInputError("density: no density snapshots 'rho' in the source (a density "
+                             "run, solver.representation = 'density', with output.store_tokens)")
+    R = np.asarray(arrays["rho"], dtype=float)
+    if R.ndim != 3 or not 0 <= path_index < R.shape[1]:
+        raise PlotInputError(f"density: 'rho' has shape {R.shape}, path_index = {path_index}")
+    R = R[:, path_index]
+    N = R.shape[-1]
+    theta = 2 * np.pi * (np.arange(N) + 0.5) / N
+    with matplotlib.rc_context(_STYLE):
+        fig = _figure("density", layout="constrained")
+        ax, axc = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.5, 1]})
+        edges_t = np.concatenate([t, [t[-1] + (t[-1] - t[-2] if len(t) > 1 else 1.0)]])
+        im = ax.pcolormesh(edges_t, 2 * np.pi * np.arange(N + 1) / N, R.T, cmap="viridis",
+                           shading="flat", rasterized=True)
+        fig.colorbar(im, ax=ax, label=r"$\rho$ (cell average, per radian)")
+        ax.set_xlabel("$t$")
+        ax.set_ylabel(r"angle $\theta$")
+        ax.set_yticks(np.pi * np.arange(5) / 2,
+                      ["0", r"$\pi/2$", r"$\pi$", r"$3\pi/2$", r"$2\pi$"])
+        ax.set_title(r"$\rho(\theta, t)$")
+        ring = np.linspace(0, 2 * np.pi, 200)
+        axc.plot(np.cos(ring), np.sin(ring), ":", color="0.6", lw=0.8, label="unit circle")
+        top = max(float(R.max()), 1e-300)
+        th = np.concatenate([theta, theta[:1]])
+        cmap = matplotlib.colormaps["plasma"]
+        for j, r in enumerate(frame_indices(len(t), 4)):
+            rad = 1 + np.concatenate([R[r], R[r, :1]]) / top
+            axc.plot(rad * np.cos(th), rad * np.sin(th), color=cmap(j / 4),
+                     label=f"$t = {t[r]:.3g}$")
+        axc.set_aspect("equal")
+        axc.set_xlim(-2.1, 2.1)
+        axc.set_ylim(-2.1, 2.1)
+        axc.set_xlabel("$x_1$")
+        axc.set_ylabel("$x_2$")
+        axc.set_title(rf"radius $1 + \rho/\max\rho$ ($\max\rho = {top:.3g}$)")
+        axc.legend(loc="lower right", fontsize="small")
+        fig.suptitle(f"Density on the circle (path {path_index}, N = {N} cells)\n"
+                     f"{_describe(config, arrays)}")
+        return _save(fig, outdir, "density", formats)
+
+
 # ----------------------------------------------------------------------------- dispatch
 _SINGLE = {
     "snapshots": lambda s, o, f, p: plot_snapshots(s, o, f, p),
@@ -460,6 +528,7 @@ _SINGLE = {
     "balance": lambda s, o, f, p: plot_balance(s, o, f, p),
     "head_scaling": lambda s, o, f, p: plot_head_scaling([s], o, None, f),
     "clustering": lambda s, o, f, p: plot_clustering(s, o, f),
+    "density": lambda s, o, f, p: plot_density(s, o, f, p),
 }
 
 

@@ -95,7 +95,7 @@ class Field:
         for k, v in self.__dict__.items():
             a = v[p]
             kw[k] = float(a) if np.ndim(a) == 0 else a
-        return Field(**kw)
+        return type(self)(**kw)
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,11 @@ class AttentionModel:
         """σ = −1 for descent, +1 for ascent."""
         return SIGNS[self.sign]
 
-    def evaluate(self, X, D, want_ito=True) -> Field:
-        """All field quantities at (X; D) for a batch: X (P, n, d), D (P, H, d, d)."""
+    def evaluate(self, X, D, want_ito=True, weights=None) -> Field:
+        """All field quantities at (X; D) for a batch: X (P, n, d), D (P, H, d, d).
+
+        ``weights``: (P, n) or (n,) point masses w_j ≥ 0 [model §5b] (every token average
+        (1/n)Σ_j becomes Σ_j w_j), or None (uniform 1/n, the particle system)."""
         X = np.ascontiguousarray(X, dtype=float)
         D = np.ascontiguousarray(D, dtype=float)
         P, n, d = X.shape
@@ -166,23 +169,25 @@ class AttentionModel:
             out = _kernels.fused_pass(
                 Xk, D, V, float(self.beta), _kernels.NORM_CODES[self.normalization], lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
+                weights=weights,
             )
             return Field(**out._asdict())
         from wflow.core._reference import field_reference
 
+        Wb = None if weights is None else np.broadcast_to(np.asarray(weights, float), (P, n))
         res = [
             field_reference(
                 X[p], D[p], self.beta, self.normalization, self.laplacian_heads, self.causal,
-                None if tied else V[p],
+                None if tied else V[p], weights=None if Wb is None else Wb[p],
             )
             for p in range(P)
         ]
         names = Field.__dataclass_fields__.keys()
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
 
-    def velocity(self, X, D) -> np.ndarray:
+    def velocity(self, X, D, weights=None) -> np.ndarray:
         """σ-free velocity v (P, n, d) (stages of the integrators)."""
-        return self.evaluate(X, D, want_ito=False).velocity
+        return self.evaluate(X, D, want_ito=False, weights=weights).velocity
 
 
 def _as_batch(X, D):

@@ -46,6 +46,7 @@ class StepContext:
     energy_grad : callable (p, Y (n, d)) -> (E, ∇E / n) of path p at frozen weights
         (energy-based steppers).
     mobility : (P, n) mobility b of the metric at X_k (energy-based steppers).
+    max_dt : (P,) the largest stable step at X_k (the CFL step of a density), or None.
     """
 
     X: np.ndarray
@@ -55,6 +56,7 @@ class StepContext:
     k1: np.ndarray | None = None
     energy_grad: Callable | None = None
     mobility: np.ndarray | None = None
+    max_dt: np.ndarray | None = None
 
 
 class Stepper(Protocol):

@@ -82,8 +82,13 @@ def _attr_str(v):
     return v
 
 
+#: datasets at the root of a result file (the time, the snapshots: tokens X or the cell
+#: averages rho of a density run, weights D); every other series under ``series/``
+ROOT_DATASETS = ("t", "X", "rho", "D")
+
+
 def _dataset_name(key: str) -> str:
-    return key if key in ("t", "X", "D") else f"series/{key}"
+    return key if key in ROOT_DATASETS else f"series/{key}"
 
 
 def _config_json(cfg: dict) -> str:
@@ -363,7 +368,7 @@ def _best_checkpoint(f):
 
 
 def _record_keys(f):
-    keys = [k for k in ("t", "X", "D") if isinstance(f.get(k), h5py.Dataset)]
+    keys = [k for k in ROOT_DATASETS if isinstance(f.get(k), h5py.Dataset)]
     series = f.get("series")
     if series is not None:
         keys += [f"series/{k}" for k in series]

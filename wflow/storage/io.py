@@ -14,11 +14,12 @@ Layout of a result file::
     ├── t                 (records,)                 float64, model time of each record
     ├── series/<name>     (records, P)               one dataset per result series [model §10]
     ├── X                 (records, P, n, d)         token snapshots (output.store_tokens)
+    ├── rho               (records, P, N)            instead of X in a density run: cell averages
     ├── D                 (records, P, H, d, d)      weights (output.store_weights)
     └── checkpoint/       two ping-pong slots, never deleted, overwritten in place
         ├── a/            attrs: complete (0|1), seq, k, n_records, written
         │   ├── k, n_records              scalars
-        │   ├── X (P, n, d), D (P, H, d, d), E0 (P,)
+        │   ├── X (P, n, d) (a density run: ρ (P, N)), D (P, H, d, d), E0 (P,)
         │   ├── cum/<name> (P,)           cumulative sums
         │   ├── pending/<name> (P,)       ledger pieces of the last step (attr pending_keys)
         │   └── rng_states                uint8: UTF-8 JSON list of bit_generator.state dicts

@@ -63,7 +63,7 @@ def read(path, tokens=True):
     Returns ``(config, arrays, attrs)``: the validated configuration dict, a dict of
     arrays with the names of :class:`~wflow.engine.run.Result` (``t``, every series, ``X``,
     ``D``) and the root attributes (JSON attributes decoded). With ``tokens=False``
-    the snapshots ``X`` and ``D`` are not loaded. A partial file gives the records
+    the snapshots ``X`` (``rho``) and ``D`` are not loaded. A partial file gives the records
     written so far (cut to a common length).
     """
     path = Path(path)
@@ -72,7 +72,7 @@ def read(path, tokens=True):
         arrays = {}
         for name in _record_keys(f):
             key = name.removeprefix("series/")
-            if not tokens and key in ("X", "D"):
+            if not tokens and key in ("X", "rho", "D"):
                 continue
             arrays[key] = np.asarray(f[name][...])
         return _stored_config(f, path), arrays, _root_attrs(f)

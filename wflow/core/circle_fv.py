@@ -1,0 +1,174 @@
+r"""Finite volumes on the circle :math:`S^1` for the density representation [model §5b].
+
+A uniform grid of N cells in angle, :math:`K_k = [kh, (k+1)h)`, :math:`h = 2\pi/N`, centres
+:math:`\theta_k = (k + \tfrac12)h`, cell averages :math:`\rho_k` and masses
+:math:`m_k = \rho_k h`. The continuity equation in angle,
+
+.. math::
+    \partial_t \rho + \partial_\theta(\rho\, a) = 0,\qquad a = \sigma\langle v, \tau\rangle,
+    \quad \tau(\theta) = (-\sin\theta, \cos\theta),
+
+is discretised conservatively,
+
+.. math::
+    \dot m_k = -(F_{k+1/2} - F_{k-1/2}),\qquad
+    F_{k+1/2} = a^+_{k+1/2}\,\rho^L_{k+1/2} + a^-_{k+1/2}\,\rho^R_{k+1/2},
+
+with the face speed :math:`a_{k+1/2} = (a_k + a_{k+1})/2` (the field is known at the centres)
+and the MUSCL reconstruction :math:`\rho^L_{k+1/2} = \rho_k + s_k/2`,
+:math:`\rho^R_{k+1/2} = \rho_{k+1} - s_{k+1}/2` with limited slopes :math:`s_k`. Every flux
+leaves one cell and enters its neighbour: :math:`\sum_k m_k` is conserved to round-off.
+
+*Positivity.* With a TVD limiter (``minmod``, ``van_leer``, ``mc``) both face values of cell k
+lie in :math:`[0, 2\rho_k]`, so a forward Euler step keeps :math:`\rho \ge 0` when
+:math:`\Delta t \max|a| / h \le 1/2`; SSP Runge–Kutta schemes are convex combinations of
+Euler steps and inherit it (:func:`cfl_dt`).
+
+*Discrete dissipation.* For an energy :math:`E(m)` with potential
+:math:`\Phi_k = \partial E / \partial m_k`, summation by parts gives, exactly,
+
+.. math::
+    \frac{dE}{dt} = \sum_k \Phi_k \dot m_k = \sum_k F_{k+1/2}\,(\Phi_{k+1} - \Phi_k)
+    =: \sigma\,\mathcal D_h ,
+
+(:func:`discrete_dissipation`), the semi-discrete chain rule of [model §5b].
+
+Arrays carry a leading batch of paths: ``rho`` (P, N).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LIMITERS", "CircleGrid", "limited_slopes", "face_values", "face_speeds",
+           "upwind_flux", "flux_divergence", "discrete_dissipation", "cfl_dt", "POSITIVE_CFL"]
+
+#: slope limiters; "none" is the unlimited central slope (second order, not positive)
+LIMITERS = ("minmod", "van_leer", "mc", "none")
+#: the Courant number below which a forward Euler stage keeps ρ ≥ 0 (TVD limiters)
+POSITIVE_CFL = 0.5
+
+
+@dataclass(frozen=True)
+class CircleGrid:
+    r"""The uniform grid of N cells on :math:`S^1`.
+
+    .. math:: h = 2\pi/N,\quad \theta_k = (k+\tfrac12)h,\quad c_k = (\cos\theta_k, \sin\theta_k)
+    """
+
+    N: int
+
+    def __post_init__(self):
+        if int(self.N) < 4:
+            raise ValueError(f"N = {self.N}: a circle grid needs at least 4 cells")
+
+    @property
+    def h(self) -> float:
+        return 2.0 * np.pi / self.N
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Cell centres (N,) in angle."""
+        return self.h * (np.arange(self.N) + 0.5)
+
+    @property
+    def centres(self) -> np.ndarray:
+        """Cell centres (N, 2) on the unit circle."""
+        th = self.theta
+        return np.stack([np.cos(th), np.sin(th)], axis=-1)
+
+    @property
+    def tangents(self) -> np.ndarray:
+        r"""Unit tangents (N, 2) at the centres, :math:`\tau_k = (-\sin\theta_k, \cos\theta_k)`."""
+        th = self.theta
+        return np.stack([-np.sin(th), np.cos(th)], axis=-1)
+
+    def cell_averages(self, f, order: int = 8) -> np.ndarray:
+        r"""Cell averages :math:`\frac1h\int_{K_k} f(\theta)\,d\theta` of a vectorised f of
+        the angle, by Gauss–Legendre quadrature with ``order`` nodes per cell (exact for
+        polynomials of degree 2·order − 1 on each cell)."""
+        x, w = np.polynomial.legendre.leggauss(order)
+        h = self.h
+        th = self.h * np.arange(self.N)[:, None] + 0.5 * h * (x[None, :] + 1.0)
+        return (f(th) * w[None, :]).sum(axis=1) / 2.0
+
+    def masses(self, rho) -> np.ndarray:
+        """Cell masses :math:`m_k = \\rho_k h`."""
+        return np.asarray(rho) * self.h
+
+
+def _minmod(a, b):
+    return np.where(a * b > 0, np.sign(a) * np.minimum(np.abs(a), np.abs(b)), 0.0)
+
+
+def limited_slopes(rho, limiter="van_leer") -> np.ndarray:
+    r"""Limited slopes :math:`s_k` (per cell width) from :math:`\Delta^-_k = \rho_k - \rho_{k-1}`
+    and :math:`\Delta^+_k = \rho_{k+1} - \rho_k` (periodic):
+
+    .. math::
+        \text{minmod: } \operatorname{mm}(\Delta^-, \Delta^+),\quad
+        \text{van Leer: } \frac{\Delta^-|\Delta^+| + |\Delta^-|\Delta^+}{|\Delta^-| + |\Delta^+|},\quad
+        \text{MC: } \operatorname{mm}\big(2\Delta^-, \tfrac12(\Delta^- + \Delta^+), 2\Delta^+\big),
+
+    and ``none``: :math:`\tfrac12(\Delta^- + \Delta^+)`.
+    """
+    rho = np.asarray(rho, dtype=float)
+    dm = rho - np.roll(rho, 1, axis=-1)
+    dp = np.roll(rho, -1, axis=-1) - rho
+    if limiter == "minmod":
+        return _minmod(dm, dp)
+    if limiter == "van_leer":
+        den = np.abs(dm) + np.abs(dp)
+        num = dm * np.abs(dp) + np.abs(dm) * dp
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    if limiter == "mc":
+        return _minmod(_minmod(2 * dm, 2 * dp), 0.5 * (dm + dp))
+    if limiter == "none":
+        return 0.5 * (dm + dp)
+    raise ValueError(f"limiter = {limiter!r}: allowed values are {', '.join(LIMITERS)}")
+
+
+def face_values(rho, limiter="van_leer"):
+    r"""MUSCL face values at :math:`k + \tfrac12`: :math:`(\rho^L, \rho^R) = (\rho_k + s_k/2,\
+    \rho_{k+1} - s_{k+1}/2)`, each (P, N)."""
+    rho = np.asarray(rho, dtype=float)
+    s = limited_slopes(rho, limiter)
+    left = rho + 0.5 * s
+    right = np.roll(rho - 0.5 * s, -1, axis=-1)
+    return left, right
+
+
+def face_speeds(a) -> np.ndarray:
+    r"""Face speeds :math:`a_{k+1/2} = (a_k + a_{k+1})/2` from the centre speeds (P, N)."""
+    a = np.asarray(a, dtype=float)
+    return 0.5 * (a + np.roll(a, -1, axis=-1))
+
+
+def upwind_flux(rho, a_face, limiter="van_leer") -> np.ndarray:
+    r"""The upwind flux :math:`F_{k+1/2} = a^+\rho^L + a^-\rho^R` (P, N), density per unit time
+    through face :math:`k + \tfrac12`."""
+    left, right = face_values(rho, limiter)
+    return np.maximum(a_face, 0.0) * left + np.minimum(a_face, 0.0) * right
+
+
+def flux_divergence(F, h) -> np.ndarray:
+    r""":math:`\dot\rho_k = -(F_{k+1/2} - F_{k-1/2})/h` (P, N)."""
+    return -(F - np.roll(F, 1, axis=-1)) / h
+
+
+def discrete_dissipation(F, Phi, sigma) -> np.ndarray:
+    r"""The scheme's dissipation
+    :math:`\mathcal D_h = \sigma\sum_k F_{k+1/2}(\Phi_{k+1} - \Phi_k)` (P,), so that
+    :math:`\frac{d}{dt}E = \sum_k \Phi_k\dot m_k = \sigma\mathcal D_h` exactly (σ² = 1)."""
+    dPhi = np.roll(Phi, -1, axis=-1) - Phi
+    return sigma * np.sum(F * dPhi, axis=-1)
+
+
+def cfl_dt(a_face, h, cfl=0.4) -> np.ndarray:
+    r"""The largest step with Courant number ``cfl``: :math:`\Delta t = \mathrm{cfl}\;h/\max|a|`
+    per path (P,) (∞ where the field vanishes). ``cfl`` ≤ :data:`POSITIVE_CFL` keeps ρ ≥ 0."""
+    amax = np.max(np.abs(a_face), axis=-1)
+    with np.errstate(divide="ignore"):
+        return np.where(amax > 0, cfl * h / np.where(amax > 0, amax, 1.0), np.inf)
