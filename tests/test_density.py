@@ -233,7 +233,7 @@ def test_options_and_layout(tmp_path):
 
 
 @pytest.mark.parametrize("key,value,field", [
-    ("model__d", 3, "model.d"), ("solver__method", "rk4", "solver.method"),
+    ("model__d", 4, "model.d"), ("solver__method", "rk4", "solver.method"),
     ("init__tokens", "octahedral", "init.tokens"), ("model__mask", "causal", "model.mask"),
 ])
 def test_bad_density_config(key, value, field):

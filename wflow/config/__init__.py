@@ -200,13 +200,14 @@ def _method_rule(cfg):
 
 
 def _representation_rule(cfg):
-    """The density representation [model §5b]: S¹ only, no causal mask, an SSP scheme,
+    """The density representation [model §5b]: S¹ or S², no causal mask, an SSP scheme,
     an initial law with a closed form."""
     if cfg["solver"]["representation"] != "density":
         return
     where = "with solver.representation = 'density'"
-    if cfg["model"]["d"] != 2:
-        raise bad("model.d", cfg["model"]["d"], f"must be 2 {where} (the circle S^1)")
+    if cfg["model"]["d"] not in (2, 3):
+        raise bad("model.d", cfg["model"]["d"],
+                  f"must be 2 (the circle S^1) or 3 (the sphere S^2) {where}")
     if cfg["model"]["mask"] != "none":
         raise bad("model.mask", cfg["model"]["mask"], f"must be 'none' {where}")
     if cfg["solver"]["method"] not in _density.SSP_METHODS:
@@ -251,8 +252,8 @@ _SECTION_DOCS = {
     "solver": "time stepping [model §6–7]",
     "diagnostics": "what is measured besides the series [model §8]",
     "output": "the HDF5 result file",
-    "density": "the density representation on S^1 (solver.representation = 'density') "
-               "[model §5b]",
+    "density": "the density representation on S^1 and S^2 (solver.representation = "
+               "'density') [model §5b]",
 }
 for _section, _doc in _SECTION_DOCS.items():
     schema.register_section(_section, _doc)
@@ -324,7 +325,7 @@ for _p in [
           "euler (renormalised onto the sphere), heun, rk4, ssprk3 (SSP-RK3), jko",
           rule=_method_rule),
     Param("solver.representation", "particles", Choice(REPRESENTATIONS),
-          "particles: n tokens; density: cell averages of ρ on S^1 (finite volumes, d = 2)",
+          "particles: n tokens; density: cell averages of ρ (finite volumes on S^1 or S^2)",
           rule=_representation_rule),
     Param("solver.dt", 0.005, _POS, "time step Δt"),
     Param("solver.T", 20.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
@@ -342,10 +343,15 @@ for _p in [
           applies=When("solver.method", "jko")),
     Param("solver.jko_maxiter", 200, Integer(lo=1), "JKO: L-BFGS iterations per step",
           applies=When("solver.method", "jko")),
-    Param("density.cells", 256, Integer(lo=4), "cells N of the uniform grid in angle on S^1",
+    Param("density.cells", 256, Integer(lo=4),
+          "cells N: the uniform grid in angle on S^1; Voronoi cells of N Fibonacci points on S^2",
           applies=When("solver.representation", "density")),
     Param("density.limiter", "van_leer", Choice(LIMITERS),
-          "slope limiter of the MUSCL reconstruction (none: unlimited, not positive)",
+          "S^1: slope limiter of the MUSCL reconstruction (none: unlimited, not positive); "
+          "S^2 is first-order upwind",
+          applies=When("solver.representation", "density")),
+    Param("density.lloyd", 0, Integer(lo=0),
+          "S^2: Lloyd iterations moving the generators toward a centroidal Voronoi mesh",
           applies=When("solver.representation", "density")),
     Param("density.cfl", 0.4, Interval(0, 1, "right"),
           "Courant number of the substeps (<= 0.5 keeps rho >= 0)",

@@ -98,6 +98,20 @@ class CircleGrid:
         """Cell masses :math:`m_k = \\rho_k h`."""
         return np.asarray(rho) * self.h
 
+    # the mesh protocol of the density model (shared with wflow.core.sphere_mesh.SphereMesh)
+    def transport(self, rho, velocity, sigma, limiter="van_leer", cfl=0.4):
+        r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 2) at the centres:
+        :math:`a_k = \sigma\langle v_k, \tau_k\rangle`, face speeds, the MUSCL upwind flux,
+        :math:`\dot\rho` and the CFL step (P,)."""
+        a = sigma * np.einsum("pka,ka->pk", velocity, self.tangents)
+        af = face_speeds(a)
+        flux = upwind_flux(rho, af, limiter)
+        return flux, flux_divergence(flux, self.h), cfl_dt(af, self.h, cfl)
+
+    def dissipation(self, flux, Phi, sigma) -> np.ndarray:
+        """The scheme's dissipation (:func:`discrete_dissipation`)."""
+        return discrete_dissipation(flux, Phi, sigma)
+
 
 def _minmod(a, b):
     return np.where(a * b > 0, np.sign(a) * np.minimum(np.abs(a), np.abs(b)), 0.0)

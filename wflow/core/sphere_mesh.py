@@ -73,7 +73,7 @@ class SphereMesh:
 
     Attributes
     ----------
-    centers : (N, 3) generators :math:`c_k` (unit vectors)
+    centres : (N, 3) generators :math:`c_k` (unit vectors)
     areas : (N,) cell areas :math:`\\lvert K_k\\rvert` (sum 4π)
     edges : (E, 2) int, the cells ``(i, j)``, i < j, sharing an edge
     lengths : (E,) arc lengths :math:`\\lvert\\Gamma_{ij}\\rvert`
@@ -84,7 +84,7 @@ class SphereMesh:
     vertices : (V, 3) Voronoi vertices; regions : list of vertex-index lists (for drawing)
     """
 
-    centers: np.ndarray
+    centres: np.ndarray
     areas: np.ndarray
     edges: np.ndarray
     lengths: np.ndarray
@@ -97,12 +97,47 @@ class SphereMesh:
 
     @property
     def N(self) -> int:
-        return self.centers.shape[0]
+        return self.centres.shape[0]
 
     @property
     def h(self) -> float:
         """Mesh size: the largest edge length."""
         return float(self.lengths.max())
+
+    # the mesh protocol of the density model (shared with wflow.core.circle_fv.CircleGrid)
+    def masses(self, rho) -> np.ndarray:
+        r"""Cell masses :math:`m_k = \rho_k\lvert K_k\rvert`."""
+        return np.asarray(rho) * self.areas
+
+    def cell_values(self, f) -> np.ndarray:
+        r"""A density given as a function ``f`` of points (M, 3) sampled at the centres and
+        scaled to the mass :math:`\int f` of the sphere (:math:`\sum_k m_k = 1` for a
+        probability density): a first-order cell average."""
+        v = np.asarray(f(self.centres), dtype=float)
+        return v / (self.areas @ v)
+
+    def transport(self, rho, velocity, sigma, limiter=None, cfl=0.4):
+        r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 3) at the centres, first
+        order: :math:`\phi_{ij} = \sigma\lvert\Gamma_{ij}\rvert\langle (v_i + v_j)/2,
+        n_{ij}\rangle`, the upwind :math:`F_{ij}`, :math:`\dot\rho` and the CFL step (P,).
+        ``limiter`` is not used (no reconstruction on S²)."""
+        v = np.asarray(velocity, dtype=float)
+        i, j = self.edges[:, 0], self.edges[:, 1]
+        phi = sigma * self.lengths * np.einsum("pea,ea->pe", 0.5 * (v[:, i] + v[:, j]),
+                                               self.normals)
+        rho = np.asarray(rho, dtype=float)
+        F = np.maximum(phi, 0.0) * rho[:, i] + np.minimum(phi, 0.0) * rho[:, j]
+        rate = np.stack([-(np.bincount(i, f, self.N) - np.bincount(j, f, self.N))
+                         for f in F]) / self.areas
+        dt = np.array([cfl_dt(self, ph, cfl) for ph in phi])
+        return F, rate, dt
+
+    def dissipation(self, flux, Phi, sigma) -> np.ndarray:
+        r"""The scheme's dissipation :math:`\mathcal D_h = \sigma\sum_{ij} F_{ij}
+        (\Phi_j - \Phi_i)` (P,): :math:`\frac{d}{dt}E = \sum_k\Phi_k\dot m_k
+        = \sigma\mathcal D_h` exactly (σ² = 1)."""
+        i, j = self.edges[:, 0], self.edges[:, 1]
+        return sigma * np.sum(flux * (Phi[:, j] - Phi[:, i]), axis=-1)
 
 
 def _arc(v1, v2):
@@ -118,14 +153,14 @@ def _arc(v1, v2):
     return theta, moment, mid
 
 
-def voronoi_mesh(N: int | None = None, centers=None, lloyd: int = 0) -> SphereMesh:
-    r"""The Voronoi mesh of ``centers`` (default: :func:`fibonacci_sphere` ``(N)``).
+def voronoi_mesh(N: int | None = None, centres=None, lloyd: int = 0) -> SphereMesh:
+    r"""The Voronoi mesh of ``centres`` (default: :func:`fibonacci_sphere` ``(N)``).
 
     Parameters
     ----------
     N : int
         Number of cells (with the Fibonacci generators).
-    centers : (N, 3) array, optional
+    centres : (N, 3) array, optional
         Generators (normalised here).
     lloyd : int
         Lloyd iterations: each moves every generator to the normalised area centroid of its
@@ -137,7 +172,7 @@ def voronoi_mesh(N: int | None = None, centers=None, lloyd: int = 0) -> SphereMe
     """
     from scipy.spatial import SphericalVoronoi
 
-    c = fibonacci_sphere(N) if centers is None else np.asarray(centers, dtype=float)
+    c = fibonacci_sphere(N) if centres is None else np.asarray(centres, dtype=float)
     c = c / np.linalg.norm(c, axis=1)[:, None]
     for _ in range(int(lloyd)):
         sv = SphericalVoronoi(c, radius=1.0, center=np.zeros(3))

@@ -41,6 +41,7 @@ import numpy as np
 from wflow import config as _config
 from wflow.core import sphere
 from wflow.core.circle_fv import CircleGrid
+from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.errors import ConfigError, NumericalError
@@ -255,8 +256,10 @@ class Simulation:
         if self.density:
             dn = cfg["density"]
             with _config.config_errors():
-                self.model = DensityModel(self.model, CircleGrid(int(dn["cells"])),
-                                          limiter=dn["limiter"], cfl=float(dn["cfl"]))
+                grid = (CircleGrid(int(dn["cells"])) if self.d == 2
+                        else voronoi_mesh(int(dn["cells"]), lloyd=int(dn["lloyd"])))
+                self.model = DensityModel(self.model, grid, limiter=dn["limiter"],
+                                          cfl=float(dn["cfl"]))
                 self.stepper = DensityStepper(self.method)
             X0 = np.broadcast_to(initial_density(ini, self.model.grid),
                                  (self.P, self.model.grid.N)).copy()
@@ -312,7 +315,7 @@ class Simulation:
                 row[k] = np.full(self.P, np.nan)
         out = self.config["output"]
         if self.density:
-            row["mass"] = state.X.sum(axis=-1) * self.model.grid.h
+            row["mass"] = self.model.grid.masses(state.X).sum(axis=-1)
             row["dissipation_cells"] = F.dissipation_cells.copy()
         if out["store_tokens"]:
             row["rho" if self.density else "X"] = state.X.copy()

@@ -101,11 +101,12 @@ class DensityModel:
         return self.model.normalization
 
     def points(self, P: int) -> np.ndarray:
-        """The cell centres as a batch of points (P, N, 2)."""
-        return np.broadcast_to(self.grid.centres, (P, self.grid.N, 2)).copy()
+        """The cell centres as a batch of points (P, N, d)."""
+        c = self.grid.centres
+        return np.broadcast_to(c, (P, *c.shape)).copy()
 
     def evaluate(self, rho, D, want_ito=True) -> DensityField:
-        """Every field quantity of the density ``rho`` (P, N) at weights D (P, H, 2, 2)."""
+        """Every field quantity of the density ``rho`` (P, N) at weights D (P, H, d, d)."""
         rho = np.asarray(rho, dtype=float)
         if np.any(rho < 0):  # masses must be >= 0 (a stage of an unlimited or too long step)
             raise NumericalError(
@@ -115,14 +116,11 @@ class DensityModel:
         P = rho.shape[0]
         g = self.grid
         F = self.model.evaluate(self.points(P), D, want_ito=want_ito, weights=g.masses(rho))
-        a = self.sigma * np.einsum("pka,ka->pk", F.velocity, g.tangents)
-        af = fv.face_speeds(a)
-        flux = fv.upwind_flux(rho, af, self.limiter)
+        flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter, self.cfl)
         Phi = F.partition.mean(axis=1) / self.beta
         kw = dict(F.__dict__)
-        kw["dissipation"] = fv.discrete_dissipation(flux, Phi, self.sigma)
-        return DensityField(**kw, rate=fv.flux_divergence(flux, g.h), flux=flux,
-                            max_dt=fv.cfl_dt(af, g.h, self.cfl),
+        kw["dissipation"] = g.dissipation(flux, Phi, self.sigma)
+        return DensityField(**kw, rate=rate, flux=flux, max_dt=max_dt,
                             dissipation_cells=F.dissipation, masses=g.masses(rho))
 
     def rate(self, rho, D) -> np.ndarray:
@@ -130,17 +128,27 @@ class DensityModel:
         return self.evaluate(rho, D, want_ito=False).rate
 
     def velocity(self, rho, D) -> np.ndarray:
-        """The σ-free field v at the cell centres (P, N, 2)."""
+        """The σ-free field v at the cell centres (P, N, d)."""
         rho = np.asarray(rho, dtype=float)
         return self.model.velocity(self.points(rho.shape[0]), D,
                                    weights=self.grid.masses(rho))
 
 
-def initial_density(init: dict, grid: fv.CircleGrid) -> np.ndarray:
+def initial_density(init: dict, grid) -> np.ndarray:
     r"""Cell averages (N,) of the initial law of ``[init]``: ``uniform`` (:math:`1/2\pi`) or
     ``vmf`` (von Mises with concentration ``init.kappa`` about :math:`e_2`, the particle
-    solver's mean direction, :math:`\mu = \pi/2`), by Gauss–Legendre quadrature per cell."""
+    solver's mean direction, :math:`\mu = \pi/2`), by Gauss–Legendre quadrature per cell.
+    On a :class:`~wflow.core.sphere_mesh.SphereMesh` (S²): uniform :math:`1/4\pi`, or the
+    von Mises–Fisher density :math:`\propto e^{\kappa\langle e_3, x\rangle}` sampled at the
+    centres and scaled to mass 1 (first order)."""
     kind = init["tokens"]
+    if not isinstance(grid, fv.CircleGrid):
+        if kind == "uniform":
+            return np.full(grid.N, 1.0) / grid.areas.sum()
+        if kind == "vmf":
+            kappa = float(init["kappa"])
+            return grid.cell_values(lambda x: np.exp(kappa * (x[:, -1] - 1.0)))
+        raise ValueError(f"tokens = {kind!r}: a density starts from 'uniform' or 'vmf'")
     if kind == "uniform":
         return np.full(grid.N, 1.0 / (2 * np.pi))
     if kind == "vmf":
