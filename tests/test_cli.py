@@ -523,3 +523,46 @@ def test_plot_help_lists_the_kinds(capsys):
     assert "figure kinds (--kind; default: all of them):" in out
     for k, doc in PLOT_KINDS.items():
         assert f"  {k:<14}{doc}" in out
+
+
+# ------------------------------------------------------------------ issue #12: sizes
+@pytest.mark.parametrize("setting,needs", [
+    ("model.n=1000000000", "TB"),          # died after 65 s with MemoryError at 7.9 GB
+    ("solver.paths=100000000", "TB"),      # MemoryError with an empty message
+    ("model.heads=1000000", "GB"),         # left a 144 MB partial file that info said to resume
+    ("model.d=100000", "TB"),              # an internal error
+])
+@pytest.mark.parametrize("cmd", ["validate", "run"])
+def test_sizes_that_cannot_fit_are_refused_before_anything_is_written(tmp_path, capsys,
+                                                                      monkeypatch, setting,
+                                                                      needs, cmd):
+    from wflow.engine import memory
+
+    limit = tmp_path / "memory.max"  # a 1 GB cgroup, whatever the machine
+    limit.write_text(f"{2**30}\n")
+    monkeypatch.setattr(memory, "CGROUP_MAX", limit)
+    monkeypatch.setattr(memory, "CGROUP_CURRENT", tmp_path / "none")
+    out = tmp_path / "big.h5"
+    argv = [cmd, "--set", setting] + (["-o", out, "-q"] if cmd == "run" else [])
+    rc, stdout, err = run_cli(capsys, *argv)
+    assert rc == 2 and stdout == ""
+    line = one_line(err)
+    assert line.startswith("wflow: error: the run needs about ")
+    assert line.split(" of memory")[0].endswith(needs)
+    assert "more than the 1.0 GB available (cgroup limit 1.0 GB, 0 B in use)" in line
+    assert list(tmp_path.glob("*.h5*")) == []
+
+
+def test_info_shows_the_resolved_path(tmp_path, cfg_file, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_cli(capsys, "run", cfg_file, "-o", "sub/o.h5", "-q")
+    rc, stdout, _ = run_cli(capsys, "info", "sub/../sub/o.h5")
+    assert rc == 0
+    assert stdout.splitlines()[0] == f"file           {(tmp_path / 'sub' / 'o.h5').resolve()}"
+
+
+def test_quick_says_what_it_does(capsys):
+    assert main(["study", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert ("--quick smoke test: each study's short T and few paths (energy: T = 0.4; section6, "
+            "laplacian: T = 0.5, 2 paths), PNG figures only") in text
