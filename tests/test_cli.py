@@ -566,3 +566,18 @@ def test_quick_says_what_it_does(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert ("--quick smoke test: each study's short T and few paths (energy: T = 0.4; section6, "
             "laplacian: T = 0.5, 2 paths), PNG figures only") in text
+
+
+
+def test_dask_quiet_silences_the_scheduler_and_workers(tmp_path, capsys, caplog):
+    """`-q` with Dask: no INFO record of distributed's scheduler, nanny or client (they used to
+    print ~25 lines: distributed sets its loggers to INFO whatever the CLI's level)."""
+    argv = ["sweep", "--grid", "model.heads=[1, 2]", "--set", "model.n=12",
+            "--set", "solver.T=0.05", "--set", "solver.paths=1", "--executor", "dask",
+            "--workers", "1", "-q", "-o", str(tmp_path / "sw")]
+    rc, out, err = run_cli(capsys, *argv)
+    assert rc == 0, err
+    assert "2 tasks: 0 skipped (complete), 2 ran" in out
+    chatter = [f"{r.name}: {r.getMessage()}" for r in caplog.records
+               if r.name.startswith("distributed") and r.levelno < 30]
+    assert chatter == []
