@@ -154,7 +154,15 @@ def _title(fig, head, config, arrays, attrs):
     watermark across the figure)."""
     desc = _describe(config, arrays)
     rest = desc.split(", ", 1)[1] if desc.startswith("H = ") and ", " in desc else desc
-    text = f"{head}\n{_heads(config)}, {rest}"
+    width = int(fig.get_figwidth() * 12)  # characters of the title font across the figure
+    lines = [""]
+    for part in f"{_heads(config)}, {rest}".split(", "):  # wrap between the parameters
+        if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
+            lines[-1] += ","
+            lines.append(part)
+        else:
+            lines[-1] += (", " if lines[-1] else "") + part
+    text = head + "\n" + "\n".join(lines)
     note = _status_note(attrs, arrays)
     if note:
         text = f"{note}\n{text}"
