@@ -581,3 +581,17 @@ def test_dask_quiet_silences_the_scheduler_and_workers(tmp_path, capsys, caplog)
     chatter = [f"{r.name}: {r.getMessage()}" for r in caplog.records
                if r.name.startswith("distributed") and r.levelno < 30]
     assert chatter == []
+
+
+def test_numerical_failure_is_one_line_on_the_real_stderr(tmp_path):
+    """NumPy's overflow warnings (the numpy backend at beta = 500) do not add lines to the
+    one-line error; -v shows them."""
+    argv = [sys.executable, "-m", "wflow.cli", "run", "--set", "model.beta=500",
+            "--set", "solver.T=0.05", "--set", "solver.backend=\"numpy\"", "--set", "model.n=20",
+            "-q", "-o", str(tmp_path / "b.h5")]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1
+    assert one_line(p.stderr).startswith("wflow: error: non-finite energy at step 0 (t = 0)")
+    p = subprocess.run(argv[:4] + ["-v"] + argv[4:-1] + [str(tmp_path / "v.h5")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "RuntimeWarning: overflow encountered" in p.stderr
