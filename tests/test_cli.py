@@ -562,10 +562,18 @@ def test_info_shows_the_resolved_path(tmp_path, cfg_file, capsys, monkeypatch):
 
 
 def test_quick_says_what_it_does(capsys):
+    """`--quick` in the help points to `wflow study list`, which says each study's quick scale."""
+    from wflow.lab.studies import available_studies
+
     assert main(["study", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert ("--quick smoke test: each study's short T and few paths (energy: T = 0.4; section6, "
-            "laplacian: T = 0.5, 2 paths), PNG figures only") in text
+    assert "--quick the study's quick scale: a reduced grid, short T and few paths" in text
+    assert "('wflow study list' says what each study's quick scale is)" in text
+    rc, out, _ = run_cli(capsys, "study", "list")
+    studies = available_studies()
+    quick = [line.strip() for line in out.splitlines() if line.strip().startswith("--quick: ")]
+    assert rc == 0 and quick == [f"--quick: {s.quick}" for s in studies.values()]
+    assert all(s.quick for s in studies.values())
 
 
 
