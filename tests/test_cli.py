@@ -523,3 +523,83 @@ def test_plot_help_lists_the_kinds(capsys):
     assert "figure kinds (--kind; default: all of them):" in out
     for k, doc in PLOT_KINDS.items():
         assert f"  {k:<14}{doc}" in out
+
+
+# ------------------------------------------------------------------ issue #12: sizes
+@pytest.mark.parametrize("setting,needs", [
+    ("model.n=1000000000", "TB"),          # died after 65 s with MemoryError at 7.9 GB
+    ("solver.paths=100000000", "TB"),      # MemoryError with an empty message
+    ("model.heads=1000000", "GB"),         # left a 144 MB partial file that info said to resume
+    ("model.d=100000", "TB"),              # an internal error
+])
+@pytest.mark.parametrize("cmd", ["validate", "run"])
+def test_sizes_that_cannot_fit_are_refused_before_anything_is_written(tmp_path, capsys,
+                                                                      monkeypatch, setting,
+                                                                      needs, cmd):
+    from wflow.engine import memory
+
+    limit = tmp_path / "memory.max"  # a 1 GB cgroup, whatever the machine
+    limit.write_text(f"{2**30}\n")
+    monkeypatch.setattr(memory, "CGROUP_MAX", limit)
+    monkeypatch.setattr(memory, "CGROUP_CURRENT", tmp_path / "none")
+    out = tmp_path / "big.h5"
+    argv = [cmd, "--set", setting] + (["-o", out, "-q"] if cmd == "run" else [])
+    rc, stdout, err = run_cli(capsys, *argv)
+    assert rc == 2 and stdout == ""
+    line = one_line(err)
+    assert line.startswith("wflow: error: the run needs about ")
+    assert line.split(" of memory")[0].endswith(needs)
+    assert "more than the 1.0 GB available (cgroup limit 1.0 GB, 0 B in use)" in line
+    assert list(tmp_path.glob("*.h5*")) == []
+
+
+def test_info_shows_the_resolved_path(tmp_path, cfg_file, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_cli(capsys, "run", cfg_file, "-o", "sub/o.h5", "-q")
+    rc, stdout, _ = run_cli(capsys, "info", "sub/../sub/o.h5")
+    assert rc == 0
+    assert stdout.splitlines()[0] == f"file           {(tmp_path / 'sub' / 'o.h5').resolve()}"
+
+
+def test_quick_says_what_it_does(capsys):
+    """`--quick` in the help points to `wflow study list`, which says each study's quick scale."""
+    from wflow.lab.studies import available_studies
+
+    assert main(["study", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--quick the study's quick scale: a reduced grid, short T and few paths" in text
+    assert "('wflow study list' says what each study's quick scale is)" in text
+    rc, out, _ = run_cli(capsys, "study", "list")
+    studies = available_studies()
+    quick = [line.strip() for line in out.splitlines() if line.strip().startswith("--quick: ")]
+    assert rc == 0 and quick == [f"--quick: {s.quick}" for s in studies.values()]
+    assert all(s.quick for s in studies.values())
+
+
+
+def test_dask_quiet_silences_the_scheduler_and_workers(tmp_path, capsys, caplog):
+    """`-q` with Dask: no INFO record of distributed's scheduler, nanny or client (they used to
+    print ~25 lines: distributed sets its loggers to INFO whatever the CLI's level)."""
+    argv = ["sweep", "--grid", "model.heads=[1, 2]", "--set", "model.n=12",
+            "--set", "solver.T=0.05", "--set", "solver.paths=1", "--executor", "dask",
+            "--workers", "1", "-q", "-o", str(tmp_path / "sw")]
+    rc, out, err = run_cli(capsys, *argv)
+    assert rc == 0, err
+    assert "2 tasks: 0 skipped (complete), 2 ran" in out
+    chatter = [f"{r.name}: {r.getMessage()}" for r in caplog.records
+               if r.name.startswith("distributed") and r.levelno < 30]
+    assert chatter == []
+
+
+def test_numerical_failure_is_one_line_on_the_real_stderr(tmp_path):
+    """NumPy's overflow warnings (the numpy backend at beta = 500) do not add lines to the
+    one-line error; -v shows them."""
+    argv = [sys.executable, "-m", "wflow.cli", "run", "--set", "model.beta=500",
+            "--set", "solver.T=0.05", "--set", "solver.backend=\"numpy\"", "--set", "model.n=20",
+            "-q", "-o", str(tmp_path / "b.h5")]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1
+    assert one_line(p.stderr).startswith("wflow: error: non-finite energy at step 0 (t = 0)")
+    p = subprocess.run(argv[:4] + ["-v"] + argv[4:-1] + [str(tmp_path / "v.h5")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "RuntimeWarning: overflow encountered" in p.stderr

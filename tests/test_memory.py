@@ -1,11 +1,13 @@
 """The memory estimate of a run [wflow.engine.memory]: close to the measured peak allocation
 (tracemalloc, not the RSS whose interpreter baseline dominates small runs), refused in
-``validate`` and before anything is written when it exceeds the memory available."""
+``validate`` and before anything is written when it exceeds the memory available; the size of
+the result file, refused when it exceeds the free disk where it goes."""
 
 from __future__ import annotations
 
 import gc
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -77,7 +79,8 @@ def test_validate_prints_what_it_validated(capsys):
     assert lines[0] == ("ok: n=300 d=3 H=10 paths=3 method=euler backend=numba steps=4000 "
                         "records=801")
     assert lines[1].startswith("memory: about ") and "available" in lines[1]
-    assert lines[2].startswith("config_hash: ")
+    assert lines[2].startswith("disk: about ") and "wflow_run.h5" in lines[2]
+    assert lines[3].startswith("config_hash: ")
 
 
 @pytest.mark.parametrize("cmd", ["validate", "run"])
@@ -95,3 +98,87 @@ def test_too_big_is_refused_before_anything_is_written(tmp_path, monkeypatch, ca
                              "use): reduce model.n, model.d, model.heads or solver.paths, or keep "
                              "fewer records")
     assert not out.exists() and list(tmp_path.glob("*.h5*")) == []
+
+
+# ------------------------------------------------------------------ disk
+@pytest.mark.parametrize("over", [
+    {},                                                                  # metadata dominates
+    {"solver__record_every": 1, "model__n": 300, "solver__T": 0.3},      # snapshots dominate
+    {"output__store_weights": True, "model__heads": 40, "solver__record_every": 1},
+    {"output__store_tokens": False, "solver__paths": 30, "diagnostics__ledger": False},
+])
+def test_output_size_estimate_bounds_the_file(tmp_path, over):
+    """The estimate is never below the file written (a check that passes must not run out of
+    disk), and within 30 % above it; within 10 % once the data outweigh the metadata."""
+    c = cfg(20, 2, 2, **{"solver__backend": "numba", **over})
+    path = driver.run_to_file(c, tmp_path / "r.h5")
+    size, est = path.stat().st_size, memory.output_bytes(c)
+    assert size <= est <= 1.3 * size, (memory.human(est), memory.human(size))
+    if size > 4 * memory.H5_METADATA:
+        assert est <= 1.1 * size, (memory.human(est), memory.human(size))
+
+
+def _free(monkeypatch, nbytes):
+    """Pretend every file system has ``nbytes`` free; returns the directories asked about."""
+    import shutil
+
+    asked = []
+
+    def usage(path):
+        asked.append(Path(path))
+        return shutil._ntuple_diskusage(10 * nbytes, 9 * nbytes, nbytes)
+
+    monkeypatch.setattr(memory.shutil, "disk_usage", usage)
+    return asked
+
+
+def test_disk_free_measures_the_nearest_existing_parent(tmp_path, monkeypatch):
+    asked = _free(monkeypatch, 12345)
+    assert memory.disk_free(tmp_path / "a" / "b" / "r.h5") == (12345, tmp_path)
+    (tmp_path / "f").write_text("a file")
+    assert memory.disk_free(tmp_path / "f") == (12345, tmp_path)
+    assert asked == [tmp_path, tmp_path]
+
+
+@pytest.mark.parametrize("cmd", ["validate", "run", "sweep", "study"])
+def test_too_big_for_the_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch,
+                                                                     capsys, cmd):
+    _free(monkeypatch, 2**20)  # 1 MB free
+    out = tmp_path / "new" / "big.h5"
+    sets = ["--set", "solver.record_every=1", "--set", "model.n=2000", "-q"]
+    argv = {"validate": ["validate", "--set", f"output.path={str(out)!r}",
+                         "--set", "solver.record_every=1", "--set", "model.n=2000"],
+            "run": ["run", "-o", str(out)] + sets,
+            "sweep": ["sweep", "--grid", "model.heads=[1, 2]", "-o", str(out.parent)] + sets,
+            "study": ["study", "energy", "--quick", "-q", "-o", str(out.parent),
+                      "--set", "output.store_weights=true", "--set", "model.n=3000"]}[cmd]
+    rc = main(argv)
+    stdout, err = capsys.readouterr()
+    assert rc == 2 and stdout == ""
+    lines = err.strip().split("\n")
+    assert len(lines) == 1, lines
+    where = out if cmd in ("validate", "run") else out.parent
+    what = "the result file" if cmd in ("validate", "run") else "the 2 result files"
+    if cmd == "study":
+        from wflow.lab.studies import StudyOptions, get_study
+
+        what = f"the {len(get_study('energy').tasks(StudyOptions(scale='quick')))} result files"
+    head = f"wflow: error: {where}: {what} needs about "
+    assert lines[0].startswith(head), lines[0]
+    need = lines[0][len(head):].split(" of disk")[0]
+    assert float(need.split()[0]) > 1.0 and need.split()[1] in ("MB", "GB")
+    assert lines[0].endswith(f"more than the 1.0 MB free at {tmp_path}: choose another output "
+                             "location (-o), store fewer records (solver.record_every, "
+                             "output.store_tokens = false) or fewer paths")
+    assert not (tmp_path / "new").exists()
+
+
+def test_validate_reports_the_disk(tmp_path, monkeypatch, capsys):
+    _free(monkeypatch, 2**40)
+    out = tmp_path / "r.h5"
+    rc = main(["validate", "--set", f"output.path={str(out)!r}"])
+    stdout, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    c = C.resolve(None, [f"output.path={str(out)!r}"])
+    assert (f"disk: about {memory.human(memory.output_bytes(c))} for {out} (1.0 TB free)"
+            in stdout.splitlines())

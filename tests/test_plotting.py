@@ -247,3 +247,97 @@ def test_hdf5_round_trip(tmp_path):
     out = plotting.animate(path, out=tmp_path / "t.gif", max_frames=3)
     with Image.open(out) as im:
         assert im.n_frames == 3
+
+
+# ----------------------------------------------------------------------------- honest figures
+@pytest.fixture
+def figs(monkeypatch):
+    """The figures drawn (saved as usual), by kind."""
+    drawn = {}
+    save = plotting._save
+
+    def capture(fig, outdir, kind, formats):
+        out = save(fig, outdir, kind, formats)  # draws the canvas
+        drawn[kind] = fig
+        return out
+
+    monkeypatch.setattr(plotting, "_save", capture)
+    return drawn
+
+
+def _with(res, laplacian=None, **arrays):
+    config = {**res.config, "model": {**res.config["model"]}}
+    if laplacian is not None:
+        config["model"]["laplacian_heads"] = laplacian
+    return config, {**res.arrays, **arrays}
+
+
+def test_titles_name_the_laplacian_heads(res3, tmp_path, figs):
+    titles = {}
+    for lap in ([], [2], [0, 1, 2], 2):  # the other kinds (slower) for two of them
+        kinds = ["G2"] + (["clustering", "snapshots"] if lap in ([], 2) else [])
+        plotting.plot(_with(res3, lap), kind=kinds, outdir=tmp_path, formats=("png",))
+        titles[str(lap)] = {k: figs.pop(k).get_suptitle() for k in kinds}
+    heads = {k: v["G2"].split("\n")[1].split(", n = ")[0] for k, v in titles.items()}
+    assert heads == {"[]": "H = 3 attention heads", "[2]": "H = 3: 2 attention + 1 Laplacian head",
+                     "[0, 1, 2]": "H = 3 Laplacian heads",
+                     "2": "H = 3: 1 attention + 2 Laplacian heads"}
+    for kind in ("G2", "clustering", "snapshots"):
+        shown = [v[kind] for v in titles.values() if kind in v]
+        assert len(set(shown)) == len(shown) >= 2, kind
+
+
+def test_clustering_shows_no_offset_notation(res3, tmp_path, figs):
+    mc = np.asarray(res3.arrays["min_cosine"])
+    tiny = -1.0 + 1e-6 * np.abs(np.sin(np.arange(mc.size))).reshape(mc.shape)
+    plotting.plot(_with(res3, min_cosine=tiny, variance=1.0 - 1e-7 * np.ones_like(mc)),
+                  kind="clustering", outdir=tmp_path, formats=("png",))
+    axes = [ax for ax in figs["clustering"].axes if ax.get_title()]
+    assert any("smallest cosine" in ax.get_title() for ax in axes)
+    for ax in axes:
+        assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()
+
+
+def test_snapshot_colours_are_explained(res3, res2, tmp_path, figs):
+    for res, where in ((res3, "hue = azimuth, brightness = height"),
+                       (res2, "hue = angle on the circle")):
+        plotting.plot(res, kind="snapshots", outdir=tmp_path, formats=("png",))
+        texts = [t.get_text() for t in figs["snapshots"].texts]
+        assert any(t.startswith("colour: each token's position at $t = 0$") and where in t
+                   for t in texts), texts
+
+
+def test_G2_shows_negative_dissipation_and_the_window(res3, tmp_path, figs):
+    plotting.plot(res3, kind="G2", outdir=tmp_path, formats=("png",))
+    (ax,) = figs["G2"].axes
+    assert ax.get_yscale() == "log"
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[0] == r"late window $t \geq T/2$ (summary means)"
+    x0, x1 = ax.patches[0].get_x(), ax.patches[0].get_x() + ax.patches[0].get_width()
+    assert (x0, x1) == pytest.approx((0.25, 0.5))  # T = 0.5
+    D = np.asarray(res3.arrays["dissipation"])
+    plotting.plot(_with(res3, dissipation=-D), kind="G2", outdir=tmp_path, formats=("png",))
+    (ax,) = figs["G2"].axes
+    assert ax.get_yscale() == "symlog"  # a log axis would hide every value of -D
+    lo, hi = ax.get_ylim()
+    assert lo <= -np.max(D) and hi >= np.max(res3.arrays["G2"])
+    assert "symlog: linear within" in ax.get_ylabel()
+
+
+@pytest.mark.parametrize("status,head", [("running", "PARTIAL (run not complete): 11 of 51 "
+                                          "records"),
+                                         ("failed", "FAILED run: 11 of 51 records"),
+                                         ("complete", None)])
+def test_partial_files_are_marked(res3, tmp_path, figs, status, head):
+    n = 11
+    arrays = {k: np.asarray(v)[:n] for k, v in res3.arrays.items()}
+    src = (res3.config, arrays, {"status": status, "n_records_expected": 51})
+    plotting.plot(src, kind=["G2", "clustering"], outdir=tmp_path, formats=("png",))
+    for kind, fig in figs.items():
+        title = fig.get_suptitle()
+        marks = [t for t in fig.texts if t.get_text() == "PARTIAL"]
+        if head is None:
+            assert "PARTIAL" not in title and "FAILED" not in title and marks == []
+        else:
+            assert title.startswith(head + "\n"), (kind, title)
+            assert len(marks) == 1, kind

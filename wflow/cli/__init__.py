@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 
 from wflow.cli.commands import (  # noqa: F401  (the commands, and helpers tests use)
     DESCRIPTION,
@@ -196,6 +197,9 @@ def main(argv=None) -> int:
     verbose = bool(getattr(args, "verbose", False))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:  # wflow checks finiteness itself and says where a run failed, in one line
+        warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                message=r"(overflow|divide by zero|invalid value) encountered")
     hint = "" if verbose else " (run with -v for the traceback)"
     try:
         return args.func(args)

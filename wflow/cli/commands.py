@@ -56,6 +56,15 @@ def _output_dir(d) -> Path:
     return d
 
 
+def _check_disk(configs, location, what="the result file") -> tuple[int, int]:
+    """Refuse (exit 2) when the result files of ``configs`` (validated configurations) need
+    more than the free disk at ``location``; returns (bytes needed, bytes free)."""
+    from wflow.engine import memory
+
+    need = sum(memory.output_bytes(c) for c in configs)
+    return need, memory.check_disk(need, location, what)
+
+
 def _file_summary(path) -> str | None:
     from wflow.engine.run import Result
     from wflow.storage.io import read
@@ -72,6 +81,7 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
 
     sim = Simulation(config, sets or [])
     out = Path(output) if output else Path(sim.config["output"]["path"])
+    _check_disk([sim.config], out)  # before anything is written, even a directory
     _output_dir(out.parent)
     run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
     print(_run_line(sim))
@@ -87,8 +97,15 @@ def cmd_run(args) -> int:
 
 
 def cmd_resume(args) -> int:
+    from wflow.engine import memory
     from wflow.engine.driver import resume
+    from wflow.storage.io import inspect
 
+    info = inspect(args.file)
+    if info["status"] == "running":  # what is left to write must fit
+        have = Path(args.file).stat().st_size
+        memory.check_disk(max(0, memory.output_bytes(info["config"]) - have), args.file,
+                          "the rest of the result file")
     r = resume(args.file, progress=not args.quiet)
     if r.action == "noop":
         print(f"{r.path}: already complete ({r.n_records} records); nothing to do")
@@ -116,6 +133,7 @@ def cmd_info(args) -> int:
     from wflow.storage.io import inspect
 
     info = inspect(args.file)
+    info["path"] = Path(info["path"]).resolve()  # the real location, whatever the argument
     a = info["attrs"]
     status = info["status"]
     if status == "failed":
@@ -230,7 +248,8 @@ def cmd_validate(args) -> int:
     from wflow.engine import memory
 
     cfg = resolve(args.config, args.set or [])
-    est = memory.check(cfg)  # refused (exit 2) when it cannot fit
+    est = memory.check(cfg)  # refused (exit 2) when it cannot fit in memory
+    need, free = _check_disk([cfg], cfg["output"]["path"])  # or on the disk
     avail, source = memory.available()
     m, s = cfg["model"], cfg["solver"]
     nsteps = int(round(s["T"] / s["dt"]))
@@ -238,6 +257,8 @@ def cmd_validate(args) -> int:
           f"backend={s['backend']} steps={nsteps} records={est.records}")
     there = "" if avail is None else f" of {memory.human(avail)} available ({source})"
     print(f"memory: about {est}{there}")
+    print(f"disk: about {memory.human(need)} for {cfg['output']['path']} "
+          f"({memory.human(free)} free)")
     print(f"config_hash: {config_hash(cfg)}")
     return 0
 
@@ -328,7 +349,8 @@ def cmd_bench(args) -> int:
 
 # ---------------------------------------------------------------------- parser
 def cmd_study(args) -> int:
-    from wflow.lab.studies import StudyOptions, available_studies, run_study
+    from wflow.config import resolve
+    from wflow.lab.studies import StudyOptions, available_studies, get_study, run_study
 
     if args.name == "list":
         studies = available_studies()
@@ -343,7 +365,14 @@ def cmd_study(args) -> int:
                            overrides=tuple(args.set or ()), executor=args.executor,
                            address=args.address, workers=args.workers, progress=not args.quiet,
                            formats=formats, paths_per_task=args.paths_per_task)
-    out = _output_dir(args.output or f"study_{args.name}")
+    out = Path(args.output or f"study_{args.name}")
+    tasks = get_study(args.name).tasks(options)
+    if args.ledger:  # as run_study will set it
+        tasks = [(k, {**c, "diagnostics": {**c.get("diagnostics", {}), "ledger": True}})
+                 for k, c in tasks]
+    _check_disk([resolve(c) for k, c in tasks if not (out / f"{k}.h5").exists()],
+                out, f"the {len(tasks)} result files")
+    out = _output_dir(out)
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn
     result = run_study(args.name, out, options)
@@ -373,7 +402,10 @@ def cmd_sweep(args) -> int:
     base = resolve(args.config, args.set or [])
     grid = dict(_grid_arg(g) for g in (args.grid or []))
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
-    rep = run_sweep(tasks, _output_dir(args.output or "sweep"), executor=args.executor,
+    out = Path(args.output or "sweep")
+    _check_disk([c for name, c in tasks if args.overwrite or not (out / f"{name}.h5").exists()],
+                out, f"the {len(tasks)} result files")
+    rep = run_sweep(tasks, _output_dir(out), executor=args.executor,
                     address=args.address,
                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
                     paths_per_task=args.paths_per_task, keys=list(grid))

@@ -16,16 +16,25 @@ r"""How much memory a run needs, estimated from its configuration, and how much 
 The coefficients were measured with :mod:`tracemalloc` (``tests/test_memory.py`` keeps the
 estimate within 30 % of the measured peak). :func:`check` refuses a configuration whose estimate
 exceeds :func:`available` (the cgroup limit where there is one, else ``MemAvailable``).
+
+:func:`output_bytes` estimates the size of the result file (HDF5, uncompressed: every record
+dataset in whole chunks, the two checkpoint slots, the metadata); :func:`check_disk` refuses
+an output whose estimate exceeds the free space where it goes (:func:`disk_free`: the file
+system of the nearest existing parent directory).
 """
 
 from __future__ import annotations
 
+import math
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from wflow.errors import ConfigError
 
-__all__ = ["Estimate", "estimate", "available", "check", "human"]
+__all__ = ["Estimate", "estimate", "available", "check", "human", "output_bytes", "disk_free",
+           "check_disk"]
 
 F8 = 8
 #: records buffered by the HDF5 recorder between writes (mirrors wflow.storage.io)
@@ -162,3 +171,85 @@ def check(cfg, keep_records=False) -> Estimate:
             f"solver.paths, or keep fewer records")
     return est
 
+
+
+# ------------------------------------------------------------------------------ disk
+#: the HDF5 writer's target chunk size and its cap on rows per chunk (mirror wflow.storage._h5)
+CHUNK_BYTES, CHUNK_ROWS = 2**16, 256
+#: metadata of a result file: attributes (configuration, provenance), the dataset headers,
+#: descriptions and checksums (measured: 180–205 kB, whatever the sizes)
+H5_METADATA = 256 * 1024
+
+
+def _n_series(cfg) -> int:
+    """Datasets of shape (records, P): core, ledger (always written) and user series, the
+    clustering / W2 diagnostics when switched on, the stepper's (JKO) series."""
+    from wflow.engine import series
+
+    groups = {"core", "ledger", "user"}
+    if cfg["diagnostics"]["clustering"]:
+        groups.add("clustering")
+    if cfg["diagnostics"]["w2"]:
+        groups.add("w2")
+    if cfg["solver"]["method"] == "jko":
+        groups.add("stepper")
+    return sum(len(series.names(kind=k, group=g)) for k in ("point", "cumulative") for g in groups)
+
+
+def _on_disk(nrec: int, row_bytes: int) -> int:
+    """Bytes of a resizable record dataset of ``nrec`` rows: whole chunks of
+    min(256, 64 kB // row) rows are allocated."""
+    row_bytes = max(1, int(row_bytes))
+    rows = max(1, min(CHUNK_ROWS, CHUNK_BYTES // row_bytes))
+    return math.ceil(nrec / rows) * rows * row_bytes
+
+
+def output_bytes(cfg) -> int:
+    r"""Estimated size of the result file of the validated configuration ``cfg``:
+
+    .. math:: \sum_{\text{datasets}} \lceil R / c \rceil\, c\, r
+              + 2 \cdot 8\,(2 P n d + P H d^2 + 64 P) + 256\ \text{kB},
+
+    R records, r the bytes of a row, c = min(256, 64 kB / r) the rows of a chunk; then the two
+    checkpoint slots and the metadata. Within 10 % (above) of the files written, for files of
+    more than a few MB (``tests/test_memory.py``)."""
+    m, s, dg, out = cfg["model"], cfg["solver"], cfg["diagnostics"], cfg["output"]
+    n, d, H, P = int(m["n"]), int(m["d"]), int(m["heads"]), int(s["paths"])
+    nrec = n_records(cfg)
+    total = _on_disk(nrec, F8) + _n_series(cfg) * _on_disk(nrec, F8 * P)
+    if dg["ledger"] and m["mask"] != "causal":
+        total += N_STEP_LEDGER * _on_disk(nrec, F8 * int(s["record_every"]) * P)
+    if out["store_tokens"]:
+        total += _on_disk(nrec, F8 * P * n * d)
+    if out["store_weights"]:
+        total += _on_disk(nrec, F8 * P * H * d * d)
+    total += 2 * F8 * (2 * P * n * d + P * H * d * d + 64 * P)
+    return int(total + H5_METADATA)
+
+
+def disk_free(path) -> tuple[int, Path]:
+    """(free bytes for an unprivileged user, the directory measured): the file system of the
+    nearest existing parent of ``path`` (``shutil.disk_usage``)."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        p = p.parent
+    return shutil.disk_usage(p).free, p
+
+
+def check_disk(nbytes: int, path, what="the result file") -> int:
+    """Refuse (ConfigError, one line) when ``nbytes`` exceed the free disk at ``path``; an
+    existing file at ``path`` counts as free (it is replaced). Returns the free bytes."""
+    free, where = disk_free(path)
+    try:
+        old = os.path.getsize(path) if os.path.isfile(path) else 0
+    except OSError:
+        old = 0
+    if nbytes > free + old:
+        raise ConfigError(
+            f"{path}: {what} needs about {human(nbytes)} of disk, more than the "
+            f"{human(free + old)} free at {where}: choose another output location "
+            f"(-o), store fewer records (solver.record_every, output.store_tokens = false) "
+            f"or fewer paths")
+    return free + old

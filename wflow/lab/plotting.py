@@ -15,10 +15,14 @@ Figures (one file ``<kind>.<fmt>`` per kind and format, fixed size and dpi):
 ``snapshots``
     tokens of one path at four record times (first, two intermediate, last): on a
     shaded unit sphere for d = 3, on the unit circle for d = 2, on the sphere of the
-    first three principal coordinates (normalised) for d > 3.
+    first three principal coordinates (normalised) for d > 3. A token keeps its colour,
+    which encodes its position at t = 0 (hue = azimuth, brightness = height); the caption
+    says so.
 ``G2``
-    :math:`G^2(t)`, :math:`G^2_{hm}(t)` and :math:`\mathcal D(t)` on a log axis: mean
-    over paths with a min–max band.
+    :math:`G^2(t)`, :math:`G^2_{hm}(t)` and :math:`\mathcal D(t)` on a log axis (symlog
+    when a series has values ≤ 0, e.g. :math:`\mathcal D` with Laplacian heads): mean
+    over paths with a min–max band; the late window :math:`t \ge T/2` (where the
+    summaries average) shaded.
 ``ledger``
     the exact ledger of [model §6] for one path: (a) :math:`\Delta E` against weight part
     + token part, (b) token part against :math:`\sigma\int\mathcal D` with the ledger
@@ -36,6 +40,10 @@ Figures (one file ``<kind>.<fmt>`` per kind and format, fixed size and dpi):
     a density run (``solver.representation = "density"``, [model §5b]) for one path: the
     cell averages :math:`\rho(\theta, t)` as a space–time image, and :math:`\rho` on the
     circle at four record times (radius :math:`1 + \rho/\max\rho`).
+
+Every title names the heads (how many are Laplacian heads) and the run's parameters; a
+figure of a file that is not complete (``running``: interrupted or in progress, or
+``failed``) says so in its title and carries a "PARTIAL" watermark.
 
 Missing inputs (no stored tokens, ledger disabled so its series are NaN, ...) raise
 :class:`PlotInputError` (a :class:`ValueError`) with a one-line message naming the
@@ -97,11 +105,75 @@ _SOURCE_PARAMS = """
     """
 
 
-def _inputs(src, formats):
-    """Checked formats, the source's config and arrays, and its record times."""
-    formats = _check_formats(formats)
+def _load_all(src):
+    """``(config, arrays, attrs)``: a file is read with its attributes (status, ...); a
+    ``(config, arrays, attrs)`` triple keeps them; other sources have none."""
+    if isinstance(src, (str, os.PathLike)):
+        from wflow.storage.io import read
+
+        src = read(src)
     config, arrays = _load(src)
-    return formats, config, arrays, _time(arrays)
+    if isinstance(src, (tuple, list)) and len(src) == 3 and isinstance(src[2], dict):
+        attrs = src[2]
+    else:
+        attrs = dict(getattr(src, "attrs", None) or {})
+    return config, arrays, attrs
+
+
+def _inputs(src, formats):
+    """Checked formats, the source's config, arrays and attributes, and its record times."""
+    formats = _check_formats(formats)
+    config, arrays, attrs = _load_all(src)
+    return formats, config, arrays, attrs, _time(arrays)
+
+
+def _heads(config) -> str:
+    """``H = 4 attention heads`` / ``H = 4: 2 attention + 2 Laplacian heads``."""
+    H = _cfg(config, "model", "heads", None)
+    lap = _cfg(config, "model", "laplacian_heads", None) or []
+    if H is None:
+        return "H = ?"
+    k = min(int(H), lap) if isinstance(lap, (int, np.integer)) else len(set(lap))
+    if k == 0:
+        return f"H = {H} attention head{'s' if H != 1 else ''}"
+    if k == H:
+        return f"H = {H} Laplacian head{'s' if H != 1 else ''}"
+    return f"H = {H}: {H - k} attention + {k} Laplacian head{'s' if k != 1 else ''}"
+
+
+def _status_note(attrs, arrays) -> str:
+    """'' for a complete source; else what is partial about it, for the title."""
+    status = attrs.get("status")
+    if status in (None, "complete"):
+        return ""
+    n = len(np.asarray(arrays["t"]))
+    expected = attrs.get("n_records_expected")
+    of = f" of {int(expected)}" if expected is not None else ""
+    what = "FAILED run" if status == "failed" else "PARTIAL (run not complete)"
+    return f"{what}: {n}{of} records"
+
+
+def _title(fig, head, config, arrays, attrs):
+    """Suptitle: ``head``, the heads and run parameters, and the partial-file note (with a
+    watermark across the figure)."""
+    desc = _describe(config, arrays)
+    rest = desc.split(", ", 1)[1] if desc.startswith("H = ") and ", " in desc else desc
+    width = int(fig.get_figwidth() * 12)  # characters of the title font across the figure
+    lines = [""]
+    for part in f"{_heads(config)}, {rest}".split(", "):  # wrap between the parameters
+        if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
+            lines[-1] += ","
+            lines.append(part)
+        else:
+            lines[-1] += (", " if lines[-1] else "") + part
+    text = head + "\n" + "\n".join(lines)
+    note = _status_note(attrs, arrays)
+    if note:
+        text = f"{note}\n{text}"
+        fig.text(0.5, 0.5, "PARTIAL", fontsize=60, color=_C["red"], alpha=0.12,
+                 rotation=25, ha="center", va="center", zorder=0)
+    fig.suptitle(text, color=_C["red"] if note else "black")
+    return text
 
 
 def _source_doc(fn):
@@ -154,7 +226,7 @@ def plot_snapshots(src, outdir=".", formats=("png", "pdf"), path_index=0):
         ``snapshots.<fmt>`` for each format.
     """
     formats = _check_formats(formats)
-    config, arrays = _load(src)
+    config, arrays, attrs = _load_all(src)
     X = _tokens(arrays, "snapshots", path_index)
     t = _time(arrays)
     Y, note = _display_coords(X)
@@ -174,42 +246,60 @@ def plot_snapshots(src, outdir=".", formats=("png", "pdf"), path_index=0):
                 _scatter_circle(ax, Y[r], colours)
             ax.set_title(f"$t = {t[r]:.3g}$", y=0.98 if three else 1.0)
         sphere_name = f"$S^{{{X.shape[-1] - 1}}}$"
-        title = f"Tokens on {sphere_name} (path {path_index})\n{_describe(config, arrays)}"
-        if note:
-            title += f"\n({note})"
-        fig.suptitle(title)
-        top = (0.84 if three else 0.78) - (0.05 if note else 0.0)
-        fig.subplots_adjust(left=0.0, right=1.0, bottom=0.0 if three else 0.03, top=top,
+        head = f"Tokens on {sphere_name} (path {path_index})" + (f" ({note})" if note else "")
+        text = _title(fig, head, config, arrays, attrs)
+        where = ("hue = azimuth, brightness = height" if three else "hue = angle on the circle")
+        fig.text(0.5, 0.01, f"colour: each token's position at $t = {t[0]:.3g}$ ({where}"
+                 + (", in the principal coordinates" if note else "") + "), kept over time"
+                 + ("; faint dots: far side of the sphere" if three else ""),
+                 ha="center", va="bottom", fontsize=8, color=_C["grey"])
+        top = (0.84 if three else 0.78) - 0.05 * (text.count("\n") - 1)
+        fig.subplots_adjust(left=0.0, right=1.0, bottom=0.05 if three else 0.08, top=top,
                             wspace=0.0)
         return _save(fig, outdir, "snapshots", formats)
 
 
 @_source_doc
 def plot_G2(src, outdir=".", formats=("png", "pdf")):
-    r"""Squared metric speeds and dissipation over time on a log axis.
+    r"""Squared metric speeds and dissipation over time.
 
     Draws :math:`G^2` (arithmetic-mean mobility, the reference simulation's),
     :math:`G^2_{hm}` (harmonic-mean mobility :math:`\hat b`) and :math:`\mathcal D`:
-    the mean over paths with a min–max band. Non-positive values are not drawn.
+    the mean over paths with a min–max band, on a log axis; when a series has values
+    :math:`\le 0` (:math:`\mathcal D` with Laplacian heads) on a symlog axis, linear within
+    :math:`\pm` a threshold below the smallest magnitudes drawn, so that nothing is hidden.
+    The late window :math:`t \ge T/2` over which the summaries average is shaded.
     """
-    formats, config, arrays, t = _inputs(src, formats)
+    formats, config, arrays, attrs, t = _inputs(src, formats)
     curves = [("G2", r"$G^2$ (arithmetic $\bar m$)", _C["blue"]),
               ("G2_hm", r"$G^2_{\mathrm{hm}}$ (harmonic, $\hat b$)", _C["orange"]),
               ("dissipation", r"$\mathcal{D}$", _C["green"])]
     data = [(_series(arrays, k, "G2"), lab, c) for k, lab, c in curves]
+    allv = np.concatenate([Y[np.isfinite(Y)].ravel() for Y, _, _ in data])
+    signed = bool(np.any(allv <= 0))
     with matplotlib.rc_context(_STYLE):
         fig = _figure("G2", layout="constrained")
         ax = fig.add_subplot()
+        T = float(_cfg(config, "solver", "T", t[-1]) or t[-1])
+        if t[-1] > T / 2:
+            ax.axvspan(T / 2, min(T, t[-1]), color=_C["grey"], alpha=0.12, lw=0,
+                       label=r"late window $t \geq T/2$ (summary means)")
         for Y, lab, c in data:
-            if np.any(Y <= 0):
-                lab += " (values $\\leq 0$ not shown)"
-            _band(ax, t, Y, c, lab, positive=True)
-        ax.set_yscale("log")
+            _band(ax, t, Y, c, lab, positive=not signed)
+        if signed:
+            mag = np.abs(allv[allv != 0])
+            thresh = 10.0 ** np.floor(np.log10(np.quantile(mag, 0.05))) if mag.size else 1.0
+            ax.set_yscale("symlog", linthresh=thresh, linscale=0.5)
+            ax.axhline(0.0, color=_C["grey"], lw=0.6)
+            scale = f" (symlog: linear within $\\pm${thresh:.0e})"
+        else:
+            ax.set_yscale("log")
+            scale = ""
         ax.set_xlabel("$t$")
-        ax.set_ylabel(r"$G^2,\ G^2_{\mathrm{hm}},\ \mathcal{D}$")
+        ax.set_ylabel(r"$G^2,\ G^2_{\mathrm{hm}},\ \mathcal{D}$" + scale)
         P = data[0][0].shape[1]
         ax.legend(loc="best", title="mean over paths" + (", band: min–max" if P > 1 else ""))
-        fig.suptitle(f"Squared metric speeds and dissipation\n{_describe(config, arrays)}")
+        _title(fig, "Squared metric speeds and dissipation", config, arrays, attrs)
         return _save(fig, outdir, "G2", formats)
 
 
@@ -237,7 +327,7 @@ def plot_ledger(src, outdir=".", formats=("png", "pdf"), path_index=0):
     -------
     list of Path
     """
-    formats, config, arrays, t = _inputs(src, formats)
+    formats, config, arrays, attrs, t = _inputs(src, formats)
     k = "ledger"
     s = {n: _path(_series(arrays, n, k, _LEDGER_HINT), path_index, k)
          for n in ("weight_work", "token_work", "drift_work", "martingale", "ito_realised",
@@ -287,7 +377,7 @@ def plot_ledger(src, outdir=".", formats=("png", "pdf"), path_index=0):
         c.set_title("(c) weight part = drift + martingale + Itô", loc="left")
         for ax in (a, c):
             ax.legend(loc="best")
-        fig.suptitle(f"Exact energy ledger\n{_describe(config, arrays)}")
+        _title(fig, "Exact energy ledger", config, arrays, attrs)
         return _save(fig, outdir, "ledger", formats)
 
 
@@ -310,7 +400,7 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
     -------
     list of Path
     """
-    formats, config, arrays, t = _inputs(src, formats)
+    formats, config, arrays, attrs, t = _inputs(src, formats)
     k = "balance"
     g = {n: _path(_series(arrays, n, k), path_index, k)
          for n in ("energy", "int_G2", "int_dEdt_drift", "int_ito_expected", "paper_martingale",
@@ -341,7 +431,7 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
         b.set_ylabel("cumulative")
         b.set_title(r"(b) $G^2$ vs. the chain-rule dissipation $\mathcal{D}$", loc="left")
         b.legend(loc="best")
-        fig.suptitle(f"The paper's energy balance\n{_describe(config, arrays)}")
+        _title(fig, "The paper's energy balance", config, arrays, attrs)
         return _save(fig, outdir, "balance", formats)
 
 
@@ -361,7 +451,7 @@ def plot_clustering(src, outdir=".", formats=("png", "pdf")):
     Each panel: mean over paths with a min–max band. Series absent from the source
     are left out; if none is present a :class:`PlotInputError` is raised.
     """
-    formats, config, arrays, t = _inputs(src, formats)
+    formats, config, arrays, attrs, t = _inputs(src, formats)
     present = [(n, lab) for n, lab in _CLUSTER_PANELS if n in arrays]
     if not present:
         raise PlotInputError("clustering: the source has no clustering series "
@@ -373,6 +463,7 @@ def plot_clustering(src, outdir=".", formats=("png", "pdf")):
         for ax, (Y, n, lab) in zip(axs, data):
             _band(ax, t, Y, _C["blue"], "mean over paths")
             ax.set_title(lab)
+            ax.ticklabel_format(axis="y", useOffset=False)  # 0.9999 shown as is, not +1
             if n in ("n_clusters", "spectral_rank"):
                 ax.yaxis.get_major_locator().set_params(integer=True)
                 lo, hi = np.nanmin(Y), np.nanmax(Y)
@@ -391,7 +482,7 @@ def plot_clustering(src, outdir=".", formats=("png", "pdf")):
             note += f"\nclusters: components of $\\langle x_i,x_j\\rangle \\geq \\cos {ang:g}$"
         axs[-1].text(0.05, 0.5, note, transform=axs[-1].transAxes, va="center", ha="left",
                      fontsize=8, color=_C["grey"])
-        fig.suptitle(f"Clustering diagnostics\n{_describe(config, arrays)}")
+        _title(fig, "Clustering diagnostics", config, arrays, attrs)
         return _save(fig, outdir, "clustering", formats)
 
 
@@ -562,8 +653,8 @@ def plot(src, kind="all", outdir=".", formats=("png", "pdf"), path_index=0):
         drawn.
     """
     formats = _check_formats(formats)
-    if isinstance(src, (str, os.PathLike)):  # read the file once
-        src = _load(src)
+    if isinstance(src, (str, os.PathLike)):  # read the file once (with its status)
+        src = _load_all(src)
     everything = isinstance(kind, str) and kind == "all"
     kinds = list(KINDS) if everything else [kind] if isinstance(kind, str) else list(kind)
     bad = [k for k in kinds if k not in KINDS]

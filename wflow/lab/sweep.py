@@ -317,6 +317,8 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
         workers do not oversubscribe the cores; the scheduler at ``address`` or an existing
         ``client``, numba's default thread count per task).
     paths_per_task : paths per task (default: all the paths of a grid point in one task).
+    progress : a progress bar over the tasks; without it (``wflow sweep -q``) the INFO lines
+        of ``dask.distributed``'s loggers (scheduler, nannies, client) are silenced as well.
     retries : Dask retries of a task that raised (a lost worker is rescheduled by Dask).
     keys : the swept dotted keys, columns of the summary (default: the keys whose value
         differs between the tasks).
@@ -418,17 +420,27 @@ def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, ho
         ) from None
     cluster = own = None
     threads = None
-    if client is None:
-        if address is None:
-            n_workers = n_workers or 2
-            threads = max(1, _cores() // n_workers)
-            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1,
-                                   processes=True, dashboard_address=None)
-            own = client = Client(cluster)
-        else:
-            own = client = Client(address)
+    quiet = not progress
+    dlog = logging.getLogger("distributed")  # the scheduler's, nannies' and clients' loggers
+    old_level = dlog.level
+    if quiet:
+        dlog.setLevel(logging.WARNING)
     results = {}
     try:
+        if client is None:
+            if address is None:
+                n_workers = n_workers or 2
+                threads = max(1, _cores() // n_workers)
+                # no dashboard, its HTTP server on a free port (no "port 8787 in use"
+                # warning); the worker processes log warnings and errors only (silence_logs)
+                cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                       processes=True, dashboard_address=None,
+                                       scheduler_kwargs={"dashboard": False,
+                                                         "dashboard_address": ":0"},
+                                       silence_logs=logging.WARNING)
+                own = client = Client(cluster)
+            else:
+                own = client = Client(address)
         futures = {}
         for i, j, bname, cfg, bpath in todo:
             fut = client.submit(_run_task_threads, threads, bname, cfg, bpath, overwrite,
@@ -453,6 +465,7 @@ def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, ho
             own.close()
         if cluster is not None:
             cluster.close()
+        dlog.setLevel(old_level)
     return results
 
 
