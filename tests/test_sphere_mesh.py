@@ -184,3 +184,16 @@ def test_s2_density_config_errors():
 
     with pytest.raises(wflow.ConfigError, match="model.d"):
         wflow.simulate(_s2_config(0.01, **{"model.d": 4}))
+
+
+def test_s2_density_figure(tmp_path):
+    """The coloured-mesh figure of an S² density run: one PNG, the mesh rebuilt from the
+    file's configuration (same cell count as rho)."""
+    from wflow.engine.driver import run_to_file
+    from wflow.lab import plotting
+
+    cfg = _s2_config(0.05, T=0.2, **{"density.cells": 120, "output.store_tokens": True})
+    run_to_file(cfg, tmp_path / "s2.h5")
+    files = plotting.plot(tmp_path / "s2.h5", "density", tmp_path / "fig", formats=("png",))
+    assert [f.name for f in files] == ["density.png"]
+    assert 10_000 < files[0].stat().st_size < 300_000

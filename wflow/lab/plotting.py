@@ -61,6 +61,7 @@ import numpy as np
 from wflow.lab._figbase import (  # noqa: F401
     _C,
     _STYLE,
+    _VIEW,
     ANIMATION_DPI,
     ANIMATION_FIGSIZE,
     DPI,
@@ -549,7 +550,11 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
 
 
 def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
-    r"""The density on the circle over time, for one path of a density run [model §5b].
+    r"""The density on the circle (or the sphere) over time, for one path of a density run
+    [model §5b].
+
+    On S² (d = 3): the Voronoi mesh of the run (rebuilt from ``density.cells`` and
+    ``density.lloyd``) coloured by ρ at four record times, one colour scale.
 
     Left: :math:`\rho(\theta, t)` (cell averages, angle against time, colour bar). Right:
     :math:`\rho` at four record times drawn on the circle as the curve
@@ -568,7 +573,7 @@ def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
     list of Path
         ``density.<fmt>`` for each format.
     """
-    formats, config, arrays, t = _inputs(src, formats)
+    formats, config, arrays, attrs, t = _inputs(src, formats)
     if arrays.get("rho") is None:
         raise PlotInputError("density: no density snapshots 'rho' in the source (a density "
                              "run, solver.representation = 'density', with output.store_tokens)")
@@ -577,6 +582,8 @@ def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
         raise PlotInputError(f"density: 'rho' has shape {R.shape}, path_index = {path_index}")
     R = R[:, path_index]
     N = R.shape[-1]
+    if int(config.get("model", {}).get("d", 2)) == 3:
+        return _plot_density_s2(config, arrays, attrs, t, R, outdir, formats, path_index)
     theta = 2 * np.pi * (np.arange(N) + 0.5) / N
     with matplotlib.rc_context(_STYLE):
         fig = _figure("density", layout="constrained")
@@ -606,8 +613,8 @@ def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
         axc.set_ylabel("$x_2$")
         axc.set_title(rf"radius $1 + \rho/\max\rho$ ($\max\rho = {top:.3g}$)")
         axc.legend(loc="lower right", fontsize="small")
-        fig.suptitle(f"Density on the circle (path {path_index}, N = {N} cells)\n"
-                     f"{_describe(config, arrays)}")
+        _title(fig, f"Density on the circle (path {path_index}, N = {N} cells)", config,
+               arrays, attrs)
         return _save(fig, outdir, "density", formats)
 
 
@@ -674,3 +681,36 @@ def plot(src, kind="all", outdir=".", formats=("png", "pdf"), path_index=0):
     return out
 
 
+
+
+def _plot_density_s2(config, arrays, attrs, t, R, outdir, formats, path_index):
+    """The coloured Voronoi mesh at four record times (front hemisphere of the view)."""
+    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+    from wflow.core.sphere_mesh import voronoi_mesh
+
+    dn = config.get("density", {})
+    mesh = voronoi_mesh(R.shape[-1], lloyd=int(dn.get("lloyd", 0)))
+    polys = [mesh.vertices[r] for r in mesh.regions]
+    norm = matplotlib.colors.Normalize(vmin=0.0, vmax=max(float(R.max()), 1e-300))
+    cmap = matplotlib.colormaps["viridis"]
+    with matplotlib.rc_context(_STYLE):
+        fig = _figure("density", layout="constrained")
+        frames = frame_indices(len(t), 4)
+        axes = [fig.add_subplot(1, len(frames), j + 1, projection="3d")
+                for j in range(len(frames))]
+        for ax, r in zip(axes, frames):
+            pc = Poly3DCollection(polys, facecolors=cmap(norm(R[r])), edgecolors="none",
+                                  linewidths=0)
+            ax.add_collection3d(pc)
+            ax.view_init(*_VIEW)
+            ax.set_box_aspect((1, 1, 1))
+            for set_lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+                set_lim(-0.8, 0.8)
+            ax.set_axis_off()
+            ax.set_title(f"$t = {t[r]:.3g}$")
+        sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+        fig.colorbar(sm, ax=axes, shrink=0.6, label=r"$\rho$ (cell average, per steradian)")
+        _title(fig, f"Density on the sphere (path {path_index}, N = {mesh.N} Voronoi cells)",
+               config, arrays, attrs)
+        return _save(fig, outdir, "density", formats)
