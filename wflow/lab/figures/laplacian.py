@@ -25,7 +25,11 @@ def _fig(w, h):
     from matplotlib.figure import Figure
 
     with matplotlib.rc_context(_STYLE):
-        return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
+        w = max(w, 6.0)  # room for the title; margins in inches (constrained layout is slow)
+        fig = Figure(figsize=(w, h), dpi=DPI)
+        fig.subplots_adjust(left=0.65 / w, right=1 - 0.15 / w, bottom=0.5 / h, top=1 - 0.6 / h,
+                            wspace=0.4, hspace=0.5)
+        return fig
 
 
 def _panels(keys):
@@ -62,8 +66,8 @@ def final_vs_fraction(table, outdir, formats):
                 if m == "variance":
                     ax.set_yscale("log")
         axes[0, 0].legend(loc="best")
-        fig.suptitle("Laplacian heads: per-sequence measures at T (mean over sequences, "
-                     "error bars 95% t-interval)")
+        fig.suptitle("Laplacian heads: per-sequence measures at T\n(mean over sequences, "
+                     "error bars 95% t-interval over sequences)")
         return _save(fig, outdir, "final_vs_fraction", formats)
 
 
@@ -103,7 +107,8 @@ def within_variance_time(runs, outdir, formats):
                     ax.set_xlabel("t")
                     ax.set_ylabel("within-sequence variance")
             axes[0, 0].legend(loc="lower left", fontsize=7)
-            fig.suptitle(f"d = {d}: mean over sequences of 1 − |x̄|² (solid Δt/2, dotted Δt)")
+            fig.suptitle(f"d = {d}: within-sequence variance 1 − |x̄|², mean over sequences\n"
+                         "(solid Δt/2, dotted Δt)")
             out += _save(fig, outdir, f"within_variance_time_d{d}", formats)
     return out
 
@@ -136,6 +141,6 @@ def anova_time(runs, outdir, formats):
                 ax.set_ylabel("fraction of total variance")
                 ax.set_ylim(0, 1)
         axes[0, 0].legend(loc="best", fontsize=6)
-        fig.suptitle("ANOVA of the batch (token-weighted, Euclidean): part / total; "
-                     "solid no Laplacian head, dashed all heads Laplacian")
+        fig.suptitle("ANOVA of the batch (token-weighted, Euclidean): part / total\n"
+                     "solid: no Laplacian head, dashed: all heads Laplacian")
         return _save(fig, outdir, "anova_time", formats)

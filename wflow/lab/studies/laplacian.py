@@ -137,7 +137,7 @@ class Laplacian(Study):
         """Per point at T: the mean over sequences of the measures (95% t-interval over the
         sequences), the ANOVA fractions (95% percentile bootstrap over sequences within
         classes), each at Δt (reported) with |value(Δt) − value(Δt/2)| (the check)."""
-        runs = self.series(data)
+        runs = self._runs(data)
         cols = ["d", "sign", "values", "k", "H"]
         for m in MEASURES + FRACTIONS:
             cols += [m, f"{m}_ci", f"{m}_dt_change"]
@@ -187,7 +187,15 @@ class Laplacian(Study):
             lines.append("V = λI: Laplacian head = attention head with V → −V; max |X − X'| over "
                          "the run, (all heads Laplacian, V = −I) vs (none, V = +I): "
                          + ", ".join(f"d = {d} {s}: {e:.1e}" for (d, s), e in eq.items()))
-        return "\n".join(lines), table
+        self._table = (data, "\n".join(lines), table)
+        return self._table[1:]
+
+    def _runs(self, data):
+        """:meth:`series`, read once per ``data`` (summarize and figures share it)."""
+        cached = getattr(self, "_series_cache", None)
+        if cached is None or cached[0] is not data:
+            self._series_cache = cached = (data, self.series(data))
+        return cached[1]
 
     @staticmethod
     def equivalence(runs):
@@ -205,8 +213,9 @@ class Laplacian(Study):
     def figures(self, data, outdir, formats):
         from wflow.lab.figures import laplacian as figs
 
-        runs = self.series(data)
-        _, table = self.summarize(data)
+        runs = self._runs(data)
+        cached = getattr(self, "_table", None)
+        table = cached[2] if cached is not None and cached[0] is data else self.summarize(data)[1]
         outdir = Path(outdir)
         return (figs.final_vs_fraction(table, outdir, formats)
                 + figs.within_variance_time(runs, outdir, formats)
