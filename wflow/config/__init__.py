@@ -66,6 +66,7 @@ from wflow.config.schema import (
 )
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
+from wflow.model.processes import TARGETS
 from wflow.model.weights import (
     INITIAL_WEIGHTS,
     LAYER_WEIGHTS,
@@ -74,7 +75,6 @@ from wflow.model.weights import (
     SCHEMES_BY_PROCESS,
     get_process,
 )
-from wflow.model.processes import TARGETS
 from wflow.stepping import jko as _jko  # noqa: F401  (registers the 'jko' stepper)
 from wflow.stepping.integrators import STEPPERS
 

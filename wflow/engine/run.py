@@ -21,12 +21,13 @@ The paper's balance uses left-point sums at (X_k; D_k):
 - \sum\Delta t\,\text{Itô}_{\text{expected}} - M`.
 
 Random streams: children of ``SeedSequence(init.seed)`` with fixed spawn keys — ``(0,)`` the
-shared tokens, ``(1,)`` the shared initial weights (then the gaussian values), ``(2, p)`` the
-noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under ``init.per_path_tokens``
-/ ``init.per_path_weights`` (and under ``init.tokens = "classes"``, whose class centres are
-fixed), ``(3,)`` the one noise stream of every path under ``weights.shared_path``. Path p is path ``init.first_path + p`` of the Monte Carlo
-ensemble, so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1
-of one run of all of them (sweeps batch paths this way).
+shared tokens, ``(1,)`` the shared initial weights (then the random values), ``(2, p)`` the
+noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under
+``init.per_path_tokens`` / ``init.per_path_weights`` and ``init.tokens = "classes"`` (its
+sequence centre, then its tokens), ``(3,)`` the one noise stream of every path under
+``weights.shared_path``. Path p is path ``init.first_path + p`` of the Monte Carlo ensemble,
+so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1 of one
+run of all of them (sweeps batch paths this way).
 """
 
 from __future__ import annotations

@@ -175,7 +175,9 @@ class Laplacian(Study):
             row["resolved"] = ok
             for c in cols:
                 table[c].append(row[c])
-            pm = lambda m: f"{row[m]:.3g}±{row[m + '_ci']:.2g}"  # noqa: E731
+            def pm(m, row=row):
+                return f"{row[m]:.3g}±{row[m + '_ci']:.2g}"
+
             lines.append(f"{d:>2} {sign:<8}{values:<19}{f'{k}/{H}':>5}{pm('variance'):>18}"
                          f"{pm('spectral_rank'):>14}{pm('n_clusters'):>14}"
                          + "".join(f"{pm(f):>15}" for f in FRACTIONS) + f"{'y' if ok else 'n':>4}")
