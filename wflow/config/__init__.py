@@ -66,13 +66,13 @@ from wflow.config.schema import (
 )
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
-from wflow.model.processes import TARGETS
 from wflow.model.weights import (
     INITIAL_WEIGHTS,
     LAYER_WEIGHTS,
     PHASES,
     PROCESSES,
     SCHEMES_BY_PROCESS,
+    TARGETS,
     get_process,
 )
 from wflow.stepping import jko as _jko  # noqa: F401  (registers the 'jko' stepper)

@@ -16,6 +16,7 @@ from wflow.errors import ConfigError
 from wflow.model.weights import (
     PHASES,
     SCHEMES_BY_PROCESS,
+    TARGETS,
     WEIGHT_FILE_SUFFIXES,
     WeightProcess,
     _batch,
@@ -28,9 +29,6 @@ from wflow.model.weights import (
     load_weight_file,
     register_process,
 )
-
-#: the oscillating forcing for d >= 4 (``weights.target``): wflow's choice or the paper's code
-TARGETS = ("wflow", "paper")
 
 __all__ = ["TARGETS", "Frozen", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments", "Oscillating",
            "Layers", "FromFile"]

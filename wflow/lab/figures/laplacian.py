@@ -3,17 +3,25 @@ within-sequence variance over time, and the ANOVA split of a batch over time."""
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from wflow.lab._figbase import _C, _STYLE, DPI, _save
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from wflow.lab._figbase import _C, _STYLE
 from wflow.model.diagnostics import ANOVA_PARTS
+
+#: these multi-panel figures are drawn at 100 dpi (PNG < 300 kB)
+DPI = 100
 
 VALUE_COLOURS = {"tied": _C["black"], "minus_identity": _C["blue"], "identity": _C["red"],
                  "symmetric_gaussian": _C["green"]}
 VALUE_LABELS = {"tied": "V = D (tied)", "minus_identity": "V = −I", "identity": "V = +I",
                 "symmetric_gaussian": "V random symmetric"}
 MEASURE_LABELS = {"variance": "within-sequence variance at T",
-                  "spectral_rank": "PCs for 99% variance at T", "n_clusters": "clusters at T"}
+                  "spectral_rank": "PCs for 99% variance at T", "n_clusters": "clusters at T",
+                  "within_sequence_frac": "within-sequence / total (batch)",
+                  "between_class_frac": "between-class / total (batch)"}
 PART_LABELS = {"within_sequence": "within sequence", "between_sequence": "between sequences",
                "between_class": "between classes"}
 PART_COLOURS = {"within_sequence": _C["orange"], "between_sequence": _C["sky"],
@@ -32,20 +40,32 @@ def _fig(w, h):
         return fig
 
 
+def _save(fig, outdir, kind, formats):
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    out = []
+    for fmt in formats:
+        fig.savefig(outdir / f"{kind}.{fmt}", format=fmt, dpi=DPI)
+        out.append(outdir / f"{kind}.{fmt}")
+    return out
+
+
 def _panels(keys):
     return sorted({(d, s) for d, s, *_ in keys}, key=lambda x: (x[0], x[1] != "descent"))
 
 
 def final_vs_fraction(table, outdir, formats):
-    """Rows: the three per-sequence measures at T; columns: (d, sign); lines: the values;
-    error bars: 95% t-intervals over the sequences."""
+    """Rows: the three per-sequence measures and two ANOVA fractions at T; columns: (d, sign);
+    lines: the values; error bars: 95% t-intervals (measures) or bootstrap intervals
+    (fractions) over the sequences."""
     import matplotlib
 
     keys = list(zip(table["d"], table["sign"], table["values"], table["k"]))
     panels = _panels(keys)
     with matplotlib.rc_context(_STYLE):
-        fig = _fig(3.0 * len(panels), 7.2)
-        axes = fig.subplots(3, len(panels), squeeze=False)
+        fig = _fig(3.0 * len(panels), 2.1 * len(MEASURE_LABELS) + 0.7)
+        axes = fig.subplots(len(MEASURE_LABELS), len(panels), squeeze=False)
         for j, (d, sign) in enumerate(panels):
             for i, m in enumerate(MEASURE_LABELS):
                 ax = axes[i, j]
@@ -66,8 +86,8 @@ def final_vs_fraction(table, outdir, formats):
                 if m == "variance":
                     ax.set_yscale("log")
         axes[0, 0].legend(loc="best")
-        fig.suptitle("Laplacian heads: per-sequence measures at T\n(mean over sequences, "
-                     "error bars 95% t-interval over sequences)")
+        fig.suptitle("Laplacian heads at T: per-sequence measures (mean, 95% t-interval over "
+                     "sequences)\nand batch ANOVA fractions (95% bootstrap interval over sequences)")
         return _save(fig, outdir, "final_vs_fraction", formats)
 
 
