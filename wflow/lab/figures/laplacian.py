@@ -11,8 +11,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from wflow.lab._figbase import _C, _STYLE
 from wflow.model.diagnostics import ANOVA_PARTS
 
-#: these multi-panel figures are drawn at 100 dpi (PNG < 300 kB)
-DPI = 100
+#: these multi-panel figures are drawn at 85 dpi (PNG < 300 kB)
+DPI = 85
 
 VALUE_COLOURS = {"tied": _C["black"], "minus_identity": _C["blue"], "identity": _C["red"],
                  "symmetric_gaussian": _C["green"]}
@@ -35,7 +35,7 @@ def _fig(w, h):
     with matplotlib.rc_context(_STYLE):
         w = max(w, 6.0)  # room for the title; margins in inches (constrained layout is slow)
         fig = Figure(figsize=(w, h), dpi=DPI)
-        fig.subplots_adjust(left=0.65 / w, right=1 - 0.15 / w, bottom=0.5 / h, top=1 - 0.6 / h,
+        fig.subplots_adjust(left=0.65 / w, right=1 - 0.15 / w, bottom=0.5 / h, top=1 - 0.95 / h,
                             wspace=0.4, hspace=0.5)
         return fig
 
