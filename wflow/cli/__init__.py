@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", metavar="DIR", help="result directory (default: study_NAME)")
     r.add_argument("--quick", action="store_true",
                    help="smoke test: each study's short T and few paths (energy: T = 0.4; "
-                        "section6, laplacian: T = 0.5, 2 paths), PNG figures only")
+                        "section6: T = 0.5, 2 paths; laplacian: T = 0.2, 6 sequences), PNG figures "
+                        "only")
     r.add_argument("--ledger", action="store_true",
                    help="record the exact ledger in every run (diagnostics.ledger = true)")
     r.add_argument("--format", action="append", choices=("png", "pdf", "svg"),
