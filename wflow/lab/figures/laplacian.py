@@ -11,8 +11,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from wflow.lab._figbase import _C, _STYLE
 from wflow.model.diagnostics import ANOVA_PARTS
 
-#: these multi-panel figures are drawn at 85 dpi (PNG < 300 kB)
-DPI = 85
+#: these multi-panel figures are drawn at 75 dpi (PNG < 300 kB)
+DPI = 75
 
 VALUE_COLOURS = {"tied": _C["black"], "minus_identity": _C["blue"], "identity": _C["red"],
                  "symmetric_gaussian": _C["green"]}
@@ -64,7 +64,7 @@ def final_vs_fraction(table, outdir, formats):
     keys = list(zip(table["d"], table["sign"], table["values"], table["k"]))
     panels = _panels(keys)
     with matplotlib.rc_context(_STYLE):
-        fig = _fig(3.0 * len(panels), 2.1 * len(MEASURE_LABELS) + 0.7)
+        fig = _fig(2.7 * len(panels), 1.95 * len(MEASURE_LABELS) + 0.9)
         axes = fig.subplots(len(MEASURE_LABELS), len(panels), squeeze=False)
         for j, (d, sign) in enumerate(panels):
             for i, m in enumerate(MEASURE_LABELS):
