@@ -174,8 +174,8 @@ def test_cli_sweep_and_study(tmp_path, capsys):
 
 def test_cli_study_writes_results_and_figures(tmp_path):
     """section6 without figures (its six runs and the sweep summary), then a study with its
-    figures drawn (laplacian: three runs, per-run figures and the summary bar chart); the
-    head-scaling figure itself is tested in test_plotting."""
+    figures drawn (laplacian: eight runs, its three study figures); the head-scaling figure
+    itself is tested in test_plotting."""
     from wflow.cli import main
 
     fast = ["--set", "model.n=16", "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]
@@ -186,9 +186,9 @@ def test_cli_study_writes_results_and_figures(tmp_path):
     assert (out / "summary.csv").stat().st_size > 0
     lap = tmp_path / "lap"
     assert main(["study", "laplacian", "--quick", "-q", "-o", str(lap), *fast]) == 0
-    assert len(list(lap.glob("*.h5"))) == 3 + 1
+    assert len(list(lap.glob("*.h5"))) == 8 + 1
     figs = sorted(p.relative_to(lap / "figures").as_posix() for p in lap.glob("figures/**/*.png"))
-    assert "table.png" in figs and any(f.endswith("/snapshots.png") for f in figs), figs
+    assert figs == ["anova_time.png", "final_vs_fraction.png", "within_variance_time_d3.png"], figs
     assert not list(lap.glob("figures/**/*.pdf"))  # quick: PNG only
 
 

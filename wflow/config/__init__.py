@@ -73,6 +73,7 @@ from wflow.model.weights import (
     PHASES,
     PROCESSES,
     SCHEMES_BY_PROCESS,
+    TARGETS,
     get_process,
 )
 from wflow.stepping import density as _density  # registers the 'ssprk3' tableau
@@ -85,8 +86,8 @@ __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always t
     "markdown_reference", "generated_files",
 ]
 
-VALUES = ("tied", "identity", "gaussian")
-TOKEN_INITS = ("octahedral", "uniform", "vmf", "file")
+VALUES = ("tied", "identity", "minus_identity", "gaussian", "symmetric_gaussian")
+TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file")
 REPRESENTATIONS = ("particles", "density")
 #: initial laws a density can start from (cell averages of a closed form)
 DENSITY_INITS = ("uniform", "vmf")
@@ -175,6 +176,19 @@ def _needs_file(key, when_key, when_value):
             raise bad(key, cfg[s][k], f"must name a file (a non-empty path) when "
                                       f"{when_key} = {when_value!r}")
     return rule
+
+
+def _shared_path_rule(cfg):
+    if cfg["weights"]["shared_path"] and cfg["init"]["per_path_weights"]:
+        raise error("weights.shared_path = true with init.per_path_weights = true: one weight "
+                    "path for every path needs one D(0); set one of them to false")
+
+
+def _classes_rule(cfg):
+    C, d = cfg["init"]["classes"], cfg["model"]["d"]
+    if cfg["init"]["tokens"] == "classes" and C > 2 * d:
+        raise bad("init.classes", C, f"must be <= 2 model.d = {2 * d} (the class centres are "
+                                     "the vertices ±e_a)")
 
 
 def _scheme_rule(cfg):
@@ -272,13 +286,20 @@ for _p in [
           "Laplacian heads (0-based); [] = every head is an attention head"),
     Param("model.mask", "none", Choice(MASKS), "causal: token i attends to the tokens j ≤ i"),
     Param("model.values", "tied", Choice(VALUES),
-          "value matrices: tied V_h = D_h (the gradient flow), identity, gaussian Ξ_h/√d"),
+          "value matrices: tied V_h = D_h (the gradient flow), identity, minus_identity −I, "
+          "gaussian Ξ_h/√d, symmetric_gaussian (Ξ_h + Ξ_hᵀ)/√(2d)"),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
-          "octahedral: ±e_a plus noise, renormalised; uniform; vmf; file"),
+          "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
+          "sequence centre around its class centre, tokens around it); file"),
     Param("init.token_noise", 0.05, _NONNEG, "std of the Gaussian noise per coordinate",
           applies=When("init.tokens", "octahedral")),
-    Param("init.kappa", 10.0, _POS, "concentration κ of the von Mises–Fisher start",
-          applies=When("init.tokens", "vmf")),
+    Param("init.kappa", 10.0, _POS, "concentration κ of the von Mises–Fisher start (classes: "
+          "of the tokens around their sequence centre)", applies=When("init.tokens", ("vmf", "classes"))),
+    Param("init.classes", 3, Integer(lo=1), "classes: number C of classes; path p is of class "
+          "p mod C, centre (−1)^⌊c/d⌋ e_(c mod d)", applies=When("init.tokens", "classes"),
+          rule=_classes_rule),
+    Param("init.class_kappa", 20.0, _POS, "classes: vMF concentration of a sequence centre "
+          "around its class centre", applies=When("init.tokens", "classes")),
     Param("init.weights", "symmetric_gaussian", Choice(INITIAL_WEIGHTS),
           "D_h(0): symmetric_gaussian Ξ + Ξᵀ (Ξ iid N(0, 1)), identity, file"),
     Param("init.seed", 0, Integer(lo=0), "seed of every random stream of the run"),
@@ -315,6 +336,13 @@ for _p in [
                                                           ("euler_maruyama",))[0]),
     Param("weights.phase", "shared", Choice(PHASES),
           "shared: φ_h = 0; spread: φ_h = 2πh/H", applies=When("weights.process", "oscillating")),
+    Param("weights.target", "wflow", Choice(TARGETS),
+          "oscillating forcing for d ≥ 4: wflow (off-diagonal sin(ω_ab τ + aπ/2)) or paper "
+          "(the paper's code: p-th pair sin(2τ + 2πp/n_pairs)); equal for d ≤ 3",
+          applies=When("weights.process", "oscillating")),
+    Param("weights.shared_path", False, Boolean(),
+          "every path follows one weight path: the same D(0) and the same noise (stream (5,))",
+          rule=_shared_path_rule),
     Param("weights.layers", [], Custom(_layers, "a list of tables {duration, weights, seed}"),
           "piecewise-constant weights: [[weights.layers]] tables",
           applies=When("weights.process", "layers"), rule=_layers_rule),

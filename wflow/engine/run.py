@@ -21,13 +21,15 @@ The paper's balance uses left-point sums at (X_k; D_k):
 - \sum\Delta t\,\text{Itô}_{\text{expected}} - M`.
 
 Random streams: children of ``SeedSequence(init.seed)`` with fixed spawn keys — ``(0,)`` the
-shared tokens, ``(1,)`` the shared initial weights (then the gaussian values), ``(2, p)`` the
-noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under ``init.per_path_tokens``
-/ ``init.per_path_weights``, ``(3,)`` and ``(4,)`` the directions of ``init.token_perturbation``
-and ``init.weight_perturbation`` (drawn only when they are > 0, so other runs are unchanged).
-Path p is path ``init.first_path + p`` of the Monte Carlo
-ensemble, so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1
-of one run of all of them (sweeps batch paths this way).
+shared tokens, ``(1,)`` the shared initial weights (then the random values), ``(2, p)`` the
+noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under
+``init.per_path_tokens`` / ``init.per_path_weights`` and ``init.tokens = "classes"`` (its
+sequence centre, then its tokens), ``(3,)`` and ``(4,)`` the directions of
+``init.token_perturbation`` and ``init.weight_perturbation`` (drawn only when they are > 0, so
+other runs are unchanged), ``(5,)`` the one noise stream of every path under
+``weights.shared_path``. Path p is path ``init.first_path + p`` of the Monte Carlo ensemble,
+so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1 of one
+run of all of them (sweeps batch paths this way).
 """
 
 from __future__ import annotations
@@ -199,7 +201,10 @@ class Simulation:
         def stream(*key):
             return np.random.SeedSequence(seed, spawn_key=key)
 
-        self._path_seeds = [stream(2, first + p) for p in range(self.P)]
+        if w["shared_path"]:  # one weight path: every path's generator replays one stream
+            self._path_seeds = [stream(5) for _ in range(self.P)]
+        else:
+            self._path_seeds = [stream(2, first + p) for p in range(self.P)]
 
         # initial weights (shared by the paths unless asked per path), values
         rng_w = np.random.default_rng(stream(1))
@@ -219,11 +224,20 @@ class Simulation:
         values = None
         if m["values"] == "identity":
             values = np.broadcast_to(np.eye(self.d), (self.H, self.d, self.d)).copy()
+        elif m["values"] == "minus_identity":
+            values = -np.broadcast_to(np.eye(self.d), (self.H, self.d, self.d)).copy()
         elif m["values"] == "gaussian":  # after the shared D(0) draw, whatever per_path_weights
             values = rng_w.standard_normal((self.H, self.d, self.d)) / np.sqrt(self.d)
+        elif m["values"] == "symmetric_gaussian":  # (Ξ + Ξᵀ)/√(2d): Var V_aa = 2/d, V_ab = 1/d
+            xi = rng_w.standard_normal((self.H, self.d, self.d))
+            values = (xi + xi.transpose(0, 2, 1)) / np.sqrt(2 * self.d)
 
         # initial tokens
-        if ini.get("per_path_tokens"):
+        if ini["tokens"] == "classes":
+            X0 = np.stack([self._class_tokens(ini, first + p,
+                                              np.random.default_rng(stream(0, first + p)))
+                           for p in range(self.P)])
+        elif ini.get("per_path_tokens"):
             X0 = np.stack([self._tokens(ini, np.random.default_rng(stream(0, first + p)))
                            for p in range(self.P)])
         else:
@@ -273,6 +287,25 @@ class Simulation:
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
 
+    def _class_tokens(self, ini, p, rng):
+        r"""Tokens of path p of class :math:`c = p \bmod C` (``init.tokens = "classes"``).
+
+        .. math::
+            \mu_c = (-1)^{\lfloor c/d\rfloor} e_{c \bmod d}, \qquad
+            m_p \sim \mathrm{vMF}(\mu_c, \kappa_{\text{class}}), \qquad
+            x_{pi} \sim \mathrm{vMF}(m_p, \kappa)\ (i = 1..n),
+
+        drawn in this order from path p's own token stream ``(0, p)``.
+        """
+        return sphere.von_mises_fisher(self.n, self._class_centre(ini, p, rng), float(ini["kappa"]),
+                                       rng)
+
+    def _class_centre(self, ini, p, rng):
+        c = p % int(ini["classes"])
+        mu = np.zeros(self.d)
+        mu[c % self.d] = -1.0 if c >= self.d else 1.0
+        return sphere.von_mises_fisher(1, mu, float(ini["class_kappa"]), rng)[0]
+
     def _tokens(self, ini, rng):
         kind = ini["tokens"]
         if kind == "octahedral":
@@ -285,7 +318,8 @@ class Simulation:
             return sphere.von_mises_fisher(self.n, mu, float(ini["kappa"]), rng)
         if kind == "file":
             return _load_tokens(ini["tokens_file"], self.n, self.d, ini["normalize"])
-        raise ConfigError(f"init.tokens = {kind!r}: allowed values are octahedral, uniform, vmf, file")
+        raise ConfigError(f"init.tokens = {kind!r}: allowed values are octahedral, uniform, vmf, "
+                          "classes, file")
 
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:

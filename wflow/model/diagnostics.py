@@ -22,6 +22,8 @@ __all__ = [
     "w2_geodesic",
     "geodesic",
     "geodesic_pairwise",
+    "anova_split",
+    "ANOVA_PARTS",
 ]
 
 CLUSTERING_NAMES = ("order_parameter", "min_cosine", "n_clusters", "variance", "spectral_rank")
@@ -69,6 +71,56 @@ def spectral_rank(X, frac=0.99):
             continue
         out[p] = int(np.searchsorted(np.cumsum(s2) / tot, frac - 1e-12) + 1)
     return out
+
+
+#: the parts of :func:`anova_split`, in the order they add up to ``total``
+ANOVA_PARTS = ("within_sequence", "between_sequence", "between_class")
+
+
+def anova_split(X, labels):
+    r"""Token-weighted Euclidean ANOVA of a batch of sequences (one sequence per path).
+
+    For P sequences of n tokens :math:`x_{pi}` in :math:`\mathbb R^d` with class labels
+    :math:`c(p)`, the sequence means :math:`m_p = \frac1n\sum_i x_{pi}`, the class means
+    :math:`\mu_c = \frac1{P_c}\sum_{c(p) = c} m_p` and the grand mean
+    :math:`\bar x = \frac1P\sum_p m_p`:
+
+    .. math::
+        \underbrace{\frac1{Pn}\sum_{p,i}|x_{pi} - \bar x|^2}_{\text{total}}
+        = \underbrace{\frac1{Pn}\sum_{p,i}|x_{pi} - m_p|^2}_{\text{within sequence}}
+        + \underbrace{\frac1P\sum_p|m_p - \mu_{c(p)}|^2}_{\text{between sequence, within class}}
+        + \underbrace{\sum_c\frac{P_c}{P}|\mu_c - \bar x|^2}_{\text{between class}} ,
+
+    an identity (every token has weight 1/(Pn); the cross terms vanish because each part is
+    centred within the next coarser group).
+
+    Parameters
+    ----------
+    X : (..., P, n, d) tokens (leading axes, e.g. records, are kept).
+    labels : (P,) class labels (any hashable values).
+
+    Returns
+    -------
+    dict with ``total`` and the :data:`ANOVA_PARTS`, each of shape ``X.shape[:-3]``.
+    """
+    X = np.asarray(X, dtype=float)
+    labels = np.asarray(labels)
+    if X.ndim < 3 or labels.shape != (X.shape[-3],):
+        raise ValueError(f"anova_split: X has shape {X.shape}, labels {labels.shape}: expected "
+                         "X (..., P, n, d) and labels (P,)")
+    _, inv = np.unique(labels, return_inverse=True)
+    C = int(inv.max()) + 1
+    m = X.mean(axis=-2)  # (..., P, d)
+    grand = m.mean(axis=-2, keepdims=True)
+    counts = np.bincount(inv, minlength=C).astype(float)
+    onehot = np.eye(C)[inv]  # (P, C)
+    mu = np.einsum("pc,...pd->...cd", onehot, m) / counts[:, None]  # (..., C, d)
+    total = np.mean(np.sum((X - grand[..., None, :]) ** 2, axis=-1), axis=(-1, -2))
+    within = np.mean(np.sum((X - m[..., None, :]) ** 2, axis=-1), axis=(-1, -2))
+    between_seq = np.mean(np.sum((m - mu[..., inv, :]) ** 2, axis=-1), axis=-1)
+    between_class = np.sum(counts / counts.sum() * np.sum((mu - grand) ** 2, axis=-1), axis=-1)
+    return {"total": total, "within_sequence": within, "between_sequence": between_seq,
+            "between_class": between_class}
 
 
 def clustering_series(X, angle=0.1, max_n=2000):

@@ -16,6 +16,7 @@ from wflow.errors import ConfigError
 from wflow.model.weights import (
     PHASES,
     SCHEMES_BY_PROCESS,
+    TARGETS,
     WEIGHT_FILE_SUFFIXES,
     WeightProcess,
     _batch,
@@ -29,7 +30,7 @@ from wflow.model.weights import (
     register_process,
 )
 
-__all__ = ["Frozen", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments", "Oscillating",
+__all__ = ["TARGETS", "Frozen", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments", "Oscillating",
            "Layers", "FromFile"]
 
 
@@ -249,29 +250,48 @@ class Oscillating(WeightProcess):
         Dimension, d ≥ 2.
     H : int
         Number of heads.
+    ``target = "paper"`` is the forcing of the paper's published code for d ≥ 4 (p = 0, 1, …
+    the pairs a < b in row-major order, :math:`n_{\text{pairs}} = d(d-1)/2`):
+
+    .. math::
+
+        F_{aa}(\tau) = 2 + 1.5\cos(\tau + 2\pi a/d), \qquad
+        F_{ab}(\tau) = F_{ba}(\tau) = \sin(2\tau + 2\pi p/n_{\text{pairs}});
+
+    for d ≤ 3 it is the default forcing above ([model §5] exactly, which is the paper's).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, d ≥ 2.
+    H : int
+        Number of heads.
     phase : {"shared", "spread"}
     scheme : {"euler", "exact"}
         ``euler`` is the reference simulation (its noise increment is exactly 0).
+    target : {"wflow", "paper"}
+        The forcing for d ≥ 4: wflow's choice (default) or the paper's published code.
     """
 
     name = "oscillating"
     deterministic = True
 
-    params = {"phase": "shared", "scheme": "euler"}
+    params = {"phase": "shared", "scheme": "euler", "target": "wflow"}
 
     @classmethod
     def from_config(cls, spec, H, d, dt):
         scheme = _choice(spec.get("scheme", "euler"), "weights.scheme",
                          SCHEMES_BY_PROCESS["oscillating"], {"euler_maruyama": "euler"})
-        return cls(d, H, spec.get("phase", "shared"), scheme)
+        return cls(d, H, spec.get("phase", "shared"), scheme, spec.get("target", "wflow"))
 
-    def __init__(self, d, H, phase="shared", scheme="euler"):
+    def __init__(self, d, H, phase="shared", scheme="euler", target="wflow"):
         if int(d) != d or d < 2 or int(H) != H or H < 1:
             raise ConfigError(f"oscillating weights: d = {d}, H = {H}: allowed values are "
                               "integers d >= 2, H >= 1")
         self.d, self.H = int(d), int(H)
         self.phase = _choice(phase, "weights.phase", PHASES)
         self.scheme = _choice(scheme, "weights.scheme", SCHEMES_BY_PROCESS["oscillating"])
+        self.target = _choice(target, "weights.target", TARGETS)
         h = np.arange(self.H)
         self.phases = 2 * np.pi * h / self.H if self.phase == "spread" else np.zeros(self.H)
         a = np.arange(self.d)
@@ -282,6 +302,15 @@ class Oscillating(WeightProcess):
         self._amp = np.where(eye, 1.5, 1.0)
         self._omega = np.where(eye, 1.0, 1.0 + np.add.outer(a, a) % 2)
         self._chi = np.where(eye, psi[:, None] + np.pi / 2, lo * np.pi / 2)
+        if self.target == "paper" and self.d >= 4:
+            # the p-th pair a < b in row-major order: sin(2τ + 2πp/n_pairs); the diagonal
+            # cos(τ + 2πa/d) = sin(τ + 2πa/d + π/2) is already the default's for d >= 4
+            iu = np.triu_indices(self.d, 1)
+            p = np.zeros((self.d, self.d))
+            p[iu] = np.arange(iu[0].size)
+            p = p + p.T
+            self._omega = np.where(eye, 1.0, 2.0)
+            self._chi = np.where(eye, self._chi, 2 * np.pi * p / iu[0].size)
 
     def _theta(self, t):
         tau = (float(t) + self.phases)[:, None, None]
@@ -316,7 +345,7 @@ class Oscillating(WeightProcess):
 
     def describe(self):
         return {"process": self.name, "d": self.d, "H": self.H, "phase": self.phase,
-                "scheme": self.scheme}
+                "scheme": self.scheme, "target": self.target}
 
 
 @register_process

@@ -55,6 +55,8 @@ ENTRY_POINT_GROUP = "wflow.model.processes"
 #: the schemes of each process that has a choice; the first is the process' default
 SCHEMES_BY_PROCESS = {"ou": ("euler_maruyama", "exact"), "oscillating": ("euler", "exact")}
 PHASES = ("shared", "spread")
+#: the oscillating forcing for d >= 4 (``weights.target``): wflow's choice or the paper's code
+TARGETS = ("wflow", "paper")
 INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file")  # init.weights ("given": the API)
 LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")

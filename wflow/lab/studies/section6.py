@@ -37,7 +37,8 @@ class Section6(Study):
     """The paper's Section 6 [model §9]: OU × H (10 paths), oscillating shared × H (1 path).
 
     Quick: T = 0.5, 2 OU paths. The oscillating family copies the configured OU base
-    (overrides included) and replaces its weights section and path count.
+    (overrides included) and replaces its weights section and path count; a given
+    ``weights.target`` (``"paper"``: the paper's forcing for d ≥ 4) goes to it alone.
     """
 
     name = "section6"
@@ -49,9 +50,13 @@ class Section6(Study):
         return _scaled(SECTION6_BASE, scale)
 
     def variants(self, base, scale):
+        base = copy.deepcopy(base)
+        # weights.target (the oscillating forcing for d >= 4, e.g. --set weights.target=paper)
+        # does not apply to the OU family: it goes to the oscillating one
+        target = base.get("weights", {}).pop("target", "wflow")
         osc = copy.deepcopy(base)
         osc["weights"] = {"process": "oscillating", "phase": "shared", "noise_var": 0.0,
-                          "scheme": "euler"}
+                          "scheme": "euler", "target": target}
         osc["solver"]["paths"] = 1
         return (expand_grid(base, {"model.heads": list(self.heads)}, name="ou")
                 + expand_grid(osc, {"model.heads": list(self.heads)}, name="oscillating"))
