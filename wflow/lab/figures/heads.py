@@ -3,7 +3,8 @@ r"""Figures of the ``heads`` study (:mod:`wflow.lab.studies.heads`).
 - ``heads_scaling``: late-window :math:`G^2`, :math:`G^2_{hm}` and :math:`\mathcal D`
   against H on log–log axes, one colour per family; error bars are the 95% BCa bootstrap
   intervals of the mean over paths; dashed lines the fits :math:`aH^b`, b with its 95% BCa
-  interval (paths resampled jointly across H) in the legend.
+  interval (paths resampled jointly across H) in the legend; for the spread phases (not a
+  power law) also the fit over :math:`H \ge 4` (dotted, :math:`G^2` panel).
 - ``heads_scan``: b of OU against ``weights.noise_var`` (β = 1) and against β (noise 2),
   with the 95% BCa intervals.
 - ``heads_design``: the per-path late-window :math:`G^2` of the 2 × 2 design of the
@@ -67,8 +68,15 @@ def scaling(r, outdir, formats):
                     hh = np.geomspace(Hs.min() / 1.2, Hs.max() * 1.2, 50)
                     ax.plot(hh, fit["a"] * hh ** fit["b"], ls="--", lw=1.0, color=_COL[f],
                             label=f"fit $aH^b$: {_fmt_b(fit)}")
+                tail = fits.get((f, c, "tail"))
+                if tail is not None and f == "spread":  # not a power law: show the tail too
+                    hh = np.geomspace(4 / 1.2, Hs.max() * 1.2, 20)
+                    ax.plot(hh, tail["a"] * hh ** tail["b"], ls=":", lw=1.2, color=_COL[f],
+                            label=f"fit over $H \\geq 4$: {_fmt_b(tail)}")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo / 20, hi)  # room for the legend below the points
             ax.set_xlabel("number of heads $H$")
             ax.set_ylabel(f"late-window mean {_TEX[c]} ($t \\geq T/2$)")
             ax.set_title(_TEX[c])

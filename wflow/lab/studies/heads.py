@@ -29,7 +29,8 @@ H (``paired=True``).
 Scales. ``full``: n = 64, Δt = 10⁻², T = 10 (the Section 6 base has n = 200, Δt = 5·10⁻³,
 T = 20: n and T are reduced to fit the budget; the resolution parts check Δt and n).
 ``quick``: n = 16, Δt = 0.025, T = 3, 4 paths; OU on :math:`H \in \{1, 4, 16, 64\}`, the
-rest on {1, 16}, one cell of the design, no n check (seconds; its claim is OU b < −0.5 with
+rest on {1, 16}, one cell of the design, Δt/2 on OU H ∈ {1, 4}, no scan and no n
+check (seconds; its claim is OU b < −0.5 with
 4 H values, ``tests/test_study_heads.py``). The noise × β scan is one-at-a-time (a cross
 through the centre, 5 points), not the 3 × 3 grid, to fit the budget.
 """
@@ -59,7 +60,7 @@ _SCALES = {
     "quick": {"n": 16, "dt": 2.5e-2, "T": 3.0, "paths": 4,
               "heads": {"ou": (1, 4, 16, 64), "shared": (1, 16), "spread": (1, 16)},
               "scan_heads": (1, 16), "cell_heads": (1, 16), "cells": ((0, 0),),
-              "noise_var": (8.0,), "beta": (), "resdt": {"ou": (1, 16)}, "resn": {}},
+              "noise_var": (), "beta": (), "resdt": {"ou": (1, 4)}, "resn": {}},
 }
 
 
@@ -74,7 +75,7 @@ class Heads(Study):
     name = "heads"
     question = ("what is the exponent b of G² ≈ aH^b (OU, oscillating shared/spread; vs noise "
                 "and β), with a bootstrap interval?")
-    #: bootstrap resamples (999 when a group has fewer than 10 paths: the quick mode)
+    #: bootstrap resamples (499 when a group has fewer than 10 paths: the quick mode)
     n_resamples = 4999
 
     def base(self, scale):
@@ -158,7 +159,7 @@ class Heads(Study):
             return self._cache[1]
         groups = self.collect(data)
         P = min(int(cfg["solver"]["paths"]) for _, cfg in data.tasks)
-        self._B = self.n_resamples if P >= 10 else 999
+        self._B = self.n_resamples if P >= 10 else 499
         res = {"groups": groups, "means": {}, "fits": {}}
         k = 0
         for g, per_H in groups.items():
@@ -294,6 +295,15 @@ class Heads(Study):
                 what = ("conditional on one draw of X0 and D(0)" if g.endswith("t0w0") else
                         "over independent draws" if g.endswith("t1w1") else "")
                 out.append(f"  {g:<10} b = {f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}] {what}")
+        # between-path variance: noise alone (t0w0), + X0 (t1w0), + D(0) (t0w1), all (t1w1)
+        for H in sorted(groups.get("cell_t0w0", {})):
+            v = {g: spread[g, H][0] ** 2 for g in cells if (g, H) in spread}
+            if len(v) == 4:
+                out.append(f"  H={H}: between-path variance of G²: weight noise alone "
+                           f"{v['cell_t0w0']:.3g}; added by own X0 "
+                           f"{v['cell_t1w0'] - v['cell_t0w0']:+.3g}, by own D(0) "
+                           f"{v['cell_t0w1'] - v['cell_t0w0']:+.3g}, by both "
+                           f"{v['cell_t1w1'] - v['cell_t0w0']:+.3g}")
         return out
 
     def _resolution_lines(self, r, table):
