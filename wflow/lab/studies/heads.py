@@ -18,7 +18,8 @@ Parts (task-name prefixes):
   :math:`H \in \{1, 4, 16\}` (H = 64 left out for the budget); the centre (noise 2, β = 1)
   is the ``ou`` family on the same H.
 - ``cell_t?w?``: the 2 × 2 design (per-path tokens yes/no × per-path weights yes/no) at
-  :math:`H \in \{1, 16\}`; the (yes, yes) cell is the ``ou`` family.
+  :math:`H \in \{1, 16\}`; the (yes, yes) cell is the ``ou`` family. ``s6_t?w?``: the same
+  four cells on the Section 6 base itself (n = 200, Δt = 5·10⁻³, T = 20) at H = 1.
 - ``resdt_*``, ``resn_*``: resolution checks, Δt halved and n doubled on a subset.
 
 Random numbers: every grid point keeps the base seed (``streams="common"``), so path p
@@ -56,11 +57,12 @@ _SCALES = {
              "heads": (1, 2, 4, 8, 16, 32, 64, 128), "scan_heads": (1, 4, 16),
              "cell_heads": (1, 16), "noise_var": (0.5, 8.0), "beta": (0.5, 2.0),
              "resdt": {"ou": (1, 4, 16), "shared": (1, 16), "spread": (1, 16)},
-             "resn": {"ou": (1, 16)}},
+             "resn": {"ou": (1, 16)}, "s6": (1,)},
     "quick": {"n": 16, "dt": 2.5e-2, "T": 3.0, "paths": 4,
               "heads": {"ou": (1, 4, 16, 64), "shared": (1, 16), "spread": (1, 16)},
               "scan_heads": (1, 16), "cell_heads": (1, 16), "cells": ((0, 0),),
-              "noise_var": (), "beta": (), "resdt": {"ou": (1, 4)}, "resn": {}},
+              "noise_var": (), "beta": (), "resdt": {"ou": (1, 4)}, "resn": {},
+              "s6": ()},
 }
 
 
@@ -116,6 +118,15 @@ class Heads(Study):
             c = copy.deepcopy(base)
             c["init"].update(per_path_tokens=bool(tok), per_path_weights=bool(w))
             tasks += grid(c, f"cell_t{tok}w{w}", p["cell_heads"])
+        for tok in (0, 1):  # the 2 x 2 design on the Section 6 base itself (n = 200, T = 20)
+            for w in (0, 1):
+                if not p["s6"]:
+                    break
+                c = copy.deepcopy(SECTION6_BASE)
+                c["init"].update(per_path_tokens=bool(tok), per_path_weights=bool(w))
+                c["diagnostics"]["clustering"] = False
+                c["output"]["store_tokens"] = False
+                tasks += grid(c, f"s6_t{tok}w{w}", p["s6"])
         for f, heads in p["resdt"].items():
             c = fam(base, f)
             c["solver"]["dt"] = base["solver"]["dt"] / 2
@@ -191,7 +202,7 @@ class Heads(Study):
         if ou:
             res["spread"] = {}
             for g in sorted(groups):
-                if g.startswith("cell_"):
+                if g.startswith(("cell_", "s6_")):
                     for H, cols in groups[g].items():
                         res["spread"][g, H] = bootstrap_ci(
                             cols["G2"], lambda v, axis=-1: np.std(v, axis=axis, ddof=1),
@@ -278,12 +289,20 @@ class Heads(Study):
         return out
 
     def _design_lines(self, r):
+        out = []
+        for kind, title in (("cell_", "study base"), ("s6_", "Section 6 base: n = 200, "
+                                                             "Δt = 5e-3, T = 20")):
+            out += self._cells_lines(r, kind, title)
+        return out
+
+    @staticmethod
+    def _cells_lines(r, kind, title):
         groups, fits, spread = r["groups"], r["fits"], r.get("spread", {})
-        cells = sorted(g for g in groups if g.startswith("cell_"))
+        cells = sorted(g for g in groups if g.startswith(kind))
         if not cells:
             return []
-        out = ["\n2 x 2 design (t = per-path tokens, w = per-path weights; 1 = yes): "
-               "late G² mean and its between-path SD [95% BCa]"]
+        out = [f"\n2 x 2 design, {title} (t = per-path tokens, w = per-path weights; "
+               "1 = yes): late G² mean and its between-path SD [95% BCa]"]
         for g in cells:
             for H in sorted(groups[g]):
                 m = r["means"][g, H, "G2"]
@@ -296,14 +315,13 @@ class Heads(Study):
                         "over independent draws" if g.endswith("t1w1") else "")
                 out.append(f"  {g:<10} b = {f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}] {what}")
         # between-path variance: noise alone (t0w0), + X0 (t1w0), + D(0) (t0w1), all (t1w1)
-        for H in sorted(groups.get("cell_t0w0", {})):
-            v = {g: spread[g, H][0] ** 2 for g in cells if (g, H) in spread}
+        for H in sorted(groups.get(f"{kind}t0w0", {})):
+            v = {g[len(kind):]: spread[g, H][0] ** 2 for g in cells if (g, H) in spread}
             if len(v) == 4:
                 out.append(f"  H={H}: between-path variance of G²: weight noise alone "
-                           f"{v['cell_t0w0']:.3g}; added by own X0 "
-                           f"{v['cell_t1w0'] - v['cell_t0w0']:+.3g}, by own D(0) "
-                           f"{v['cell_t0w1'] - v['cell_t0w0']:+.3g}, by both "
-                           f"{v['cell_t1w1'] - v['cell_t0w0']:+.3g}")
+                           f"{v['t0w0']:.3g}; added by own X0 {v['t1w0'] - v['t0w0']:+.3g}, "
+                           f"by own D(0) {v['t0w1'] - v['t0w0']:+.3g}, by both "
+                           f"{v['t1w1'] - v['t0w0']:+.3g}")
         return out
 
     def _resolution_lines(self, r, table):
