@@ -30,7 +30,7 @@ H (``paired=True``).
 Scales. ``full``: n = 64, Δt = 10⁻², T = 10 (the Section 6 base has n = 200, Δt = 5·10⁻³,
 T = 20: n and T are reduced to fit the budget; the resolution parts check Δt and n).
 ``quick``: n = 16, Δt = 0.025, T = 3, 4 paths; OU on :math:`H \in \{1, 4, 16, 64\}`, the
-rest on {1, 16}, one cell of the design, Δt/2 on OU H ∈ {1, 4}, no scan and no n
+rest on {1, 4}, one cell of the design, Δt/2 on OU H ∈ {1, 4}, no scan and no n
 check (seconds; its claim is OU b < −0.5 with
 4 H values, ``tests/test_study_heads.py``). The noise × β scan is one-at-a-time (a cross
 through the centre, 5 points), not the 3 × 3 grid, to fit the budget.
@@ -59,8 +59,8 @@ _SCALES = {
              "resdt": {"ou": (1, 4, 16), "shared": (1, 16), "spread": (1, 16)},
              "resn": {"ou": (1, 16)}, "s6": (1,)},
     "quick": {"n": 16, "dt": 2.5e-2, "T": 3.0, "paths": 4,
-              "heads": {"ou": (1, 4, 16, 64), "shared": (1, 16), "spread": (1, 16)},
-              "scan_heads": (1, 16), "cell_heads": (1, 16), "cells": ((0, 0),),
+              "heads": {"ou": (1, 4, 16, 64), "shared": (1, 4), "spread": (1, 4)},
+              "scan_heads": (1, 4), "cell_heads": (1, 4), "cells": ((0, 0),),
               "noise_var": (), "beta": (), "resdt": {"ou": (1, 4)}, "resn": {},
               "s6": ()},
 }
