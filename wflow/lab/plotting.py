@@ -508,6 +508,10 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
         ``head_scaling.<fmt>``. With a single head count only the point is drawn and
         the title says that more runs are needed. The fit itself is
         :func:`fit_power_law` applied to ``head_scaling_data(sources)["H"], ["mean"]``.
+        Error bars: the 95% Student-t interval of the mean on the log scale
+        (:func:`wflow.lab.analysis.log_mean_interval`, always positive), drawn only with
+        ≥ 3 paths; with one or two paths the legend says "no CI" and none is drawn. The ±
+        on b is the least-squares standard error of the slope (not a CI; none with two H).
     """
     formats = _check_formats(formats)
     groups = sources if isinstance(sources, dict) else {None: list(sources)}
@@ -522,18 +526,26 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
         for j, (label, srcs) in enumerate(groups.items()):
             c = colours[j % len(colours)]
             dat = head_scaling_data(srcs, window)
-            H, mean, ci = dat["H"], dat["mean"], dat["ci"]
+            H, mean, lo, hi = dat["H"], dat["mean"], dat["low"], dat["high"]
             pre = f"{label}: " if label is not None else ""
-            yerr = np.where(np.isfinite(ci), np.minimum(ci, mean * (1 - 1e-9)), 0.0)
-            yerr = np.vstack([yerr, np.where(np.isfinite(ci), ci, 0.0)])
+            ok = np.isfinite(lo) & np.isfinite(hi)
+            yerr = np.vstack([np.where(ok, mean - lo, 0.0), np.where(ok, hi - mean, 0.0)])
+            P = dat["paths"]
+            if np.all(ok):
+                what = "95% CI (Student t on the log scale)"
+            elif np.any(ok):
+                what = "95% CI (Student t on the log scale) where ≥ 3 paths"
+            else:  # one or two paths: no honest interval; say so instead of drawing one
+                what = (f"{int(P.max())} path{'s' if P.max() > 1 else ''}: no CI")
             handles.append(ax.errorbar(H, mean, yerr=yerr, fmt="o", color=c, ms=5, capsize=3,
-                                       lw=1.0, label=f"{pre}mean $G^2$ over {wtxt}, 95% CI"))
+                                       lw=1.0, label=f"{pre}mean $G^2$ over {wtxt}, {what}"))
             if H.size >= 2:
                 a, b, se = fit_power_law(H, mean)
                 hh = np.geomspace(H.min() / 1.3, H.max() * 1.3, 50)
-                setxt = "" if not np.isfinite(se) else f" \\pm {se:.2g}"
+                setxt = ("" if not np.isfinite(se) else
+                         f" ± {se:.2g} (± = standard error of the slope, {H.size} H values)")
                 handles += ax.plot(hh, a * hh ** b, color=c, ls="--", lw=1.0,
-                        label=f"{pre}fit $aH^b$: $a = {a:.3g}$, $b = {b:.3f}{setxt}$")
+                                   label=f"{pre}fit $aH^b$: $a = {a:.3g}$, $b = {b:.3f}${setxt}")
                 fitted += 1
         ax.set_xscale("log")
         ax.set_yscale("log")

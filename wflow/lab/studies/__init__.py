@@ -18,6 +18,10 @@ A study answers one question with a set of runs. It gives
 - ``energy``: the discrete energy identity: deterministic oscillating weights (shared, H = 10,
   n = 50, T = 2), Euler / Heun / RK4 over Δt ∈ {0.02, 0.01, 0.005, 0.0025}; the exact ledger
   residual and its fitted order (expected min(p, 2)), the telescoping error, ∫G²/∫𝒟.
+- ``heads``: head-count scaling, :math:`H \in \{1, \dots, 128\}`, of the late-window
+  :math:`G^2`, :math:`G^2_{hm}`, :math:`\mathcal D` (OU, oscillating shared / spread), the
+  exponent b with a BCa interval; b against the OU noise and β; the 2 × 2 design of the
+  initial draws; Δt and n resolution checks.
 - ``laplacian``: attention vs Laplacian heads (none, half, all of H = 4), OU weights:
   within-sequence variance, spectral rank, order parameter and clusters at T.
 - ``regimes``: the regime map on S² (issue #13): β ∈ {0.25, 1, 4, 16} × seven weight
@@ -70,7 +74,8 @@ from wflow.lab.studies._base import (  # noqa: F401
 )
 
 # importing a study module registers its study (one module per study)
-from wflow.lab.studies import energy, jko_study, laplacian, regimes, section6, stability  # noqa: E402,F401  isort: skip
+from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
+    energy, heads, jko_study, laplacian, regimes, section6, stability)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",

@@ -1,0 +1,147 @@
+r"""Figures of the ``heads`` study (:mod:`wflow.lab.studies.heads`).
+
+- ``heads_scaling``: late-window :math:`G^2`, :math:`G^2_{hm}` and :math:`\mathcal D`
+  against H on log–log axes, one colour per family; error bars are the 95% BCa bootstrap
+  intervals of the mean over paths; dashed lines the fits :math:`aH^b`, b with its 95% BCa
+  interval (paths resampled jointly across H) in the legend; for the spread phases (not a
+  power law) also the fit over :math:`H \ge 4` (dotted, :math:`G^2` panel).
+- ``heads_scan``: b of OU against ``weights.noise_var`` (β = 1) and against β (noise 2),
+  with the 95% BCa intervals.
+- ``heads_design``: the per-path late-window :math:`G^2` of the 2 × 2 design of the
+  initial draws (per-path tokens × per-path weights) at each H, mean with its 95% BCa
+  interval.
+
+Reads the study's analysis (``Heads.analyse``), nothing else.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+
+from wflow.lab._figbase import _C, _STYLE, DPI, _save
+from wflow.lab.studies.heads import FAMILIES, QUANTITIES, Heads
+
+__all__ = ["draw"]
+
+_COL = {"ou": _C["blue"], "shared": _C["red"], "spread": _C["green"]}
+_LAB = {"ou": "OU", "shared": "oscillating, shared phase", "spread": "oscillating, spread phases"}
+_TEX = {"G2": "$G^2$", "G2_hm": "$G^2_{hm}$", "dissipation": r"$\mathcal{D}$"}
+
+
+def _fig(w, h):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
+
+
+def _err(est, lo, hi):
+    """Asymmetric error bars; zero where the interval is undefined (NaN)."""
+    est, lo, hi = (np.asarray(v, dtype=float) for v in (est, lo, hi))
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    return np.vstack([np.where(ok, est - lo, 0.0), np.where(ok, hi - est, 0.0)])
+
+
+def _fmt_b(f):
+    if f is None:
+        return "no fit"
+    if np.isfinite(f["low"]):
+        return f"$b = {f['b']:.3f}$ [{f['low']:.3f}, {f['high']:.3f}]"
+    return f"$b = {f['b']:.3f}$ (no CI: < 3 paths)"
+
+
+def scaling(r, outdir, formats):
+    groups, means, fits = r["groups"], r["means"], r["fits"]
+    fams = [f for f in FAMILIES if f in groups]
+    with matplotlib.rc_context(_STYLE):
+        fig = _fig(13.5, 4.4)
+        axes = fig.subplots(1, len(QUANTITIES), sharex=True)
+        for ax, (c, _) in zip(axes, QUANTITIES):
+            for f in fams:
+                Hs = np.array(sorted(groups[f]), dtype=float)
+                est, lo, hi = np.array([means[f, int(H), c] for H in Hs]).T
+                P = groups[f][int(Hs[0])][c].size
+                ax.errorbar(Hs, est, yerr=_err(est, lo, hi), fmt="o", ms=4, capsize=3,
+                            lw=1.0, color=_COL[f], label=f"{_LAB[f]} ({P} paths)")
+                fit = fits.get((f, c))
+                if fit is not None:
+                    hh = np.geomspace(Hs.min() / 1.2, Hs.max() * 1.2, 50)
+                    ax.plot(hh, fit["a"] * hh ** fit["b"], ls="--", lw=1.0, color=_COL[f],
+                            label=f"fit $aH^b$: {_fmt_b(fit)}")
+                tail = fits.get((f, c, "tail"))
+                if tail is not None and f == "spread":  # not a power law: show the tail too
+                    hh = np.geomspace(4 / 1.2, Hs.max() * 1.2, 20)
+                    ax.plot(hh, tail["a"] * hh ** tail["b"], ls=":", lw=1.2, color=_COL[f],
+                            label=f"fit over $H \\geq 4$: {_fmt_b(tail)}")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo / 20, hi)  # room for the legend below the points
+            ax.set_xlabel("number of heads $H$")
+            ax.set_ylabel(f"late-window mean {_TEX[c]} ($t \\geq T/2$)")
+            ax.set_title(_TEX[c])
+            ax.legend(loc="lower left", fontsize=6.5)
+        fig.suptitle("Head-count scaling: error bars and [ ] on b are 95% BCa bootstrap "
+                     "intervals over paths (paths resampled jointly across H)")
+        return _save(fig, outdir, "heads_scaling", formats)
+
+
+def scan(r, outdir, formats):
+    sc = Heads.scan(r)
+    if not sc:
+        return []
+    with matplotlib.rc_context(_STYLE):
+        fig = _fig(8.4, 3.6)
+        axes = np.atleast_1d(fig.subplots(1, len(sc), sharey=True))
+        for ax, (key, rows) in zip(axes, sc.items()):
+            rows = [(v, f) for v, f in rows if f is not None]
+            v = np.array([x for x, _ in rows])
+            b, lo, hi = (np.array([f[k] for _, f in rows]) for k in ("b", "low", "high"))
+            ax.errorbar(v, b, yerr=_err(b, lo, hi), fmt="o-", ms=5, capsize=3, lw=1.0,
+                        color=_C["blue"], label="OU: b, 95% BCa interval")
+            ax.axhline(-1.0, color=_C["grey"], lw=0.8, ls=":", label="$b = -1$")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("OU noise_var $g^2$ ($\\beta = 1$)" if key == "noise_var"
+                          else "inverse temperature $\\beta$ (noise_var = 2)")
+            ax.set_ylabel("exponent $b$ of $G^2 \\approx aH^b$")
+            ax.legend(loc="best")
+        Hs = sorted(next(g for k, g in r["groups"].items() if k.startswith("scan_")))
+        fig.suptitle(f"OU exponent against the noise and β, H ∈ {{{', '.join(map(str, Hs))}}}")
+        return _save(fig, outdir, "heads_scan", formats)
+
+
+def design(r, outdir, formats):
+    groups = r["groups"]
+    cells = [g for g in sorted(groups) if g.startswith(("cell_", "s6_"))]
+    if not cells:
+        return []
+    Hs = sorted({(g.split("_")[0], H) for g in cells for H in groups[g]})
+    with matplotlib.rc_context(_STYLE):
+        fig = _fig(4.0 * len(Hs), 3.6)
+        axes = np.atleast_1d(fig.subplots(1, len(Hs)))
+        for ax, (kind, H) in zip(axes, Hs):
+            names = [g for g in cells if g.startswith(kind) and H in groups[g]]
+            for i, g in enumerate(names):
+                y = groups[g][H]["G2"]
+                x = i + np.linspace(-0.15, 0.15, y.size)
+                ax.plot(x, y, "o", ms=3, color=_C["grey"], alpha=0.7,
+                        label="one path" if i == 0 else None)
+                est, lo, hi = r["means"][g, H, "G2"]
+                ax.errorbar([i + 0.3], [est], yerr=_err([est], [lo], [hi]), fmt="s", ms=5,
+                            capsize=3, color=_C["blue"],
+                            label="mean, 95% BCa interval" if i == 0 else None)
+            ax.set_xticks(range(len(names)))
+            ax.set_xticklabels([f"tokens {'own' if g[-3] == '1' else 'shared'}\n"
+                                f"D(0) {'own' if g[-1] == '1' else 'shared'}" for g in names],
+                               fontsize=7)
+            ax.set_ylabel("late-window mean $G^2$ per path")
+            ax.set_title(("Section 6 base (n = 200)" if kind == "s6" else "study base")
+                         + f", H = {H}")
+            ax.legend(loc="best")
+        fig.suptitle("Which draw carries the spread: per-path X0 and D(0) yes/no")
+        return _save(fig, outdir, "heads_design", formats)
+
+
+def draw(r, outdir, formats):
+    """All figures of the study; returns the files written."""
+    return scaling(r, outdir, formats) + scan(r, outdir, formats) + design(r, outdir, formats)

@@ -1,0 +1,358 @@
+r"""Head-count scaling with bootstrap intervals: :math:`\langle G^2\rangle \approx aH^b`
+(issue #13, item 3; [model §8, §9]).
+
+Quantities, per Monte Carlo path: the late-window (:math:`t \ge T/2`) means of :math:`G^2`,
+:math:`G^2_{hm}` and :math:`\mathcal D` (the sweep summary's ``G2``, ``G2_hm``,
+``dissipation``). Per H: their mean over paths with a BCa 95% interval. Per family: the
+exponent b of the least-squares line through :math:`(\log H, \log \overline{G^2})` with a
+BCa 95% interval (:func:`wflow.lab.analysis.power_law_bootstrap`).
+
+Parts (task-name prefixes):
+
+- ``ou``, ``shared``, ``spread``: OU weights, oscillating weights with shared phase and
+  with spread phases, :math:`H \in \{1, 2, \dots, 128\}`, 10 paths, each path with its own
+  X0 and D(0) (``init.per_path_tokens``, ``init.per_path_weights``: intervals over
+  independent draws of the initial state, not conditional on one draw).
+- ``scan_noise_var=…``, ``scan_beta=…``: b of OU against ``weights.noise_var``
+  :math:`\in \{0.5, 2, 8\}` (β = 1) and β :math:`\in \{0.5, 1, 2\}` (noise 2), on
+  :math:`H \in \{1, 4, 16\}` (H = 64 left out for the budget); the centre (noise 2, β = 1)
+  is the ``ou`` family on the same H.
+- ``cell_t?w?``: the 2 × 2 design (per-path tokens yes/no × per-path weights yes/no) at
+  :math:`H \in \{1, 16\}`; the (yes, yes) cell is the ``ou`` family. ``s6_t?w?``: the same
+  four cells on the Section 6 base itself (n = 200, Δt = 5·10⁻³, T = 20) at H = 1.
+- ``resdt_*``, ``resn_*``: resolution checks, Δt halved and n doubled on a subset.
+
+Random numbers: every grid point keeps the base seed (``streams="common"``), so path p
+draws the same X0 and (as far as the shapes agree) the same D(0) at every H; the noise
+streams differ in shape. The exponent's bootstrap therefore resamples paths jointly across
+H (``paired=True``).
+
+Scales. ``full``: n = 64, Δt = 10⁻², T = 10 (the Section 6 base has n = 200, Δt = 5·10⁻³,
+T = 20: n and T are reduced to fit the budget; the resolution parts check Δt and n).
+``quick``: n = 16, Δt = 0.025, T = 3, 4 paths; OU on :math:`H \in \{1, 4, 16, 64\}`, the
+rest on {1, 4}, one cell of the design, Δt/2 on OU H ∈ {1, 4}, no scan and no n
+check (seconds; its claim is OU b < −0.5 with
+4 H values, ``tests/test_study_heads.py``). The noise × β scan is one-at-a-time (a cross
+through the centre, 5 points), not the 3 × 3 grid, to fit the budget.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from wflow.lab.analysis import bootstrap_ci, power_law_bootstrap
+from wflow.lab.studies._base import Study, register_study
+from wflow.lab.studies.section6 import SECTION6_BASE
+from wflow.lab.sweep import expand_grid
+
+#: the three quantities (summary columns) and how they are labelled
+QUANTITIES = (("G2", "G²"), ("G2_hm", "G²_hm"), ("dissipation", "𝒟"))
+FAMILIES = ("ou", "shared", "spread")
+OSC = {"process": "oscillating", "noise_var": 0.0, "scheme": "euler"}
+
+_SCALES = {
+    "full": {"n": 64, "dt": 1e-2, "T": 10.0, "paths": 10,
+             "heads": (1, 2, 4, 8, 16, 32, 64, 128), "scan_heads": (1, 4, 16),
+             "cell_heads": (1, 16), "noise_var": (0.5, 8.0), "beta": (0.5, 2.0),
+             "resdt": {"ou": (1, 4, 16), "shared": (1, 16), "spread": (1, 16)},
+             "resn": {"ou": (1, 16)}, "s6": (1,)},
+    "quick": {"n": 16, "dt": 2.5e-2, "T": 3.0, "paths": 4,
+              "heads": {"ou": (1, 4, 16, 64), "shared": (1, 4), "spread": (1, 4)},
+              "scan_heads": (1, 4), "cell_heads": (1, 4), "cells": ((0, 0),),
+              "noise_var": (), "beta": (), "resdt": {"ou": (1, 4)}, "resn": {},
+              "s6": ()},
+}
+
+
+def _group(point):
+    return point.split("-heads=")[0]
+
+
+@register_study
+class Heads(Study):
+    """Head-count scaling of the late-window G², G²_hm and 𝒟 with BCa intervals."""
+
+    name = "heads"
+    question = ("what is the exponent b of G² ≈ aH^b (OU, oscillating shared/spread; vs noise "
+                "and β), with a bootstrap interval?")
+    quick = ("n = 16, T = 3, 4 paths: OU at H ∈ {1, 4, 16, 64}, shared/spread at H ∈ {1, 4}, one "
+             "Δt/2 check: OU b < −0.5, shared |b| < 0.15")
+    #: bootstrap resamples (499 when a group has fewer than 10 paths: the quick mode)
+    n_resamples = 4999
+
+    def base(self, scale):
+        p = _SCALES[scale]
+        cfg = copy.deepcopy(SECTION6_BASE)
+        cfg["model"]["n"] = p["n"]
+        cfg["solver"].update(dt=p["dt"], T=p["T"], paths=p["paths"], record_every=5)
+        cfg["init"].update(per_path_tokens=True, per_path_weights=True)
+        cfg["diagnostics"]["clustering"] = False
+        cfg["output"]["store_tokens"] = False
+        return cfg
+
+    def variants(self, base, scale):
+        p = _SCALES[scale]
+
+        def fam(cfg, family):
+            c = copy.deepcopy(cfg)
+            if family != "ou":
+                c["weights"] = {**OSC, "phase": family}
+            return c
+
+        def grid(cfg, name, heads):
+            return expand_grid(cfg, {"model.heads": list(heads)}, name=name)
+
+        tasks = []
+        for f in FAMILIES:
+            heads = p["heads"][f] if isinstance(p["heads"], dict) else p["heads"]
+            tasks += grid(fam(base, f), f, heads)
+        for v in p["noise_var"]:
+            c = copy.deepcopy(base)
+            c["weights"]["noise_var"] = v
+            tasks += grid(c, f"scan_noise_var={v:g}", p["scan_heads"])
+        for v in p["beta"]:
+            c = copy.deepcopy(base)
+            c["model"]["beta"] = v
+            tasks += grid(c, f"scan_beta={v:g}", p["scan_heads"])
+        for tok, w in p.get("cells", ((0, 0), (0, 1), (1, 0))):  # (1, 1): the ou family
+            c = copy.deepcopy(base)
+            c["init"].update(per_path_tokens=bool(tok), per_path_weights=bool(w))
+            tasks += grid(c, f"cell_t{tok}w{w}", p["cell_heads"])
+        for tok in (0, 1):  # the 2 x 2 design on the Section 6 base itself (n = 200, T = 20)
+            for w in (0, 1):
+                if not p["s6"]:
+                    break
+                c = copy.deepcopy(SECTION6_BASE)
+                c["init"].update(per_path_tokens=bool(tok), per_path_weights=bool(w))
+                c["diagnostics"]["clustering"] = False
+                c["output"]["store_tokens"] = False
+                tasks += grid(c, f"s6_t{tok}w{w}", p["s6"])
+        for f, heads in p["resdt"].items():
+            c = fam(base, f)
+            c["solver"]["dt"] = base["solver"]["dt"] / 2
+            tasks += grid(c, f"resdt_{f}", heads)
+        for f, heads in p["resn"].items():
+            c = fam(base, f)
+            c["model"]["n"] = 2 * base["model"]["n"]
+            tasks += grid(c, f"resn_{f}", heads)
+        return tasks
+
+    # ------------------------------------------------------------------------ analysis
+    def _rng(self, data, *key):
+        seed = int(data.tasks[0][1]["init"]["seed"])
+        return np.random.default_rng(np.random.SeedSequence([seed, 13, *key]))
+
+    def collect(self, data):
+        """``{group: {H: {column: (P,) array}}}`` from the sweep summary."""
+        out = {}
+        for point, cfg in data.tasks:
+            H = int(cfg["model"]["heads"])
+            out.setdefault(_group(point), {})[H] = {
+                c: data.column(c, point) for c, _ in QUANTITIES}
+        cell11 = out.get("ou", {})
+        heads = {H for g, d in out.items() if g.startswith("cell_") for H in d}
+        if heads:
+            out["cell_t1w1"] = {H: cell11[H] for H in sorted(heads) if H in cell11}
+        return out
+
+    def fit(self, per_H, column, rng, heads=None):
+        """Power-law fit of ``column`` over ``heads`` (default all) of one group."""
+        Hs = sorted(per_H if heads is None else heads)
+        Y = np.stack([per_H[H][column] for H in Hs], axis=1)
+        if len(Hs) < 2 or not np.all(Y > 0):
+            return None
+        return power_law_bootstrap(Hs, Y, paired=True, rng=rng, n_resamples=self._B)
+
+    def analyse(self, data):
+        """Everything the summary and the figures report (deterministic: seeded rngs)."""
+        key = id(data)
+        if getattr(self, "_cache", (None,))[0] == key:
+            return self._cache[1]
+        groups = self.collect(data)
+        P = min(int(cfg["solver"]["paths"]) for _, cfg in data.tasks)
+        self._B = self.n_resamples if P >= 10 else 499
+        res = {"groups": groups, "means": {}, "fits": {}}
+        k = 0
+        for g, per_H in groups.items():
+            for H, cols in per_H.items():
+                for c, _ in QUANTITIES:
+                    k += 1
+                    res["means"][g, H, c] = bootstrap_ci(cols[c], rng=self._rng(data, 0, k),
+                                                         n_resamples=self._B)
+            for j, (c, _) in enumerate(QUANTITIES):
+                if len(per_H) >= 2:
+                    res["fits"][g, c] = self.fit(per_H, c, self._rng(data, 1, k, j))
+        # the tail H >= 4 of each family (the spread phases cancel the forcing's harmonics
+        # in the head average from H = 3 on: a change of regime, not a power law)
+        for g in FAMILIES:
+            tail = tuple(H for H in groups.get(g, {}) if H >= 4)
+            if len(tail) >= 3:
+                res["fits"][g, "G2", "tail"] = self.fit(groups[g], "G2", self._rng(data, 4, k),
+                                                        tail)
+        # b of the ou family on the subsets the scan and the resolution checks use
+        ou = groups.get("ou", {})
+        for g, per_H in groups.items():
+            if g.startswith(("scan_", "resdt_", "resn_")) and len(per_H) >= 2:
+                base = "ou" if g.startswith("scan_") else g.split("_", 1)[1]
+                Hs = tuple(sorted(per_H))
+                src = groups.get(base, {})
+                if all(H in src for H in Hs):
+                    res["fits"][base, "G2", Hs] = self.fit(src, "G2", self._rng(data, 2, len(Hs)),
+                                                          Hs)
+        if ou:
+            res["spread"] = {}
+            for g in sorted(groups):
+                if g.startswith(("cell_", "s6_")):
+                    for H, cols in groups[g].items():
+                        res["spread"][g, H] = bootstrap_ci(
+                            cols["G2"], lambda v, axis=-1: np.std(v, axis=axis, ddof=1),
+                            rng=self._rng(data, 3, H), n_resamples=self._B)
+        self._cache = (key, res)
+        return res
+
+    # ------------------------------------------------------------------------ summary
+    def summarize(self, data):
+        """Per group and H: the late-window means with BCa 95% intervals; per group the
+        exponent b with its BCa 95% interval; the 2 × 2 design; the resolution checks."""
+        r = self.analyse(data)
+        groups, means, fits = r["groups"], r["means"], r["fits"]
+        lines = ["Late-window (t >= T/2) means over paths, [95% BCa bootstrap interval of the "
+                 "mean]; b of a*H^b: least squares on log-log of the means, [95% BCa interval, "
+                 "paths resampled jointly across H (common random numbers)]."]
+        table = {k: [] for k in ("group", "H", "quantity", "mean", "low", "high", "paths",
+                                 "b", "b_low", "b_high", "b_se_boot", "b_se_ls")}
+
+        def row(g, H, c, est, lo, hi, P, fit):
+            b = fit or {}
+            for k, v in zip(table, (g, H, c, est, lo, hi, P, b.get("b", np.nan),
+                                    b.get("low", np.nan), b.get("high", np.nan),
+                                    b.get("se", np.nan), b.get("se_ls", np.nan))):
+                table[k].append(v)
+
+        for g in sorted(groups, key=lambda g: (g not in FAMILIES, g)):
+            per_H = groups[g]
+            lines.append(f"\n{g}:")
+            lines.append(f"{'H':>5}" + "".join(f"{lab:>30}" for _, lab in QUANTITIES) + f"{'P':>4}")
+            for H in sorted(per_H):
+                cells = []
+                for c, _ in QUANTITIES:
+                    est, lo, hi = means[g, H, c]
+                    cells.append(f"{est:.4g} [{lo:.3g}, {hi:.3g}]")
+                    row(g, H, c, est, lo, hi, per_H[H][c].size, None)
+                P = per_H[H]["G2"].size
+                lines.append(f"{H:>5}" + "".join(f"{s:>30}" for s in cells) + f"{P:>4}")
+            for c, lab in QUANTITIES:
+                f = fits.get((g, c))
+                if f is None:
+                    if len(per_H) >= 2:
+                        lines.append(f"  b({lab}): no fit (a value is not positive)")
+                    continue
+                lines.append(f"  b({lab}) = {f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}] "
+                             f"(bootstrap SE {f['se']:.2g}, least-squares SE {f['se_ls']:.2g}), "
+                             f"a = {f['a']:.3g}")
+                row(g, "all", c, np.nan, np.nan, np.nan, int(f["paths"].min()), f)
+            f = fits.get((g, "G2", "tail"))
+            if f is not None:
+                lines.append(f"  b(G²) over H >= 4 only = {f['b']:.3f} [{f['low']:.3f}, "
+                             f"{f['high']:.3f}]")
+                row(g, "H>=4", "G2", np.nan, np.nan, np.nan, int(f["paths"].min()), f)
+        lines += self._scan_lines(r)
+        lines += self._design_lines(r)
+        lines += self._resolution_lines(r, table)
+        return "\n".join(lines), table
+
+    @staticmethod
+    def scan(r):
+        """``{"noise_var": [(value, fit)], "beta": [(value, fit)]}``: b(G²) of OU on the scan's
+        H values, the centre (noise 2, β = 1) from the ``ou`` family on the same H."""
+        out = {"noise_var": [], "beta": []}
+        centre = None
+        for g, per_H in r["groups"].items():
+            if g.startswith("scan_"):
+                key, val = g[len("scan_"):].split("=")
+                out[key].append((float(val), r["fits"].get((g, "G2"))))
+                centre = r["fits"].get(("ou", "G2", tuple(sorted(per_H))))
+        if centre is not None:
+            out["noise_var"].append((SECTION6_BASE["weights"]["noise_var"], centre))
+            out["beta"].append((SECTION6_BASE["model"]["beta"], centre))
+        return {k: sorted(v, key=lambda x: x[0]) for k, v in out.items() if v}
+
+    def _scan_lines(self, r):
+        out = []
+        for key, rows in self.scan(r).items():
+            other = "β = 1" if key == "noise_var" else "noise_var = 2"
+            out.append(f"\nOU b(G²) against {key} ({other}), [95% BCa]:")
+            for v, f in rows:
+                if f is not None:
+                    out.append(f"  {key} = {v:<5g} b = {f['b']:.3f} [{f['low']:.3f}, "
+                               f"{f['high']:.3f}]")
+        return out
+
+    def _design_lines(self, r):
+        out = []
+        for kind, title in (("cell_", "study base"), ("s6_", "Section 6 base: n = 200, "
+                                                             "Δt = 5e-3, T = 20")):
+            out += self._cells_lines(r, kind, title)
+        return out
+
+    @staticmethod
+    def _cells_lines(r, kind, title):
+        groups, fits, spread = r["groups"], r["fits"], r.get("spread", {})
+        cells = sorted(g for g in groups if g.startswith(kind))
+        if not cells:
+            return []
+        out = [f"\n2 x 2 design, {title} (t = per-path tokens, w = per-path weights; "
+               "1 = yes): late G² mean and its between-path SD [95% BCa]"]
+        for g in cells:
+            for H in sorted(groups[g]):
+                m = r["means"][g, H, "G2"]
+                s = spread[g, H]
+                out.append(f"  {g:<10} H={H:<4} mean {m[0]:.4g} [{m[1]:.3g}, {m[2]:.3g}]  "
+                           f"SD {s[0]:.3g} [{s[1]:.3g}, {s[2]:.3g}]")
+            f = fits.get((g, "G2"))
+            if f is not None:
+                what = ("conditional on one draw of X0 and D(0)" if g.endswith("t0w0") else
+                        "over independent draws" if g.endswith("t1w1") else "")
+                out.append(f"  {g:<10} b = {f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}] {what}")
+        # between-path variance: noise alone (t0w0), + X0 (t1w0), + D(0) (t0w1), all (t1w1)
+        for H in sorted(groups.get(f"{kind}t0w0", {})):
+            v = {g[len(kind):]: spread[g, H][0] ** 2 for g in cells if (g, H) in spread}
+            if len(v) == 4:
+                out.append(f"  H={H}: between-path variance of G²: weight noise alone "
+                           f"{v['t0w0']:.3g}; added by own X0 {v['t1w0'] - v['t0w0']:+.3g}, "
+                           f"by own D(0) {v['t0w1'] - v['t0w0']:+.3g}, by both "
+                           f"{v['t1w1'] - v['t0w0']:+.3g}")
+        return out
+
+    def _resolution_lines(self, r, table):
+        groups, means, fits = r["groups"], r["means"], r["fits"]
+        res = sorted(g for g in groups if g.startswith(("resdt_", "resn_")))
+        if not res:
+            return []
+        out = ["\nResolution (Δt halved: resdt_, n doubled: resn_): |change| against the "
+               "half-width of the base value's 95% interval (ok if smaller)"]
+        for g in res:
+            base = g.split("_", 1)[1]
+            for H in sorted(groups[g]):
+                for c, lab in QUANTITIES:
+                    b0, lo, hi = means[base, H, c]
+                    b1 = means[g, H, c][0]
+                    hw = max(hi - b0, b0 - lo)
+                    out.append(f"  {g:<12} H={H:<4} {lab:<6} {b0:.4g} -> {b1:.4g}: "
+                               f"|Δ| = {abs(b1 - b0):.2g} vs {hw:.2g} "
+                               f"{'ok' if abs(b1 - b0) < hw else 'LARGER'}")
+            Hs = tuple(sorted(groups[g]))
+            f0, f1 = fits.get((base, "G2", Hs)), fits.get((g, "G2"))
+            if f0 and f1:
+                hw = max(f0["high"] - f0["b"], f0["b"] - f0["low"])
+                d = abs(f1["b"] - f0["b"])
+                out.append(f"  {g:<12} b(G²) on H={list(Hs)}: {f0['b']:.3f} -> {f1['b']:.3f}: "
+                           f"|Δ| = {d:.2g} vs {hw:.2g} {'ok' if d < hw else 'LARGER'}")
+        return out
+
+    def figures(self, data, outdir, formats):
+        from wflow.lab.figures import heads as fig
+
+        return fig.draw(self.analyse(data), outdir, formats)
