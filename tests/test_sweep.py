@@ -92,15 +92,20 @@ def test_quick_study_pipeline(tmp_path):
     assert not (tmp_path / "figures").exists()
 
 
-def test_every_study_honours_the_options():
-    """--ledger sets diagnostics.ledger in every run of every study; --set reaches every base."""
-    opts = StudyOptions(scale="quick", ledger=True, overrides=("model.beta=0.5",))
+def test_every_study_honours_the_options(caplog):
+    """--ledger sets diagnostics.ledger in every run of every study; --set reaches every base;
+    a --set on a key the study sweeps (regimes sweeps β) is overridden by its grid, with a
+    warning naming the key."""
+    opts = StudyOptions(scale="quick", ledger=True, overrides=("init.seed=11",))
     for name, study in STUDIES.items():
         tasks = study.tasks(opts)
         assert tasks, name
         for _, cfg in tasks:
             assert cfg["diagnostics"]["ledger"] is True, name
-            assert cfg["model"]["beta"] == 0.5, name
+            assert cfg["init"]["seed"] == 11, name
+    assert not caplog.records
+    STUDIES["regimes"].tasks(StudyOptions(scale="quick", overrides=("model.beta=0.5",)))
+    assert any("model.beta" in r.getMessage() for r in caplog.records)
     with pytest.raises(ConfigError, match="scale"):
         StudyOptions(scale="tiny")
     with pytest.raises(ConfigError, match="allowed values are .*energy"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,8 @@ from wflow import config as _config
 from wflow.errors import ConfigError, WflowError
 from wflow.lab.analysis import load_source
 from wflow.lab.sweep import EXECUTORS, expand_grid, run_sweep
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",
@@ -163,7 +166,14 @@ class Study:
     def tasks(self, options: StudyOptions | None = None) -> list:
         """``variants(options.configure(base(scale)), scale)``: the list of (name, config)."""
         options = options or StudyOptions()
-        return self.variants(options.configure(self.base(options.scale)), options.scale)
+        tasks = self.variants(options.configure(self.base(options.scale)), options.scale)
+        for text in options.overrides:  # a key the study sweeps: its grid wins, say so
+            keys, value = _config.parse_override(text)
+            sec, key = keys[0], ".".join(keys[1:])
+            if any(cfg.get(sec, {}).get(key) != value for _, cfg in tasks):
+                log.warning("study %s sets %s.%s itself in some runs: --set %s does not hold "
+                            "there", self.name, sec, key, text)
+        return tasks
 
     def summarize(self, data: StudyData) -> tuple[str, dict]:
         """``(text, table)`` from the sweep summary (``data.summary``) or the result files
