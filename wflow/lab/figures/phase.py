@@ -91,11 +91,11 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
             if np.any(~fin):
                 ax.scatter(b[~fin] + (0.08 if halved else 0), np.full((~fin).sum(), T),
                            marker="^", color=colour, s=30,
-                           label=f"{lab}: not reached by T = {T:g}")
+                           label=f"{lab}: > T = {T:g} (not reached)")
         ax.set_xlabel("inverse temperature β")
         ax.set_ylabel(r"half-merge time $t_{1/2}$")
         ax.set_title(f"d = {d}: " + r"$t_{1/2}$, 95% bootstrap CI")
         ax.set_ylim(0, T * 1.05)
         with _quiet_nanwarnings():
-            ax.legend(loc="upper left")
+            ax.legend(loc="lower right", fontsize=7)
     return _save(fig, outdir, "phase", formats)
