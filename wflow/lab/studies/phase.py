@@ -37,7 +37,7 @@ import copy
 import numpy as np
 
 from wflow.lab.analysis import load_source
-from wflow.lab.studies._base import Study, register_study
+from wflow.lab.studies._base import Study, StudyOptions, register_study
 from wflow.lab.sweep import expand_grid
 
 __all__ = ["Phase", "pooled_fraction", "half_time", "half_time_interval", "PHASE_BASE"]
@@ -147,15 +147,27 @@ class Phase(Study):
             cfg["solver"].update(T=15.0, paths=64)
         return cfg
 
-    def variants(self, base, scale):
+    def tasks(self, options=None):
+        """The grid of :meth:`variants`; a ``--set model.beta=…`` or ``model.d=…`` override
+        replaces that axis of the grid by its one value (the Δt/2 check then runs there)."""
+        options = options or StudyOptions()
+        fixed = {o.split("=", 1)[0].strip() for o in options.overrides}
+        return self.variants(options.configure(self.base(options.scale)), options.scale,
+                             fixed=fixed)
+
+    def variants(self, base, scale, fixed=()):
         quick = scale == "quick"
         betas = list(self.quick_betas if quick else self.betas)
         dims = [int(base["model"]["d"])] if quick else list(self.dims)
+        rb = list(self.quick_resolution_betas if quick else self.resolution_betas)
+        if "model.d" in fixed:
+            dims = [int(base["model"]["d"])]
+        if "model.beta" in fixed:
+            betas = rb = [float(base["model"]["beta"])]
         tasks = expand_grid(base, {"model.d": dims, "model.beta": betas}, name="phase")
         half = copy.deepcopy(base)
         half["solver"]["dt"] = base["solver"]["dt"] / 2
         half["solver"]["record_every"] = 2 * base["solver"]["record_every"]
-        rb = [b for b in (self.quick_resolution_betas if quick else self.resolution_betas)]
         tasks += expand_grid(half, {"model.d": dims, "model.beta": rb}, name="phase-halfdt")
         return tasks
 
