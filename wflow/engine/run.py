@@ -336,7 +336,8 @@ class Simulation:
                                     process=self.process, config=self.config)
         row = {"t": t}
         for name, s in _series.SERIES.items():
-            if s.fn is not None and s.group in ("core", "user"):
+            if s.fn is not None and (s.group in ("core", "user")
+                                     or (s.group == "clustering" and self.clustering)):
                 row[name] = s.fn(ctx)
         for k in _series.names(kind="cumulative"):
             row[k] = state.cum[k].copy()

@@ -14,6 +14,7 @@ from scipy.sparse.csgraph import connected_components
 __all__ = [
     "order_parameter",
     "min_cosine",
+    "merged_fraction",
     "n_clusters",
     "variance",
     "spectral_rank",
@@ -40,21 +41,76 @@ def variance(X):
     return np.mean(np.sum((X - X.mean(axis=-2, keepdims=True)) ** 2, axis=-1), axis=-1)
 
 
+def _gram(X):
+    r"""Gram matrices :math:`\langle x_i, x_j\rangle` (P, n, n) of a batch (P, n, d)."""
+    return X @ np.swapaxes(X, -1, -2)
+
+
 def min_cosine(X, max_n=2000):
     r""":math:`\min_{i,j}\langle x_i, x_j\rangle` (1 when fully collapsed)."""
     X = np.asarray(X)[..., :max_n, :]
-    C = np.einsum("pia,pja->pij", X, X)
-    return C.min(axis=(1, 2))
+    return _gram(X).min(axis=(1, 2))
+
+
+def merged_fraction(X, threshold=0.999, max_n=2000):
+    r"""Fraction of ordered pairs :math:`i \ne j` that have merged:
+
+    .. math:: f(X) = \frac{1}{n(n-1)} \#\{(i, j) : i \ne j,\ \langle x_i, x_j\rangle > c\},
+
+    with :math:`c` = ``threshold`` (``diagnostics.merge_cosine``). 0 for tokens further apart
+    than :math:`\arccos c`, 1 for one point cluster; a configuration of :math:`k` clusters
+    of :math:`m_1, \dots, m_k` coincident tokens (and distinct clusters) has
+    :math:`f = \sum_a m_a(m_a - 1) / (n(n-1))`. Above ``max_n`` tokens the first ``max_n``
+    are used.
+    """
+    X = np.asarray(X)[..., :max_n, :]
+    m = X.shape[-2]
+    C = _gram(X)
+    idx = np.arange(m)
+    C[:, idx, idx] = -np.inf  # the pairs i = j never count
+    return np.count_nonzero(C > threshold, axis=(1, 2)) / (m * (m - 1))
+
+
+#: n_clusters: up to this many tokens, minimum-label propagation on the dense graphs of all
+#: paths at once; above, one sparse graph per group of paths (scipy)
+_DENSE_MAX_N = 128
+#: n_clusters (sparse): about this many token pairs (paths × max_n²) in one graph
+_PAIRS_PER_GRAPH = 1 << 16
 
 
 def n_clusters(X, angle=0.1, max_n=2000):
-    r"""Number of connected components of the graph :math:`\langle x_i, x_j\rangle \ge \cos\alpha`."""
+    r"""Number of connected components of the graph :math:`\langle x_i, x_j\rangle \ge \cos\alpha`.
+
+    Many small systems (n ≤ ``_DENSE_MAX_N``): all paths at once by minimum-label
+    propagation with pointer jumping, :math:`\ell_i \leftarrow \min_{j \sim i} \ell_j`,
+    :math:`\ell_i \leftarrow \ell_{\ell_i}` until nothing changes (then
+    :math:`\ell_i` is the smallest index of i's component, and the count is
+    :math:`\#\{i : \ell_i = i\}`). Larger n: :func:`scipy.sparse.csgraph.connected_components`
+    on one block-diagonal graph per group of paths (components never cross blocks).
+    """
     X = np.asarray(X)[..., :max_n, :]
-    out = np.empty(X.shape[0])
+    P, m = X.shape[0], X.shape[1]
     ca = np.cos(angle)
-    for p in range(X.shape[0]):
-        A = csr_matrix(X[p] @ X[p].T >= ca)
-        out[p] = connected_components(A, directed=False)[0]
+    if m <= _DENSE_MAX_N:
+        A = _gram(X) >= ca  # (P, m, m), the diagonal is True
+        lab = np.broadcast_to(np.arange(m), (P, m)).copy()
+        rows = np.arange(P)[:, None]
+        while True:
+            new = np.where(A, lab[:, None, :], m).min(axis=-1)
+            new = new[rows, new]  # pointer jumping: still a label of the same component
+            if np.array_equal(new, lab):
+                break
+            lab = new
+        return np.count_nonzero(lab == np.arange(m), axis=-1).astype(float)
+    out = np.empty(P)
+    step = max(1, _PAIRS_PER_GRAPH // (m * m))
+    for p0 in range(0, P, step):
+        blk = X[p0:p0 + step]
+        q, i, j = np.nonzero(_gram(blk) >= ca)
+        k = blk.shape[0] * m
+        A = csr_matrix((np.ones(i.size, dtype=bool), (q * m + i, q * m + j)), shape=(k, k))
+        lab = np.sort(connected_components(A, directed=False)[1].reshape(-1, m), axis=1)
+        out[p0:p0 + step] = 1 + np.count_nonzero(np.diff(lab, axis=1), axis=1)
     return out
 
 
@@ -62,14 +118,12 @@ def spectral_rank(X, frac=0.99):
     r"""Number of principal components of the centred cloud needed for ``frac`` of its variance."""
     X = np.asarray(X)
     Xc = X - X.mean(axis=-2, keepdims=True)
-    out = np.empty(X.shape[0])
-    for p in range(X.shape[0]):
-        s2 = np.linalg.svd(Xc[p], compute_uv=False) ** 2
-        tot = s2.sum()
-        if tot <= 0:
-            out[p] = 0
-            continue
-        out[p] = int(np.searchsorted(np.cumsum(s2) / tot, frac - 1e-12) + 1)
+    s2 = np.linalg.svd(Xc, compute_uv=False) ** 2  # (P, min(n, d)), batched
+    tot = s2.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        below = np.cumsum(s2, axis=-1) / tot < frac - 1e-12
+    out = np.count_nonzero(below, axis=-1) + 1.0
+    out[tot[:, 0] <= 0] = 0
     return out
 
 
