@@ -75,7 +75,7 @@ from wflow.lab.studies._base import (  # noqa: F401
 
 # importing a study module registers its study (one module per study)
 from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
-    energy, heads, jko_study, laplacian, regimes, section6, stability)
+    energy, heads, jko_study, laplacian, meanfield, regimes, section6, stability)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",
