@@ -30,6 +30,13 @@ def test_w2_circle_of_a_rotation_is_the_angle(alpha):
     assert abs(w2_circle(th, th + alpha, w, w) - alpha) <= 1e-6 * alpha + 1e-9
     # across the cut θ = 0 ≡ 2π: the same
     assert abs(w2_circle(th - 2.5, th - 2.5 + alpha) - alpha) <= 1e-6 * alpha + 1e-9
+    # batched: one distance per row, each with its own optimal shift
+    rows = np.stack([th, th + 1.0, th - 2.5])
+    got = w2_circle(rows, rows + np.array([[alpha], [2 * alpha], [alpha / 2]]))
+    np.testing.assert_allclose(got, [alpha, 2 * alpha, alpha / 2], rtol=1e-6, atol=1e-9)
+    ref = np.linspace(0, 6, 50)
+    np.testing.assert_allclose(w2_circle(rows, ref, None, w[:50]),
+                               [w2_circle(r, ref, None, w[:50]) for r in rows], rtol=1e-12)
 
 
 @pytest.mark.parametrize("K", [16, 1000])
