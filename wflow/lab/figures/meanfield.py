@@ -39,10 +39,11 @@ def draw(res, fits, outdir, formats=("png",)):
                 m = np.array([v.mean() for v in vals])
                 ci = np.array([mean_ci(v) for v in vals])
                 a, C, (lo, hi) = fits[float(t[r])][key]
-                ax.errorbar(n, m, yerr=ci, fmt="o", ms=4, color=col, capsize=2,
-                            label=f"t = {t[r]:g}: mean ± 95% CI")
+                dodge = 1.04 ** (j - 1)  # side by side, the error bars apart
+                ax.errorbar(n * dodge, m, yerr=ci, fmt="o", ms=4, color=col, capsize=2,
+                            label=f"t = {t[r]:g}: mean over seeds ± 95% t-CI")
                 ax.plot(n, C * n ** a, "-", color=col, lw=1,
-                        label=f"fit C n^a, a = {a:.3f} [{lo:.3f}, {hi:.3f}]")
+                        label=f"fit C n^a: a = {a:.3f}, 95% BCa [{lo:.3f}, {hi:.3f}]")
             r0 = _times(t)[0]
             m0 = float(np.mean(np.abs(res[key][int(res["n"][0])][r0])))
             ax.plot(n, m0 * (n / n[0]) ** -0.5, "k--", lw=1, label="n^(−1/2)")
@@ -57,5 +58,5 @@ def draw(res, fits, outdir, formats=("png",)):
             ax.set_ylabel(ylab)
             ax.legend(fontsize=6.5)
         axes[0].set_title("Wasserstein distance to the PDE (exact circle W₂)")
-        axes[1].set_title("energy error (a: 95% BCa bootstrap over seeds)")
+        axes[1].set_title("energy error of the particles")
         return _save(fig, outdir, "meanfield", formats)
