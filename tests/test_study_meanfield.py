@@ -7,7 +7,7 @@ import pytest
 
 from wflow.core.circle_fv import CircleGrid
 from wflow.engine.run import Simulation
-from wflow.lab.studies import run_study
+from wflow.lab.studies import get_study, run_study
 from wflow.lab.studies.meanfield import (
     MEANFIELD_BASE,
     circle_angles,
@@ -131,3 +131,7 @@ def test_quick_study_rate_is_one_over_sqrt_n(tmp_path):
     assert np.all(res["mesh"]["w2"] < 0.2 * samp)
     assert np.max(res["dt_check"]["w2"]) < 1e-3 * samp.min()
     assert "mesh error below the sampling error at n = 800 at every t: yes" in res_run.text
+    # the figure: one PNG, small, from the same data
+    files = get_study("meanfield").figures(res_run.data, tmp_path / "figures", ("png",))
+    assert [f.name for f in files] == ["meanfield.png"]
+    assert 0 < files[0].stat().st_size < 300_000
