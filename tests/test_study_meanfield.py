@@ -124,8 +124,11 @@ def test_quick_study_rate_is_one_over_sqrt_n(tmp_path):
         # 8 seeds × 4 n: the bootstrap interval is about ±0.1 wide; the i.i.d. rate is −1/2
         assert abs(a + 0.5) < 0.15, (t, a)
         assert lo < -0.5 < hi, (t, lo, hi)
-        ae, _, _ = f["dE"]
-        assert -0.9 < ae < -0.3, (t, ae)  # the energy error decays too (wider: |ΔE| is |normal|)
+        # |ΔE| of one seed is a folded normal (spread ≈ mean): at this scale its exponent has
+        # an interval ≈ ±0.4 wide, so only consistency with −1/2 is checked (the full scale
+        # resolves it: experiments/meanfield.md)
+        _, _, (elo, ehi) = f["dE"]
+        assert elo < -0.5 < ehi, (t, elo, ehi)
     # the PDE's mesh error and the particles' time-step error are far below the sampling error
     samp = np.array([res["w2"][800][r].mean() for r in range(len(res["t"]))])
     assert np.all(res["mesh"]["w2"] < 0.2 * samp)

@@ -9,8 +9,9 @@ the last axis), is moved
 - as a density by the finite-volume solver [model §5b] at N and 2N cells (the reference
   :math:`\rho_h(t)` is the 2N solution; the N–2N difference is its error estimate), and
 - as n i.i.d. particles, :math:`n \in \{100, 200, \dots\}`, one independent sample per Monte
-  Carlo path (``init.per_path_tokens``; each n its own ``init.seed``, so the samples of
-  different n are independent too).
+  Carlo path (``init.per_path_tokens``; n number k takes paths kP … kP + P − 1 of the
+  ensemble of ``init.seed`` through ``init.first_path``, so the samples of different n are
+  independent too).
 
 At each record t the study measures, per path,
 
@@ -19,13 +20,13 @@ At each record t the study measures, per path,
     \qquad \Delta E = E[\mu^n_t] - E_h[\rho_h(t)],
 
 and fits :math:`\overline{W_2}(n) \approx C n^{a}` by least squares on log–log axes, with a 95%
-BCa bootstrap interval of a over the seeds (each n resampled independently,
-``scipy.stats.bootstrap`` with one sample per n). For i.i.d. samples of a density bounded
-below on the circle, :math:`\mathbb E W_2(\mu^n_0, \rho_0) \asymp n^{-1/2}`; stability of the
-flow with a smooth kernel carries the rate to t > 0 (before clustering). The energy of a
-non-uniform law has a non-degenerate first Hoeffding projection, so
+BCa bootstrap interval of a over the seeds (each n resampled independently:
+:func:`wflow.lab.analysis.power_law_bootstrap` with ``paired=False``). For i.i.d. samples of
+a density bounded below on the circle, :math:`\mathbb E W_2(\mu^n_0, \rho_0) \asymp n^{-1/2}`;
+stability of the flow with a smooth kernel carries the rate to t > 0 (before clustering).
+The energy of a non-uniform law has a non-degenerate first Hoeffding projection, so
 :math:`|\Delta E| \asymp n^{-1/2}` too, plus the :math:`O(1/n)` diagonal bias
-:math:`e^{\beta}/(2\beta n)` (for D = I, H = 1) of the V-statistic.
+:math:`(e^{\beta} - 2\beta E)/(2\beta n)` (D = I, H = 1) of the V-statistic.
 
 **The density as a measure.** :math:`\rho_h` is taken piecewise constant on the cells and
 represented by M equally spaced sub-points per cell with masses :math:`\rho_k h/M`
@@ -48,7 +49,7 @@ import copy
 
 import numpy as np
 
-from wflow.lab.analysis import load_source, mean_ci
+from wflow.lab.analysis import load_source, mean_ci, power_law_bootstrap
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.sweep import expand_grid
 
@@ -168,6 +169,7 @@ class MeanField(Study):
 
     def variants(self, base, scale):
         g = SCALE_GRID[scale]
+        P = int(base["solver"]["paths"])
         tasks = []
         for N in g["cells"]:
             c = copy.deepcopy(base)
@@ -178,7 +180,9 @@ class MeanField(Study):
         for k, n in enumerate(g["n"]):
             c = copy.deepcopy(base)
             c["model"]["n"] = int(n)
-            c["init"]["seed"] = int(base["init"]["seed"]) + 1000 + k  # independent across n
+            # independent across n: Monte Carlo paths k·P … k·P + P − 1 of the ensemble of
+            # init.seed (each path its own X0 stream), so no two n share a sample
+            c["init"]["first_path"] = int(base["init"].get("first_path", 0)) + k * P
             tasks += expand_grid(c, {}, name=_pname(n))
             if n == g["dt_check"]:  # the same samples at Δt/2: the particles' time error
                 h = copy.deepcopy(c)
@@ -254,16 +258,12 @@ def meanfield_errors(data, M=8):
     return out
 
 
-def _slope(logn, y):
-    x = logn - logn.mean()
-    return float(np.sum(x * (np.log(y) - np.log(y).mean())) / np.sum(x * x))
-
-
-def fit_exponent(n, samples, level=0.95, n_resamples=2000, seed=0):
+def fit_exponent(n, samples, level=0.95, seed=0):
     r"""The exponent a of :math:`\bar y(n) \approx C n^{a}` (least squares of
     :math:`\log\bar y` on :math:`\log n`, :math:`\bar y` the mean over seeds) and its BCa
-    bootstrap interval, each n's seeds resampled independently (``scipy.stats.bootstrap``,
-    one sample per n, ``rng`` from ``seed``).
+    bootstrap interval, each n's seeds resampled independently: the shared
+    :func:`wflow.lab.analysis.power_law_bootstrap` with ``paired=False`` (4999 resamples,
+    ``rng`` from ``seed``).
 
     Parameters
     ----------
@@ -274,31 +274,9 @@ def fit_exponent(n, samples, level=0.95, n_resamples=2000, seed=0):
     -------
     a, C, (lo, hi)
     """
-    from scipy import stats
-
-    logn = np.log(np.asarray(n, dtype=float))
-    samples = [np.asarray(s, dtype=float) for s in samples]
-    means = np.array([s.mean() for s in samples])
-    a = _slope(logn, means)
-    C = float(np.exp(np.log(means).mean() - a * logn.mean()))
-
-    def stat(*s, axis=-1):
-        m = np.stack([np.mean(si, axis=axis) for si in s], axis=-1)  # (..., K)
-        x = logn - logn.mean()
-        ly = np.log(m)
-        return np.sum(x * (ly - ly.mean(axis=-1, keepdims=True)), axis=-1) / np.sum(x * x)
-
-    try:
-        res = stats.bootstrap(tuple(samples), stat, n_resamples=n_resamples, confidence_level=level,
-                              method="BCa", paired=False, vectorized=True,
-                              rng=np.random.default_rng(seed))
-        ci = (float(res.confidence_interval.low), float(res.confidence_interval.high))
-    except (ValueError, TypeError):  # degenerate samples: the percentile interval
-        res = stats.bootstrap(tuple(samples), stat, n_resamples=n_resamples, confidence_level=level,
-                              method="percentile", paired=False, vectorized=True,
-                              rng=np.random.default_rng(seed))
-        ci = (float(res.confidence_interval.low), float(res.confidence_interval.high))
-    return a, C, ci
+    fit = power_law_bootstrap(n, [np.asarray(s, dtype=float) for s in samples], paired=False,
+                              rng=np.random.default_rng(seed), level=level)
+    return float(fit["b"]), float(fit["a"]), (float(fit["low"]), float(fit["high"]))
 
 
 def fit_table(res, times=None):
