@@ -36,11 +36,8 @@ A study answers one question with a set of runs. It gives
 - ``jko`` (module ``jko_study``): Euler, Heun, RK4 and JKO over Δt on a clustering (joint,
   H = 4, frozen) and a spreading (H = 1, D = I) exact gradient flow: error at T against RK4 at
   Δt = 1/1024, error per second of the stepping loop, energy at the largest step.
-- ``phase``: the (β, t) phase diagram of clustering (issue #13): 1024 independent systems of
-  n = 32 uniform tokens (the paths, ``init.per_path_tokens``), d ∈ {2, 3}, H = 1, frozen
-  D = I, identity values, ascent, β ∈ {0.1, 1, …, 9}, T = 30: the pooled fraction of merged
-  pairs (``merged_fraction``) over (β, t) with its SE, the half-merge time t_1/2 with a 95%
-  bootstrap interval over systems; Δt/2 check at β ∈ {1, 9}.
+from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
+    energy, heads, jko_study, laplacian, meanfield, phase, regimes, section6, stability)
 
 Adding a study is one class, anywhere (a package, a script, a test file)::
 
@@ -80,7 +77,8 @@ from wflow.lab.studies._base import (  # noqa: F401
 
 # importing a study module registers its study (one module per study)
 from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
-    energy, heads, jko_study, laplacian, phase, regimes, section6, stability)
+from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
+    energy, heads, jko_study, laplacian, meanfield, phase, regimes, section6, stability)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",
