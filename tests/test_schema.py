@@ -154,7 +154,8 @@ def test_which_settings_are_explicit(tmp_path):
     f = tmp_path / "run.toml"
     f.write_text('[init]\ntokens = "uniform"\nkappa = 5.0\n', "utf-8")
     assert error_of(C.resolve, f) == (
-        "init.kappa = 5.0 with init.tokens = 'uniform': cannot apply (only with init.tokens in ('vmf', 'classes'))")
+        "init.kappa = 5.0 with init.tokens = 'uniform': cannot apply "
+        "(only with init.tokens in ('vmf', 'classes'))")
     # an explicit value equal to the default is quiet
     C.resolve({"weights": {"process": "frozen", "phase": "shared"}})
     C.resolve({"init": {"tokens": "uniform", "kappa": 10}})

@@ -77,7 +77,6 @@ from wflow.lab.studies._base import (  # noqa: F401
 
 # importing a study module registers its study (one module per study)
 from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
-from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
     energy, heads, jko_study, laplacian, meanfield, phase, regimes, section6, stability)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
