@@ -253,6 +253,31 @@ def test_thread_count_determinism(d, dtype, beta):
             np.testing.assert_array_equal(a, b)
 
 
+def test_paper_regime_threads_and_batches_identical():
+    """The paper's regime (n = 200, H = 100, d = 3, P = 10, untied values, joint and head
+    normalisation): P = 10 on one thread and two batches of 5 on two threads give the same
+    bits (the tiles depend on d only; each head's epilogue runs right after its row sums)."""
+    rng = np.random.default_rng(2024)
+    P, n, d, H = 10, 200, 3, 100
+    X, D, V = make_case(rng, P, n, d, H)
+    lap = np.zeros(H, dtype=bool)
+    lap[::7] = True
+    old = numba.get_num_threads()
+    nt2 = min(2, numba.config.NUMBA_NUM_THREADS)
+    try:
+        for code in (0, 1):
+            numba.set_num_threads(1)
+            whole = K.fused_pass(X, D, V, 1.0, code, lap, False, False)
+            numba.set_num_threads(nt2)
+            halves = [K.fused_pass(X[s], D[s], V[s], 1.0, code, lap, False, False)
+                      for s in (slice(0, 5), slice(5, 10))]
+            for name, a, b0, b1 in zip(NAMES, whole, *halves):
+                np.testing.assert_array_equal(a, np.concatenate([b0, b1]), err_msg=name)
+    finally:
+        numba.set_num_threads(old)
+    assert np.all(np.isfinite(whole.dE_dD)) and np.all(np.isfinite(whole.velocity))
+
+
 _BLAS_CHILD = """
 import sys
 import numpy as np
