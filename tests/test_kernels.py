@@ -417,6 +417,23 @@ def test_tile_partition_is_fixed():
     assert K._tile_rows(64) == 64
 
 
+def test_pad_granularity(monkeypatch):
+    """Column padding: 16 only for targets surely without AVX-512, else the safe 32; the
+    padding of the loaded module is a multiple of the float64 vectors it pads for."""
+    from numba.core import config
+
+    monkeypatch.setattr(config, "CPU_NAME", "generic")
+    monkeypatch.setattr(config, "CPU_FEATURES", None)
+    assert K._pad_granularity() == 16
+    monkeypatch.setattr(config, "CPU_NAME", "skylake-avx512")
+    assert K._pad_granularity() == 32
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-avx512f")
+    assert K._pad_granularity() == 16
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f")
+    assert K._pad_granularity() == 32
+    assert K._VW in (16, 32) and K._VW32 == 2 * K._VW and K._CH % K._VW32 == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Weighted points [model §5b]
 # ---------------------------------------------------------------------------------------------

@@ -43,12 +43,12 @@ underflow); otherwise each row is shifted by its own maximum (a first cheap pass
 ``Z_h(x_i) = e^{shift}·S0/n`` is finite while the shift is below ≈ 709.
 
 *One parallel region per evaluation.* The work items are (path p, tile of R rows), R a
-function of d only (:func:`_tile_rows`); an item computes, head after head, the row sums of
-its rows and at once that head's part of the per-row combine while they are in L1
-(:func:`_head_epilogue`: partition, the head's terms of velocity, gradient and the
-scalar diagnostics in per-row accumulators, e^{shift} once per head, the tile's partial sum
-of ∂_D E), then the per-row outputs (:func:`_rows_epilogue`). Every row adds its heads in
-the order h = 0, 1, … as a row-by-row loop would. After the
+function of d only (:func:`_tile_rows`); an item computes the row sums of its rows for every
+head, then head after head the per-row combine (:func:`_head_epilogue`: partition, the
+head's terms of velocity, gradient and the scalar diagnostics in per-row accumulators,
+e^{shift} once per head, D_h and V_h in registers for d = 3, the tile's partial sum of
+∂_D E), then the per-row outputs (:func:`_rows_epilogue`). Every row adds its heads in the
+order h = 0, 1, … as a row-by-row loop would (the same bits). After the
 loop, in the same compiled function, the sums over rows and over tiles run sequentially
 (:func:`_finish`). The worker threads take items from a shared atomic counter
 (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
@@ -115,9 +115,39 @@ FIXED_SHIFT_LIMIT = 700.0
 FIXED_SHIFT_LIMIT_F32 = 80.0
 #: Column chunk of the pair loop (fixed: the rounding of the row sums depends on it).
 _CH = 512
-#: Column padding granularity (a multiple of every SIMD width × unroll LLVM picks).
-_VW = 32
-_VW32 = 64  # the same for float32 (twice as many lanes)
+
+
+def _pad_granularity():
+    """Column padding (float64 elements) for numba's compile target: 16 when the target
+    surely lacks AVX-512 (``NUMBA_CPU_NAME=generic``, or the host's or ``NUMBA_CPU_FEATURES``'
+    feature list says ``-avx512f``), else 32.
+
+    The pair loops run over whole vectors only if the padding is a multiple of the vector
+    width × interleave LLVM picks for them: 4 × 4 with AVX2 (measured: padding to 16 or 32
+    gives the same bits there, 4% faster at n = 200 where 32 pads 200 columns to 224),
+    8 × 4 with AVX-512. Padding columns carry weight 0 and add exact zeros to the lane sums,
+    so the granularity changes speed only, never the results of one machine."""
+    try:
+        from numba.core import config
+
+        name = config.CPU_NAME or ""
+        feats = config.CPU_FEATURES
+        if feats is None and not name:
+            import llvmlite.binding as ll
+
+            feats = ll.get_host_cpu_features().flatten()
+    except Exception:  # pragma: no cover - unknown target: the safe (wider) padding
+        return 32
+    if name == "generic" or "-avx512f" in (feats or ""):
+        return 16
+    return 32
+
+
+#: Column padding granularity (a multiple of every SIMD width × unroll LLVM picks for the
+#: target, :func:`_pad_granularity`; a compile-time constant of the cached kernels, which
+#: numba keys by CPU name and features).
+_VW = _pad_granularity()
+_VW32 = 2 * _VW  # the same for float32 (twice as many lanes)
 
 _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp_fast)
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
@@ -480,6 +510,41 @@ def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
 
 
 @njit(**_OPTS)
+def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0, i1, buf, q,
+                S0, SX, SI, RS):
+    """:func:`_tile_sums64` for d = 3, uniform masses, polynomial exp: the column views and
+    D_h taken once per tile (not per row), q_i = β D_h x_i in scalars summed in the order of
+    the generic loop (no fast-math flags here: the same bits)."""
+    n = X.shape[1]
+    x0 = Xp[0]
+    x1 = Xp[1]
+    x2 = Xp[2]
+    d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
+    d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
+    d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
+    for i in range(i0, i1):
+        jend = i + 1 if causal else n
+        y0, y1, y2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
+        q0 = beta * (((0.0 + d00 * y0) + d01 * y1) + d02 * y2)
+        q1 = beta * (((0.0 + d10 * y0) + d11 * y1) + d12 * y2)
+        q2 = beta * (((0.0 + d20 * y0) + d21 * y1) + d22 * y2)
+        if use_rowmax:
+            q[0] = q0
+            q[1] = q1
+            q[2] = q2
+            c = _row_max(Xp, q, jend, buf)
+        else:
+            c = c_fixed
+        s0, a0, a1, a2, si = _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito)
+        S0[p, h, i] = s0
+        SI[p, h, i] = si + s0
+        RS[p, h, i] = c
+        SX[p, h, i, 0] = a0
+        SX[p, h, i, 1] = a1
+        SX[p, h, i, 2] = a2
+
+
+@njit(**_OPTS)
 def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
@@ -490,6 +555,10 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
     n = X.shape[1]
     Xp = Xt[p]
     Dh = D[p, h]
+    if U is None and fast and d == 3:
+        _tile_sums3(Xp, Dh, X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h, i0, i1,
+                    buf, q, S0, SX, SI, RS)
+        return
     for i in range(i0, i1):
         jend = i + 1 if causal else n
         xi = X[p, i]
@@ -1047,6 +1116,7 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             for h in range(H):
                 _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
                              i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
+            for h in range(H):
                 _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                                part, dEp, acc, ybar, w, U)
             _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
