@@ -33,6 +33,14 @@ a deterministic version (round-robin schedule of (I, J) tiles, column sums batch
 4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
 updates are stores, the exponential is ~2/3 of the cost), not worth a second code path.
 
+*Small n, many heads* (the paper's regime, n = 200, H = 100, P = 10; measured 2026-11 on a
+2-core AVX2 machine, CPU time of one thread): the row loop alone runs at the large-n rate
+per padded column; what is lost is the padding (200 → 224 columns with 32, 208 with 16),
+the per-(row, head) combine and the per-row call and reductions. Tried and not kept:
+2 rows per j-loop with the Itô sum 0.7× (register spills: 16 ymm registers), rows
+vectorised across the tile (4 rows, j sequential) 0.95×, the symmetric pairs as a
+row triangle with column sums in L1 0.43× (the read-modify-write loop is not vectorised).
+
 *Precision.* float32 tokens with d = 3 run the pair loop in float32 (16 lanes;
 :func:`_exp_fast32`; sums in float32 over chunks of 512 columns, then float64);
 everything after the pair loop is float64.
