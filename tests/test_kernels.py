@@ -253,6 +253,31 @@ def test_thread_count_determinism(d, dtype, beta):
             np.testing.assert_array_equal(a, b)
 
 
+def test_paper_regime_threads_and_batches_identical():
+    """The paper's regime (n = 200, H = 100, d = 3, P = 10, untied values, joint and head
+    normalisation): P = 10 on one thread and two batches of 5 on two threads give the same
+    bits (the tiles depend on d only; each head's epilogue runs right after its row sums)."""
+    rng = np.random.default_rng(2024)
+    P, n, d, H = 10, 200, 3, 100
+    X, D, V = make_case(rng, P, n, d, H)
+    lap = np.zeros(H, dtype=bool)
+    lap[::7] = True
+    old = numba.get_num_threads()
+    nt2 = min(2, numba.config.NUMBA_NUM_THREADS)
+    try:
+        for code in (0, 1):
+            numba.set_num_threads(1)
+            whole = K.fused_pass(X, D, V, 1.0, code, lap, False, False)
+            numba.set_num_threads(nt2)
+            halves = [K.fused_pass(X[s], D[s], V[s], 1.0, code, lap, False, False)
+                      for s in (slice(0, 5), slice(5, 10))]
+            for name, a, b0, b1 in zip(NAMES, whole, *halves):
+                np.testing.assert_array_equal(a, np.concatenate([b0, b1]), err_msg=name)
+    finally:
+        numba.set_num_threads(old)
+    assert np.all(np.isfinite(whole.dE_dD)) and np.all(np.isfinite(whole.velocity))
+
+
 _BLAS_CHILD = """
 import sys
 import numpy as np
@@ -390,6 +415,23 @@ def test_tile_partition_is_fixed():
     """The work items depend on d only (never on the thread count or the path batch)."""
     assert K._tile_rows(3) == 8 and K._tile_rows(8) == 8 and K._tile_rows(9) == 16
     assert K._tile_rows(64) == 64
+
+
+def test_pad_granularity(monkeypatch):
+    """Column padding: 16 only for targets surely without AVX-512, else the safe 32; the
+    padding of the loaded module is a multiple of the float64 vectors it pads for."""
+    from numba.core import config
+
+    monkeypatch.setattr(config, "CPU_NAME", "generic")
+    monkeypatch.setattr(config, "CPU_FEATURES", None)
+    assert K._pad_granularity() == 16
+    monkeypatch.setattr(config, "CPU_NAME", "skylake-avx512")
+    assert K._pad_granularity() == 32
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-avx512f")
+    assert K._pad_granularity() == 16
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f")
+    assert K._pad_granularity() == 32
+    assert K._VW in (16, 32) and K._VW32 == 2 * K._VW and K._CH % K._VW32 == 0
 
 
 # ---------------------------------------------------------------------------------------------

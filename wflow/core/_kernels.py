@@ -33,6 +33,14 @@ a deterministic version (round-robin schedule of (I, J) tiles, column sums batch
 4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
 updates are stores, the exponential is ~2/3 of the cost), not worth a second code path.
 
+*Small n, many heads* (the paper's regime, n = 200, H = 100, P = 10; measured 2026-11 on a
+2-core AVX2 machine, CPU time of one thread): the row loop alone runs at the large-n rate
+per padded column; what is lost is the padding (200 → 224 columns with 32, 208 with 16),
+the per-(row, head) combine and the per-row call and reductions. Tried and not kept:
+2 rows per j-loop with the Itô sum 0.7× (register spills: 16 ymm registers), rows
+vectorised across the tile (4 rows, j sequential) 0.95×, the symmetric pairs as a
+row triangle with column sums in L1 0.43× (the read-modify-write loop is not vectorised).
+
 *Precision.* float32 tokens with d = 3 run the pair loop in float32 (16 lanes;
 :func:`_exp_fast32`; sums in float32 over chunks of 512 columns, then float64);
 everything after the pair loop is float64.
@@ -44,8 +52,11 @@ underflow); otherwise each row is shifted by its own maximum (a first cheap pass
 
 *One parallel region per evaluation.* The work items are (path p, tile of R rows), R a
 function of d only (:func:`_tile_rows`); an item computes the row sums of its rows for every
-head, then the per-row combine (velocity, partition, gradient, b̂, the row terms of the
-scalar diagnostics) and its tile's partial sum of ∂_D E (:func:`_tile_epilogue`). After the
+head, then head after head the per-row combine (:func:`_head_epilogue`: partition, the
+head's terms of velocity, gradient and the scalar diagnostics in per-row accumulators,
+e^{shift} once per head, D_h and V_h in registers for d = 3, the tile's partial sum of
+∂_D E), then the per-row outputs (:func:`_rows_epilogue`). Every row adds its heads in the
+order h = 0, 1, … as a row-by-row loop would (the same bits). After the
 loop, in the same compiled function, the sums over rows and over tiles run sequentially
 (:func:`_finish`). The worker threads take items from a shared atomic counter
 (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
@@ -112,9 +123,39 @@ FIXED_SHIFT_LIMIT = 700.0
 FIXED_SHIFT_LIMIT_F32 = 80.0
 #: Column chunk of the pair loop (fixed: the rounding of the row sums depends on it).
 _CH = 512
-#: Column padding granularity (a multiple of every SIMD width × unroll LLVM picks).
-_VW = 32
-_VW32 = 64  # the same for float32 (twice as many lanes)
+
+
+def _pad_granularity():
+    """Column padding (float64 elements) for numba's compile target: 16 when the target
+    surely lacks AVX-512 (``NUMBA_CPU_NAME=generic``, or the host's or ``NUMBA_CPU_FEATURES``'
+    feature list says ``-avx512f``), else 32.
+
+    The pair loops run over whole vectors only if the padding is a multiple of the vector
+    width × interleave LLVM picks for them: 4 × 4 with AVX2 (measured: padding to 16 or 32
+    gives the same bits there, 4% faster at n = 200 where 32 pads 200 columns to 224),
+    8 × 4 with AVX-512. Padding columns carry weight 0 and add exact zeros to the lane sums,
+    so the granularity changes speed only, never the results of one machine."""
+    try:
+        from numba.core import config
+
+        name = config.CPU_NAME or ""
+        feats = config.CPU_FEATURES
+        if feats is None and not name:
+            import llvmlite.binding as ll
+
+            feats = ll.get_host_cpu_features().flatten()
+    except Exception:  # pragma: no cover - unknown target: the safe (wider) padding
+        return 32
+    if name == "generic" or "-avx512f" in (feats or ""):
+        return 16
+    return 32
+
+
+#: Column padding granularity (a multiple of every SIMD width × unroll LLVM picks for the
+#: target, :func:`_pad_granularity`; a compile-time constant of the cached kernels, which
+#: numba keys by CPU name and features).
+_VW = _pad_granularity()
+_VW32 = 2 * _VW  # the same for float32 (twice as many lanes)
 
 _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp_fast)
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
@@ -477,6 +518,41 @@ def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
 
 
 @njit(**_OPTS)
+def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0, i1, buf, q,
+                S0, SX, SI, RS):
+    """:func:`_tile_sums64` for d = 3, uniform masses, polynomial exp: the column views and
+    D_h taken once per tile (not per row), q_i = β D_h x_i in scalars summed in the order of
+    the generic loop (no fast-math flags here: the same bits)."""
+    n = X.shape[1]
+    x0 = Xp[0]
+    x1 = Xp[1]
+    x2 = Xp[2]
+    d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
+    d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
+    d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
+    for i in range(i0, i1):
+        jend = i + 1 if causal else n
+        y0, y1, y2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
+        q0 = beta * (((0.0 + d00 * y0) + d01 * y1) + d02 * y2)
+        q1 = beta * (((0.0 + d10 * y0) + d11 * y1) + d12 * y2)
+        q2 = beta * (((0.0 + d20 * y0) + d21 * y1) + d22 * y2)
+        if use_rowmax:
+            q[0] = q0
+            q[1] = q1
+            q[2] = q2
+            c = _row_max(Xp, q, jend, buf)
+        else:
+            c = c_fixed
+        s0, a0, a1, a2, si = _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito)
+        S0[p, h, i] = s0
+        SI[p, h, i] = si + s0
+        RS[p, h, i] = c
+        SX[p, h, i, 0] = a0
+        SX[p, h, i, 1] = a1
+        SX[p, h, i, 2] = a2
+
+
+@njit(**_OPTS)
 def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
@@ -487,6 +563,10 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
     n = X.shape[1]
     Xp = Xt[p]
     Dh = D[p, h]
+    if U is None and fast and d == 3:
+        _tile_sums3(Xp, Dh, X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h, i0, i1,
+                    buf, q, S0, SX, SI, RS)
+        return
     for i in range(i0, i1):
         jend = i + 1 if causal else n
         xi = X[p, i]
@@ -770,69 +850,172 @@ def _fetch_add(typingctx, counter):
 
 
 @njit(**_OPTS)
-def _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
-                   vel, part, grad, bhat, er, dEp, ybar, w, v, g, U):
-    r"""Per-row outputs of rows i0..i1−1 of path p from their row sums (heads in order).
+def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS, part, dEp,
+                    acc, U):
+    """:func:`_head_epilogue` for d = 3 in scalars (V_h, D_h and the ∂_D E partial in
+    registers). Every sum is written in the order of the generic loops, ``((0 + a) + b) + c``,
+    and the module compiles it without fast-math flags: the same bits as the generic code."""
+    n = X.shape[1]
+    lp = lap[h]
+    v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
+    v10, v11, v12 = V[p, h, 1, 0], V[p, h, 1, 1], V[p, h, 1, 2]
+    v20, v21, v22 = V[p, h, 2, 0], V[p, h, 2, 1], V[p, h, 2, 2]
+    d00, d01, d02 = D[p, h, 0, 0], D[p, h, 0, 1], D[p, h, 0, 2]
+    d10, d11, d12 = D[p, h, 1, 0], D[p, h, 1, 1], D[p, h, 1, 2]
+    d20, d21, d22 = D[p, h, 2, 0], D[p, h, 2, 1], D[p, h, 2, 2]
+    e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
+    c_last = np.nan
+    es = 1.0
+    for i in range(i0, i1):
+        r = i - i0
+        x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
+        c = RS[p, h, i]
+        if c != c_last:  # NaN never equal: recomputed
+            es = math.exp(c)
+            c_last = c
+        s0 = S0[p, h, i]
+        Z = es * s0 / n
+        part[p, h, i] = Z
+        acc[r, 6] += Z
+        acc[r, 7] += 1.0 / Z
+        sx0, sx1, sx2 = SX[p, h, i, 0], SX[p, h, i, 1], SX[p, h, i, 2]
+        y0 = sx0 / s0
+        y1 = sx1 / s0
+        y2 = sx2 / s0
+        w0 = ((0.0 + v00 * y0) + v01 * y1) + v02 * y2
+        w1 = ((0.0 + v10 * y0) + v11 * y1) + v12 * y2
+        w2 = ((0.0 + v20 * y0) + v21 * y1) + v22 * y2
+        if lp:
+            w0 = (((0.0 + v00 * x0) + v01 * x1) + v02 * x2) - w0
+            w1 = (((0.0 + v10 * x0) + v11 * x1) + v12 * x2) - w1
+            w2 = (((0.0 + v20 * x0) + v21 * x1) + v22 * x2) - w2
+        xw = ((0.0 + w0 * x0) + w1 * x1) + w2 * x2
+        if norm == 0:
+            acc[r, 0] += w0 - xw * x0
+            acc[r, 1] += w1 - xw * x1
+            acc[r, 2] += w2 - xw * x2
+        else:
+            acc[r, 0] += Z * (w0 - xw * x0)
+            acc[r, 1] += Z * (w1 - xw * x1)
+            acc[r, 2] += Z * (w2 - xw * x2)
+        if not causal:
+            acc[r, 3] += es * (((0.0 + d00 * sx0) + d01 * sx1) + d02 * sx2)
+            acc[r, 4] += es * (((0.0 + d10 * sx0) + d11 * sx1) + d12 * sx2)
+            acc[r, 5] += es * (((0.0 + d20 * sx0) + d21 * sx1) + d22 * sx2)
+            xa0 = es * x0
+            xa1 = es * x1
+            xa2 = es * x2
+            if U is not None:
+                xa0 *= U[p, i]
+                xa1 *= U[p, i]
+                xa2 *= U[p, i]
+            e00 += xa0 * sx0
+            e01 += xa0 * sx1
+            e02 += xa0 * sx2
+            e10 += xa1 * sx0
+            e11 += xa1 * sx1
+            e12 += xa1 * sx2
+            e20 += xa2 * sx0
+            e21 += xa2 * sx1
+            e22 += xa2 * sx2
+            acc[r, 8] += es * SI[p, h, i]
+    if not causal:  # the tile's partial (dEp starts at 0: the same sums as in place)
+        dEp[p, b, h, 0, 0] += e00
+        dEp[p, b, h, 0, 1] += e01
+        dEp[p, b, h, 0, 2] += e02
+        dEp[p, b, h, 1, 0] += e10
+        dEp[p, b, h, 1, 1] += e11
+        dEp[p, b, h, 1, 2] += e12
+        dEp[p, b, h, 2, 0] += e20
+        dEp[p, b, h, 2, 1] += e21
+        dEp[p, b, h, 2, 2] += e22
 
-    Writes velocity, partition, gradient, b̂ and the row terms ``er[:, p, i]`` of 𝒟, G²,
-    G²_hm, E and the Itô sum (summed over rows later), and the tile's partial
-    :math:`\sum_{i \in \text{tile}} e^{c_{hi}} x_i\, SX_{hi}^\top` into ``dEp[p, b, h]``
-    (rows in increasing order). ybar, w, v, g: (d,) scratch. U (P, ≥n) relative masses
-    :math:`u_i = n w_i` (the ∂_D E partial weighted by u_i), or None (uniform).
+
+@njit(**_OPTS)
+def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                   part, dEp, acc, ybar, w, U):
+    r"""Head h's part of the per-row outputs of rows i0..i1−1 of path p, from their row sums.
+
+    Writes the partition ``part[p, h, i]``, adds the head's terms to the row accumulators
+    ``acc[i − i0]`` (columns: v (d), g (d), Σ_h Z, Σ_h 1/Z, Itô), and writes the tile's
+    partial :math:`\sum_{i \in \text{tile}} e^{c_{hi}} u_i x_i\, SX_{hi}^\top` into
+    ``dEp[p, b, h]`` (rows in increasing order). Called for h = 0, 1, … in order, so every
+    row accumulates its heads in the same order as a row-by-row loop (the same bits).
+    ``e^{c}`` is computed once per run of rows with the same shift (the fixed shift: once
+    per tile and head). ybar, w: (d,) scratch. U (P, ≥n) relative masses or None.
     """
     n, d = X.shape[1], X.shape[2]
-    H = D.shape[1]
+    if d == 3:
+        _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS, part, dEp,
+                        acc, U)
+        return
+    c_last = np.nan
+    es = 1.0
     for i in range(i0, i1):
+        r = i - i0
+        x = X[p, i]
+        c = RS[p, h, i]
+        if c != c_last:  # NaN never equal: recomputed
+            es = math.exp(c)
+            c_last = c
+        s0 = S0[p, h, i]
+        Z = es * s0 / n
+        part[p, h, i] = Z
+        acc[r, 2 * d] += Z
+        acc[r, 2 * d + 1] += 1.0 / Z
+        for a in range(d):
+            ybar[a] = SX[p, h, i, a] / s0
+        # w = V ybar  (attention output a_h), or V x − a_h (Laplacian head)
+        for a in range(d):
+            t = 0.0
+            for bb in range(d):
+                t += V[p, h, a, bb] * ybar[bb]
+            w[a] = t
+        if lap[h]:
+            for a in range(d):
+                t = 0.0
+                for bb in range(d):
+                    t += V[p, h, a, bb] * x[bb]
+                w[a] = t - w[a]
+        xw = 0.0
+        for a in range(d):
+            xw += w[a] * x[a]
+        if norm == 0:
+            for a in range(d):
+                acc[r, a] += w[a] - xw * x[a]
+        else:
+            for a in range(d):
+                acc[r, a] += Z * (w[a] - xw * x[a])
+        if not causal:
+            # Σ_j e^{s_ij} D_h x_j = e^{shift} D_h SX;  ∂_D E: e^{shift} x_i SX_iᵀ
+            for a in range(d):
+                t = 0.0
+                for bb in range(d):
+                    t += D[p, h, a, bb] * SX[p, h, i, bb]
+                acc[r, d + a] += es * t
+                xa = es * x[a]
+                if U is not None:
+                    xa *= U[p, i]
+                for bb in range(d):
+                    dEp[p, b, h, a, bb] += xa * SX[p, h, i, bb]
+            acc[r, 2 * d + 2] += es * SI[p, h, i]
+
+
+@njit(**_OPTS)
+def _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g):
+    """The per-row outputs of rows i0..i1−1 of path p from the row accumulators ``acc``
+    filled by :func:`_head_epilogue` for every head: velocity, gradient, b̂ and the row terms
+    ``er[:, p, i]`` of 𝒟, G², G²_hm, E and the Itô sum (summed over rows later)."""
+    n, d = X.shape[1], X.shape[2]
+    for i in range(i0, i1):
+        r = i - i0
         x = X[p, i]
         for a in range(d):
-            v[a] = 0.0
-            g[a] = 0.0
-        zsum = 0.0
-        minv = 0.0
-        ito = 0.0
-        for h in range(H):
-            es = math.exp(RS[p, h, i])
-            s0 = S0[p, h, i]
-            Z = es * s0 / n
-            part[p, h, i] = Z
-            zsum += Z
-            minv += 1.0 / Z
-            for a in range(d):
-                ybar[a] = SX[p, h, i, a] / s0
-            # w = V ybar  (attention output a_h), or V x − a_h (Laplacian head)
-            for a in range(d):
-                acc = 0.0
-                for bb in range(d):
-                    acc += V[p, h, a, bb] * ybar[bb]
-                w[a] = acc
-            if lap[h]:
-                for a in range(d):
-                    acc = 0.0
-                    for bb in range(d):
-                        acc += V[p, h, a, bb] * x[bb]
-                    w[a] = acc - w[a]
-            xw = 0.0
-            for a in range(d):
-                xw += w[a] * x[a]
-            if norm == 0:
-                for a in range(d):
-                    v[a] += w[a] - xw * x[a]
-            else:
-                for a in range(d):
-                    v[a] += Z * (w[a] - xw * x[a])
-            if not causal:
-                # Σ_j e^{s_ij} D_h x_j = e^{shift} D_h SX;  ∂_D E: e^{shift} x_i SX_iᵀ
-                for a in range(d):
-                    acc = 0.0
-                    for bb in range(d):
-                        acc += D[p, h, a, bb] * SX[p, h, i, bb]
-                    g[a] += es * acc
-                    xa = es * x[a]
-                    if U is not None:
-                        xa *= U[p, i]
-                    for bb in range(d):
-                        dEp[p, b, h, a, bb] += xa * SX[p, h, i, bb]
-                ito += es * SI[p, h, i]
+            v[a] = acc[r, a]
+            g[a] = acc[r, d + a]
+        zsum = acc[r, 2 * d]
+        minv = acc[r, 2 * d + 1]
+        ito = acc[r, 2 * d + 2]
         if norm == 1:
             scale = 1.0 / zsum
         else:
@@ -928,6 +1111,7 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
         w = np.empty(d)
         v = np.empty(d)
         g = np.empty(d)
+        acc = np.empty((R, 2 * d + 3))
         while True:
             t = _fetch_add(counter)
             if t >= items:
@@ -936,11 +1120,14 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             b = t - p * nt
             i0 = b * R
             i1 = min(n, i0 + R)
+            acc[:] = 0.0
             for h in range(H):
                 _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
                              i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
-            _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
-                           vel, part, grad, bhat, er, dEp, ybar, w, v, g, U)
+            for h in range(H):
+                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                               part, dEp, acc, ybar, w, U)
+            _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
@@ -960,6 +1147,7 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
         w = np.empty(d)
         v = np.empty(d)
         g = np.empty(d)
+        acc = np.empty((R, 2 * d + 3))
         while True:
             t = _fetch_add(counter)
             if t >= items:
@@ -968,11 +1156,13 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
             b = t - p * nt
             i0 = b * R
             i1 = min(n, i0 + R)
+            acc[:] = 0.0
             for h in range(H):
                 _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
                              S0, SX, SI, RS)
-            _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, i1, S0, SX, SI, RS,
-                           vel, part, grad, bhat, er, dEp, ybar, w, v, g, U)
+                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                               part, dEp, acc, ybar, w, U)
+            _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
@@ -992,6 +1182,7 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
         w = np.empty(d)
         v = np.empty(d)
         g = np.empty(d)
+        acc = np.empty((R, 2 * d + 3))
         while True:
             t = _fetch_add(counter)
             if t >= items:
@@ -999,8 +1190,12 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
             p = t // nt
             b = t - p * nt
             i0 = b * R
-            _tile_epilogue(X, D, V, lap, norm, causal, p, b, i0, min(n, i0 + R), S0, SX, SI,
-                           RS, vel, part, grad, bhat, er, dEp, ybar, w, v, g, U)
+            i1 = min(n, i0 + R)
+            acc[:] = 0.0
+            for h in range(H):
+                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                               part, dEp, acc, ybar, w, U)
+            _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
