@@ -87,26 +87,27 @@ def scaling(r, outdir, formats):
 
 
 def scan(r, outdir, formats):
-    sc = Heads.scan(r)
-    if not sc:
+    rows = [(v, b, f) for v, b, f in Heads.scan(r) if f is not None]
+    if not rows:
         return []
+    colours = (_C["blue"], _C["orange"], _C["green"], _C["red"])
     with matplotlib.rc_context(_STYLE):
-        fig = _fig(8.4, 3.6)
-        axes = np.atleast_1d(fig.subplots(1, len(sc), sharey=True))
-        for ax, (key, rows) in zip(axes, sc.items()):
-            rows = [(v, f) for v, f in rows if f is not None]
-            v = np.array([x for x, _ in rows])
-            b, lo, hi = (np.array([f[k] for _, f in rows]) for k in ("b", "low", "high"))
-            ax.errorbar(v, b, yerr=_err(b, lo, hi), fmt="o-", ms=5, capsize=3, lw=1.0,
-                        color=_C["blue"], label="OU: b, 95% BCa interval")
-            ax.axhline(-1.0, color=_C["grey"], lw=0.8, ls=":", label="$b = -1$")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("OU noise_var $g^2$ ($\\beta = 1$)" if key == "noise_var"
-                          else "inverse temperature $\\beta$ (noise_var = 2)")
-            ax.set_ylabel("exponent $b$ of $G^2 \\approx aH^b$")
-            ax.legend(loc="best")
+        fig = _fig(6.0, 3.8)
+        ax = fig.subplots()
+        betas = sorted({b for _, b, _ in rows})
+        for j, beta in enumerate(betas):
+            sel = [(v, f) for v, b, f in rows if b == beta]
+            v = np.array([x for x, _ in sel]) * (1.06 ** (j - (len(betas) - 1) / 2))  # dodge
+            b_, lo, hi = (np.array([f[k] for _, f in sel]) for k in ("b", "low", "high"))
+            ax.errorbar(v, b_, yerr=_err(b_, lo, hi), fmt="o-", ms=5, capsize=3, lw=1.0,
+                        color=colours[j % len(colours)], label=f"$\\beta = {beta:g}$")
+        ax.axhline(-1.0, color=_C["grey"], lw=0.8, ls=":", label="$b = -1$")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("OU noise_var $g^2$")
+        ax.set_ylabel("exponent $b$ of $G^2 \\approx aH^b$")
+        ax.legend(loc="best", title="95% BCa intervals")
         Hs = sorted(next(g for k, g in r["groups"].items() if k.startswith("scan_")))
-        fig.suptitle(f"OU exponent against the noise and β, H ∈ {{{', '.join(map(str, Hs))}}}")
+        fig.suptitle(f"OU exponent on the noise × β grid, H ∈ {{{', '.join(map(str, Hs))}}}")
         return _save(fig, outdir, "heads_scan", formats)
 
 

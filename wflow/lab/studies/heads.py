@@ -13,10 +13,8 @@ Parts (task-name prefixes):
   with spread phases, :math:`H \in \{1, 2, \dots, 128\}`, 10 paths, each path with its own
   X0 and D(0) (``init.per_path_tokens``, ``init.per_path_weights``: intervals over
   independent draws of the initial state, not conditional on one draw).
-- ``scan_noise_var=…``, ``scan_beta=…``: b of OU against ``weights.noise_var``
-  :math:`\in \{0.5, 2, 8\}` (β = 1) and β :math:`\in \{0.5, 1, 2\}` (noise 2), on
-  :math:`H \in \{1, 4, 16\}` (H = 64 left out for the budget); the centre (noise 2, β = 1)
-  is the ``ou`` family on the same H.
+- ``scan_g2=…_beta=…``: b of OU on the 3 × 3 grid ``weights.noise_var``
+  :math:`\in \{0.5, 2, 8\}` × β :math:`\in \{0.5, 1, 2\}`, on :math:`H \in \{1, 4, 16, 64\}`.
 - ``cell_t?w?``: the 2 × 2 design (per-path tokens yes/no × per-path weights yes/no) at
   :math:`H \in \{1, 16\}`; the (yes, yes) cell is the ``ou`` family. ``s6_t?w?``: the same
   four cells on the Section 6 base itself (n = 200, Δt = 5·10⁻³, T = 20) at H = 1.
@@ -32,8 +30,7 @@ T = 20: n and T are reduced to fit the budget; the resolution parts check Δt an
 ``quick``: n = 16, Δt = 0.025, T = 3, 4 paths; OU on :math:`H \in \{1, 4, 16, 64\}`, the
 rest on {1, 4}, one cell of the design, Δt/2 on OU H ∈ {1, 4}, no scan and no n
 check (seconds; its claim is OU b < −0.5 with
-4 H values, ``tests/test_study_heads.py``). The noise × β scan is one-at-a-time (a cross
-through the centre, 5 points), not the 3 × 3 grid, to fit the budget.
+4 H values, ``tests/test_study_heads.py``).
 """
 
 from __future__ import annotations
@@ -54,8 +51,8 @@ OSC = {"process": "oscillating", "noise_var": 0.0, "scheme": "euler"}
 
 _SCALES = {
     "full": {"n": 64, "dt": 1e-2, "T": 10.0, "paths": 10,
-             "heads": (1, 2, 4, 8, 16, 32, 64, 128), "scan_heads": (1, 4, 16),
-             "cell_heads": (1, 16), "noise_var": (0.5, 8.0), "beta": (0.5, 2.0),
+             "heads": (1, 2, 4, 8, 16, 32, 64, 128), "scan_heads": (1, 4, 16, 64),
+             "cell_heads": (1, 16), "noise_var": (0.5, 2.0, 8.0), "beta": (0.5, 1.0, 2.0),
              "resdt": {"ou": (1, 4, 16), "shared": (1, 16), "spread": (1, 16)},
              "resn": {"ou": (1, 16)}, "s6": (1,)},
     "quick": {"n": 16, "dt": 2.5e-2, "T": 3.0, "paths": 4,
@@ -108,14 +105,12 @@ class Heads(Study):
         for f in FAMILIES:
             heads = p["heads"][f] if isinstance(p["heads"], dict) else p["heads"]
             tasks += grid(fam(base, f), f, heads)
-        for v in p["noise_var"]:
-            c = copy.deepcopy(base)
-            c["weights"]["noise_var"] = v
-            tasks += grid(c, f"scan_noise_var={v:g}", p["scan_heads"])
-        for v in p["beta"]:
-            c = copy.deepcopy(base)
-            c["model"]["beta"] = v
-            tasks += grid(c, f"scan_beta={v:g}", p["scan_heads"])
+        for v in p["noise_var"]:  # the noise × β grid
+            for b in p["beta"]:
+                c = copy.deepcopy(base)
+                c["weights"]["noise_var"] = v
+                c["model"]["beta"] = b
+                tasks += grid(c, f"scan_g2={v:g}_beta={b:g}", p["scan_heads"])
         for tok, w in p.get("cells", ((0, 0), (0, 1), (1, 0))):  # (1, 1): the ou family
             c = copy.deepcopy(base)
             c["init"].update(per_path_tokens=bool(tok), per_path_weights=bool(w))
@@ -265,29 +260,27 @@ class Heads(Study):
 
     @staticmethod
     def scan(r):
-        """``{"noise_var": [(value, fit)], "beta": [(value, fit)]}``: b(G²) of OU on the scan's
-        H values, the centre (noise 2, β = 1) from the ``ou`` family on the same H."""
-        out = {"noise_var": [], "beta": []}
-        centre = None
-        for g, per_H in r["groups"].items():
-            if g.startswith("scan_"):
-                key, val = g[len("scan_"):].split("=")
-                out[key].append((float(val), r["fits"].get((g, "G2"))))
-                centre = r["fits"].get(("ou", "G2", tuple(sorted(per_H))))
-        if centre is not None:
-            out["noise_var"].append((SECTION6_BASE["weights"]["noise_var"], centre))
-            out["beta"].append((SECTION6_BASE["model"]["beta"], centre))
-        return {k: sorted(v, key=lambda x: x[0]) for k, v in out.items() if v}
+        """``[(noise_var, β, fit)]``: b(G²) of OU on each point of the noise × β grid, sorted."""
+        out = []
+        for g in r["groups"]:
+            if g.startswith("scan_g2="):
+                v, b = g[len("scan_g2="):].split("_beta=")
+                out.append((float(v), float(b), r["fits"].get((g, "G2"))))
+        return sorted(out, key=lambda x: x[:2])
 
     def _scan_lines(self, r):
-        out = []
-        for key, rows in self.scan(r).items():
-            other = "β = 1" if key == "noise_var" else "noise_var = 2"
-            out.append(f"\nOU b(G²) against {key} ({other}), [95% BCa]:")
-            for v, f in rows:
-                if f is not None:
-                    out.append(f"  {key} = {v:<5g} b = {f['b']:.3f} [{f['low']:.3f}, "
-                               f"{f['high']:.3f}]")
+        rows = self.scan(r)
+        if not rows:
+            return []
+        betas = sorted({b for _, b, _ in rows})
+        out = ["\nOU b(G²) on the noise × β grid, [95% BCa]:",
+               f"{'noise_var':>10}" + "".join(f"{'β = ' + format(b, 'g'):>26}" for b in betas)]
+        for v in sorted({v for v, _, _ in rows}):
+            cells = []
+            for b in betas:
+                f = next((f for v2, b2, f in rows if v2 == v and b2 == b), None)
+                cells.append(f"{f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}]" if f else "—")
+            out.append(f"{v:>10g}" + "".join(f"{c:>26}" for c in cells))
         return out
 
     def _design_lines(self, r):
