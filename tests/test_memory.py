@@ -182,3 +182,21 @@ def test_validate_reports_the_disk(tmp_path, monkeypatch, capsys):
     c = C.resolve(None, [f"output.path={str(out)!r}"])
     assert (f"disk: about {memory.human(memory.output_bytes(c))} for {out} (1.0 TB free)"
             in stdout.splitlines())
+
+
+def test_batched_sweep_counts_the_batches_and_the_joined_file(tmp_path, monkeypatch, capsys):
+    """With --paths-per-task K < paths a grid point's batch files and its joined file coexist
+    until the batches are removed: the disk check counts that grid point twice."""
+    sizes = {}
+    base = ["sweep", "--grid", "model.heads=[1, 2]", "--set", "solver.paths=4",
+            "--set", "solver.record_every=1", "--set", "model.n=2000", "-q"]
+    for k in (None, 4, 2):  # K = 4 = paths: one task per point, nothing joined
+        _free(monkeypatch, 2**20)
+        extra = [] if k is None else ["--paths-per-task", str(k)]
+        assert main([*base, *extra, "-o", str(tmp_path / f"k{k}")]) == 2
+        err = capsys.readouterr().err
+        sizes[k] = err.split("needs about ")[1].split(" of disk")[0]
+    assert sizes[None] == sizes[4] != sizes[2]
+    scale = {"MB": 1e6, "GB": 1e9}
+    one, two = (float(v) * scale[u] for v, u in (sizes[None].split(), sizes[2].split()))
+    assert abs(two - 2 * one) <= 0.1 * 2 * one

@@ -56,6 +56,18 @@ def _output_dir(d) -> Path:
     return d
 
 
+def _batched_twice(configs, paths_per_task):
+    """The configurations whose disk use to count: a grid point split into batches of
+    ``paths_per_task`` paths counts twice (its batch files and the joined file coexist until
+    the batches are removed)."""
+    out = []
+    for c in configs:
+        out.append(c)
+        if paths_per_task and int(paths_per_task) < int(c["solver"]["paths"]):
+            out.append(c)
+    return out
+
+
 def _check_disk(configs, location, what="the result file") -> tuple[int, int]:
     """Refuse (exit 2) when the result files of ``configs`` (validated configurations) need
     more than the free disk at ``location``; returns (bytes needed, bytes free)."""
@@ -370,8 +382,8 @@ def cmd_study(args) -> int:
     if args.ledger:  # as run_study will set it
         tasks = [(k, {**c, "diagnostics": {**c.get("diagnostics", {}), "ledger": True}})
                  for k, c in tasks]
-    _check_disk([resolve(c) for k, c in tasks if not (out / f"{k}.h5").exists()],
-                out, f"the {len(tasks)} result files")
+    _check_disk(_batched_twice([resolve(c) for k, c in tasks if not (out / f"{k}.h5").exists()],
+                               args.paths_per_task), out, f"the {len(tasks)} result files")
     out = _output_dir(out)
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn
@@ -403,8 +415,9 @@ def cmd_sweep(args) -> int:
     grid = dict(_grid_arg(g) for g in (args.grid or []))
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
     out = Path(args.output or "sweep")
-    _check_disk([c for name, c in tasks if args.overwrite or not (out / f"{name}.h5").exists()],
-                out, f"the {len(tasks)} result files")
+    _check_disk(_batched_twice([c for name, c in tasks
+                                if args.overwrite or not (out / f"{name}.h5").exists()],
+                               args.paths_per_task), out, f"the {len(tasks)} result files")
     rep = run_sweep(tasks, _output_dir(out), executor=args.executor,
                     address=args.address,
                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
