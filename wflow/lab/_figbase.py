@@ -94,14 +94,15 @@ def _path(a, p, kind):
     return a[:, p]
 
 
-def _save(fig, outdir, kind, formats):
+def _save(fig, outdir, kind, formats, dpi=None):
+    """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     out = []
     for fmt in formats:
         p = outdir / f"{kind}.{fmt}"
-        fig.savefig(p, format=fmt, dpi=DPI)
+        fig.savefig(p, format=fmt, dpi=DPI if dpi is None else dpi)
         out.append(p)
     return out
 

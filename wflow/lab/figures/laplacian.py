@@ -3,11 +3,9 @@ within-sequence variance over time, and the ANOVA split of a batch over time."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from wflow.lab import _figbase
 from wflow.lab._figbase import _C, _STYLE
 from wflow.model.diagnostics import ANOVA_PARTS
 
@@ -41,14 +39,7 @@ def _fig(w, h):
 
 
 def _save(fig, outdir, kind, formats):
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    out = []
-    for fmt in formats:
-        fig.savefig(outdir / f"{kind}.{fmt}", format=fmt, dpi=DPI)
-        out.append(outdir / f"{kind}.{fmt}")
-    return out
+    return _figbase._save(fig, outdir, kind, formats, dpi=DPI)
 
 
 def _panels(keys):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from wflow.lab import _figbase
 from wflow.lab._figbase import _STYLE
 
 __all__ = ["draw", "PANELS"]
@@ -154,10 +154,4 @@ def draw(table, outdir, formats=("png",)):
 
 
 def _save(fig, outdir, kind, formats):
-    FigureCanvasAgg(fig)
-    files = []
-    for fmt in formats:
-        p = outdir / f"{kind}.{fmt}"
-        fig.savefig(p, format=fmt, dpi=DPI)
-        files.append(p)
-    return files
+    return _figbase._save(fig, outdir, kind, formats, dpi=DPI)
