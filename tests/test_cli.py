@@ -296,7 +296,7 @@ def fake_plotting(monkeypatch):
     mod = types.ModuleType("wflow.lab.plotting")
     mod.KINDS = ("energy", "snapshots")
 
-    def plot(path, kind, outdir):
+    def plot(path, kind, outdir, formats=("png", "pdf")):
         calls.append(("plot", Path(path), kind, Path(outdir)))
         return [Path(outdir) / f"{kind}.png"]
 

@@ -167,9 +167,11 @@ def test_cli_sweep_and_study(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.heads" in err[0]
     files = [str(tmp_path / f"run-heads={h}.h5") for h in (1, 2)]
-    assert main(["plot", *files, "--kind", "head_scaling", "--kind", "G2", "-o", str(tmp_path / "f")]) == 0
+    assert main(["plot", *files, "--kind", "head_scaling", "--kind", "G2", "--format", "png",
+                 "-o", str(tmp_path / "f")]) == 0
     assert (tmp_path / "f" / "head_scaling.png").stat().st_size > 0
     assert (tmp_path / "f" / "run-heads=2" / "G2.png").stat().st_size > 0
+    assert not list((tmp_path / "f").rglob("*.pdf"))  # --format png: PNG only
     assert main(["study", "nope", "-o", str(tmp_path)]) == 2
     assert main(["study", "list"]) == 0
     listed = capsys.readouterr().out

@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--kind", action="append", metavar="KIND",
                    help="figure kind, repeatable: " + ", ".join(PLOT_KINDS))
     r.add_argument("-o", "--output", metavar="DIR", help="output directory")
+    r.add_argument("--format", action="append", choices=("png", "pdf", "svg"),
+                   help="figure format (repeatable; default png and pdf)")
     r.set_defaults(func=cmd_plot)
 
     r = sub.add_parser("animate", parents=[common], help="animation of the token snapshots")

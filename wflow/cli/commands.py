@@ -223,14 +223,15 @@ def cmd_plot(args) -> int:
         outdir = Path(args.output) if args.output else Path("plots")
     _output_dir(outdir)
     written = []
+    formats = tuple(args.format) if args.format else ("png", "pdf")
     if "head_scaling" in kinds and len(files) > 1:  # one figure across the runs
-        written += plotting.plot_head_scaling([str(f) for f in files], outdir)
+        written += plotting.plot_head_scaling([str(f) for f in files], outdir, formats=formats)
         kinds = [k for k in kinds if k != "head_scaling"]
     for f in files:
         sub = outdir if len(files) == 1 else outdir / f.stem
         sub.mkdir(parents=True, exist_ok=True)
         for k in kinds:
-            written += plotting.plot(f, k, sub) or []
+            written += plotting.plot(f, k, sub, formats=formats) or []
     for p in written:
         print(p)
     return 0
