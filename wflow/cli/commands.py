@@ -388,7 +388,7 @@ def cmd_study(args) -> int:
     out = _output_dir(out)
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn
-    result = run_study(args.name, out, options)
+    result = run_study(args.name, out, options, tasks=tasks)  # the tasks checked above
     print(result.report())
     print(f"results in {out}/ (summary.txt, summary.csv)")
     if options.figure_formats:

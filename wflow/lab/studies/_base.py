@@ -265,7 +265,8 @@ class StudyResult:
         return f"{timing}\n\n{self.text}"
 
 
-def run_study(name, outdir, options: StudyOptions | None = None, **fields) -> StudyResult:
+def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
+              **fields) -> StudyResult:
     """Run the study ``name`` into ``outdir`` and write its summary and figures there.
 
     Parameters
@@ -275,6 +276,9 @@ def run_study(name, outdir, options: StudyOptions | None = None, **fields) -> St
     outdir : path-like
         One ``<task>.h5`` per task, ``summary.txt``, ``summary.csv`` and ``figures/``.
     options : StudyOptions, optional
+    tasks : list of (str, dict), optional
+        The tasks, if already made with ``study.tasks(options)`` (the CLI makes them first to
+        check the disk); default: made here.
     **fields
         Replace fields of ``options`` (``run_study("energy", out, scale="quick")``).
 
@@ -284,7 +288,7 @@ def run_study(name, outdir, options: StudyOptions | None = None, **fields) -> St
     """
     study = get_study(name)
     options = dataclasses.replace(options or StudyOptions(), **fields)
-    tasks = study.tasks(options)
+    tasks = study.tasks(options) if tasks is None else list(tasks)
     if options.ledger:  # whatever the study's tasks do, the switch holds for every run
         for _, cfg in tasks:
             cfg.setdefault("diagnostics", {})["ledger"] = True
