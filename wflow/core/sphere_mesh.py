@@ -125,12 +125,8 @@ class SphereMesh:
         i, j = self.edges[:, 0], self.edges[:, 1]
         phi = sigma * self.lengths * np.einsum("pea,ea->pe", 0.5 * (v[:, i] + v[:, j]),
                                                self.normals)
-        rho = np.asarray(rho, dtype=float)
-        F = np.maximum(phi, 0.0) * rho[:, i] + np.minimum(phi, 0.0) * rho[:, j]
-        rate = np.stack([-(np.bincount(i, f, self.N) - np.bincount(j, f, self.N))
-                         for f in F]) / self.areas
-        dt = np.array([cfl_dt(self, ph, cfl) for ph in phi])
-        return F, rate, dt
+        F, rate = _upwind(self, rho, phi)
+        return F, rate, cfl_dt(self, phi, cfl)
 
     def dissipation(self, flux, Phi, sigma) -> np.ndarray:
         r"""The scheme's dissipation :math:`\mathcal D_h = \sigma\sum_{ij} F_{ij}
@@ -237,25 +233,38 @@ def upwind_rhs(mesh: SphereMesh, rho, phi) -> np.ndarray:
 
     ``rho``: (N,) or (P, N) cell averages; ``phi``: (E,) or (P, E) edge fluxes (i → j).
     """
+    return _upwind(mesh, rho, phi)[1]
+
+
+def _cell_sums(mesh: SphereMesh, into_i, into_j):
+    """Per cell (..., N): the edge values (..., E) ``into_i`` summed into cell i of each edge
+    plus ``into_j`` into cell j (one ``bincount`` over every leading index)."""
+    lead = into_i.shape[:-1]
+    m = int(np.prod(lead, dtype=np.int64))
+    off = (np.arange(m) * mesh.N)[:, None]
+    idx = np.concatenate([(mesh.edges[:, 0] + off).ravel(), (mesh.edges[:, 1] + off).ravel()])
+    vals = np.concatenate([into_i.reshape(m, -1).ravel(), into_j.reshape(m, -1).ravel()])
+    return np.bincount(idx, vals, m * mesh.N).reshape(*lead, mesh.N)
+
+
+def _upwind(mesh: SphereMesh, rho, phi):
+    r"""``(F, rate)``: the upwind fluxes (..., E) and :math:`\dot\rho` (..., N)."""
     rho = np.asarray(rho, dtype=float)
     phi = np.asarray(phi, dtype=float)
     i, j = mesh.edges[:, 0], mesh.edges[:, 1]
     F = np.maximum(phi, 0.0) * rho[..., i] + np.minimum(phi, 0.0) * rho[..., j]
-    if rho.ndim == 1:
-        div = np.bincount(i, F, mesh.N) - np.bincount(j, F, mesh.N)
-    else:
-        F = np.broadcast_to(F, rho.shape[:-1] + F.shape[-1:])
-        div = np.stack([np.bincount(i, f, mesh.N) - np.bincount(j, f, mesh.N)
-                        for f in F.reshape(-1, F.shape[-1])]).reshape(rho.shape)
-    return -div / mesh.areas
+    F = np.broadcast_to(F, np.broadcast_shapes(F.shape, rho.shape[:-1] + F.shape[-1:]))
+    return F, -_cell_sums(mesh, F, -F) / mesh.areas
 
 
-def cfl_dt(mesh: SphereMesh, phi, cfl: float = 0.9) -> float:
+def cfl_dt(mesh: SphereMesh, phi, cfl: float = 0.9):
     r"""The largest step with :math:`\Delta t \sum_j \phi^{+}_{\text{out}, i} \le
     \text{cfl}\cdot\lvert K_i\rvert` for every cell (forward Euler then keeps ρ ≥ 0;
-    SSP Runge–Kutta schemes inherit it)."""
+    SSP Runge–Kutta schemes inherit it). ``phi`` (E,) gives a float, (P, E) one step per
+    path."""
     phi = np.asarray(phi, dtype=float)
-    out = (np.bincount(mesh.edges[:, 0], np.maximum(phi, 0.0), mesh.N)
-           + np.bincount(mesh.edges[:, 1], np.maximum(-phi, 0.0), mesh.N))
-    rate = np.max(out / mesh.areas)
-    return float("inf") if rate == 0 else cfl / rate
+    out = _cell_sums(mesh, np.maximum(phi, 0.0), np.maximum(-phi, 0.0))
+    rate = np.max(out / mesh.areas, axis=-1)
+    with np.errstate(divide="ignore"):
+        dt = np.where(rate > 0, cfl / np.where(rate > 0, rate, 1.0), np.inf)
+    return float(dt) if dt.ndim == 0 else dt

@@ -244,12 +244,6 @@ class Oscillating(WeightProcess):
         \text{euler: } D' = D + \Delta t\,(F(t + \varphi) - D), \qquad
         \text{exact: } D' = P(t + \Delta t + \varphi) + e^{-\Delta t}\,(D - P(t + \varphi)).
 
-    Parameters
-    ----------
-    d : int
-        Dimension, d ≥ 2.
-    H : int
-        Number of heads.
     ``target = "paper"`` is the forcing of the paper's published code for d ≥ 4 (p = 0, 1, …
     the pairs a < b in row-major order, :math:`n_{\text{pairs}} = d(d-1)/2`):
 
