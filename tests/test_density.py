@@ -313,3 +313,20 @@ def test_step_restarts_with_more_substeps():
             DensityStepper("ssprk3").step(ctx)
     finally:
         sd.MAX_RETRIES = old
+
+
+def test_b_hat_extremes_are_over_the_support_of_a_density():
+    """b̂ is a field defined at every cell centre, but min/max over the tokens correspond to
+    min/max over the cells that carry mass: an empty cell (ρ_k = 0) does not count."""
+    from types import SimpleNamespace
+
+    from wflow.engine.series import SERIES
+
+    b = np.array([[0.1, 0.5, 0.9, 2.0], [3.0, 0.2, 0.4, 0.3]])
+    m = np.array([[0.0, 0.5, 0.5, 0.0], [0.2, 0.0, 0.3, 0.5]])
+    dens = SimpleNamespace(field=SimpleNamespace(b_hat=b, masses=m))
+    np.testing.assert_array_equal(SERIES["b_hat_min"].fn(dens), [0.5, 0.3])
+    np.testing.assert_array_equal(SERIES["b_hat_max"].fn(dens), [0.9, 3.0])
+    toks = SimpleNamespace(field=SimpleNamespace(b_hat=b))  # particles: every token
+    np.testing.assert_array_equal(SERIES["b_hat_min"].fn(toks), [0.1, 0.2])
+    np.testing.assert_array_equal(SERIES["b_hat_max"].fn(toks), [2.0, 3.0])

@@ -200,3 +200,44 @@ def test_batched_sweep_counts_the_batches_and_the_joined_file(tmp_path, monkeypa
     scale = {"MB": 1e6, "GB": 1e9}
     one, two = (float(v) * scale[u] for v, u in (sizes[None].split(), sizes[2].split()))
     assert abs(two - 2 * one) <= 0.1 * 2 * one
+
+
+# ------------------------------------------------------------ density runs [model §5b]
+def _density_cfg(d, cells, P=2, **over):
+    c = {"model": {"d": d, "heads": 2, "n": 8},  # model.n is not the mesh: cells are
+         "init": {"tokens": "vmf", "kappa": 2.0}, "weights": {"process": "ou"},
+         "solver": {"representation": "density", "method": "heun", "dt": 0.002, "T": 0.006,
+                    "record_every": 1, "paths": P},
+         "density": {"cells": cells}, "diagnostics": {"ledger": True},
+         "output": {"store_tokens": True}}
+    for key, val in over.items():
+        sec, k = key.split("__")
+        c.setdefault(sec, {})[k] = val
+    return C.validate(c)
+
+
+@pytest.mark.parametrize("d,cells,P", [(2, 1024, 16), (3, 400, 16)])
+def test_density_file_estimate_counts_cells_not_tokens(tmp_path, d, cells, P):
+    """A density snapshot is ρ (P, N), not tokens (P, n, d): the file estimate follows the
+    mesh size N (here N ≫ n·d) and bounds the file written (within 30 % above it)."""
+    c = _density_cfg(d, cells, P)
+    path = driver.run_to_file(c, tmp_path / "rho.h5")
+    size, est = path.stat().st_size, memory.output_bytes(c)
+    assert size <= est <= 1.3 * size, (memory.human(est), memory.human(size))
+    small = memory.output_bytes(_density_cfg(d, cells // 4, P))
+    assert est - small > 0.5 * 8 * P * (cells - cells // 4) * memory.n_records(c)
+
+
+def test_density_memory_estimate_within_30_percent_of_the_peak(tmp_path):
+    c = _density_cfg(2, 1024, P=32, solver__T=0.01)
+    simulate(_density_cfg(2, 64, P=1))  # imports, compilation: not the run's arrays
+    gc.collect()
+    tracemalloc.start()
+    try:
+        res = simulate(c)
+        del res
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    est = memory.estimate(c, keep_records=True).total
+    assert 0.7 * peak <= est <= 1.3 * peak, (memory.human(est), memory.human(peak))

@@ -90,11 +90,26 @@ def n_records(cfg) -> int:
     return nsteps // every + 1 + (1 if nsteps % every else 0)
 
 
+def _shape(cfg) -> tuple[int, int, bool]:
+    """(points the kernel sees, floats of one path's snapshot, density run) of ``cfg``: the
+    n tokens and their n·d coordinates, or for ``solver.representation = "density"`` the N =
+    ``density.cells`` cell centres (weighted points) and the N cell averages ρ_k."""
+    m = cfg["model"]
+    if cfg["solver"].get("representation", "particles") == "density":
+        N = int(cfg["density"]["cells"])
+        return N, N, True
+    n = int(m["n"])
+    return n, n * int(m["d"]), False
+
+
 def estimate(cfg, keep_records=False) -> Estimate:
     """Peak bytes of a run of the validated configuration ``cfg``; ``keep_records``: every
-    record stays in memory (:func:`wflow.simulate`) instead of going to a file."""
+    record stays in memory (:func:`wflow.simulate`) instead of going to a file. A density run
+    [model §5b] counts its N cells as the kernel's points, ρ (P, N) as the state and the
+    snapshots, and the mesh."""
     m, s, dg, out = cfg["model"], cfg["solver"], cfg["diagnostics"], cfg["output"]
-    n, d, H, P = int(m["n"]), int(m["d"]), int(m["heads"]), int(s["paths"])
+    d, H, P = int(m["d"]), int(m["heads"]), int(s["paths"])
+    n, snap, density = _shape(cfg)
     method = s["method"]
     stages = STAGES.get(method, 4)
     nd, Hdd, Hn = P * n * d, P * H * d * d, P * H * n
@@ -111,7 +126,11 @@ def estimate(cfg, keep_records=False) -> Estimate:
     if method == "jko":  # L-BFGS in tangent coordinates: ~10 pairs of (n, d) per path
         kernel += F8 * 30 * n * d
 
-    row = F8 * (P * N_SERIES + (nd if out["store_tokens"] else 0)
+    if density:  # points (P, N, d), masses; the state ρ is (P, N) per stage and the mesh
+        # (S²: ~3N edges with lengths, normals and arc moments; S¹: the grid's few arrays)
+        state = F8 * (P * snap * (6 + 3 * stages) + Hdd * 10 + nd * 2)
+        kernel += F8 * (40 * n if d == 3 else 4 * n)
+    row = F8 * (P * N_SERIES + (P * snap if out["store_tokens"] else 0)
                 + (Hdd if out["store_weights"] else 0)
                 + (int(s["record_every"]) * P * N_STEP_LEDGER if ledger else 0))
     nrec = n_records(cfg)
@@ -121,13 +140,15 @@ def estimate(cfg, keep_records=False) -> Estimate:
     else:  # the recorder's buffer and one stacked key; a checkpoint slot's copies
         buffered = max(1, min(BUFFER_RECORDS, BUFFER_BYTES // max(row, 1)))
         records = 2 * min(nrec, buffered) * row
-        checkpoint = F8 * 3 * (nd + Hdd)
+        checkpoint = F8 * 3 * (P * snap + Hdd)
 
     mp = min(n, int(dg["max_pairwise_n"]))
     diag = 0
-    if dg["clustering"]:  # min_cosine: (P, m, m); then n_clusters: (m, m) Gram, boolean, sparse
+    if density:  # the token diagnostics are off for a density
+        pass
+    elif dg["clustering"]:  # min_cosine: (P, m, m); then n_clusters: (m, m) Gram, boolean, sparse
         diag = max(diag, F8 * P * mp * mp, 14 * mp * mp)
-    if dg["w2"]:  # cost matrix, its square, the plan (POT)
+    if dg["w2"] and not density:  # cost matrix, its square, the plan (POT)
         diag = max(diag, F8 * 3 * mp * mp)
     parts = {"state": state, "kernel": kernel, "records": records, "checkpoint": checkpoint,
              "diagnostics": diag}
@@ -208,22 +229,24 @@ def output_bytes(cfg) -> int:
     r"""Estimated size of the result file of the validated configuration ``cfg``:
 
     .. math:: \sum_{\text{datasets}} \lceil R / c \rceil\, c\, r
-              + 2 \cdot 8\,(2 P n d + P H d^2 + 64 P) + 256\ \text{kB},
+              + 2 \cdot 8\,(2 P s + P H d^2 + 64 P) + 256\ \text{kB},
 
     R records, r the bytes of a row, c = min(256, 64 kB / r) the rows of a chunk; then the two
-    checkpoint slots and the metadata. Within 10 % (above) of the files written, for files of
+    checkpoint slots and the metadata; s = n d floats of a path's tokens, or N cell averages
+    ρ_k for a density run. Within 10 % (above) of the files written, for files of
     more than a few MB (``tests/test_memory.py``)."""
     m, s, dg, out = cfg["model"], cfg["solver"], cfg["diagnostics"], cfg["output"]
-    n, d, H, P = int(m["n"]), int(m["d"]), int(m["heads"]), int(s["paths"])
+    d, H, P = int(m["d"]), int(m["heads"]), int(s["paths"])
+    snap = _shape(cfg)[1]
     nrec = n_records(cfg)
     total = _on_disk(nrec, F8) + _n_series(cfg) * _on_disk(nrec, F8 * P)
     if dg["ledger"] and m["mask"] != "causal":
         total += N_STEP_LEDGER * _on_disk(nrec, F8 * int(s["record_every"]) * P)
     if out["store_tokens"]:
-        total += _on_disk(nrec, F8 * P * n * d)
+        total += _on_disk(nrec, F8 * P * snap)
     if out["store_weights"]:
         total += _on_disk(nrec, F8 * P * H * d * d)
-    total += 2 * F8 * (2 * P * n * d + P * H * d * d + 64 * P)
+    total += 2 * F8 * (2 * P * snap + P * H * d * d + 64 * P)
     return int(total + H5_METADATA)
 
 

@@ -137,6 +137,18 @@ def _avg(c, a):
     return np.mean(a, axis=-1) if m is None else np.sum(m * a, axis=-1)
 
 
+def _over_support(c, a, reduce):
+    r"""``reduce`` (np.min or np.max) over the tokens, or for a density over the cells that
+    carry mass (:math:`m_k > 0`): an empty cell is not in the support of the measure, as no
+    token is where there is none."""
+    m = getattr(c.field, "masses", None)
+    if m is None:
+        return reduce(a, axis=1)
+    fill = np.inf if reduce is np.min else -np.inf
+    out = reduce(np.where(np.broadcast_to(m, a.shape) > 0, a, fill), axis=1)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
 def _mean_v2(c):
     return _avg(c, np.sum(c.field.velocity**2, axis=-1))
 
@@ -152,10 +164,10 @@ for _n, _d, _u, _fn in (
     ("v2_mean", "mean squared speed (1/n) sum |v_i|^2", "1/time^2", _mean_v2),
     ("b_hat_mean", "mean effective mobility b_hat = 1/Z_bar", "dimensionless",
      lambda c: _avg(c, c.field.b_hat)),
-    ("b_hat_min", "minimum effective mobility", "dimensionless",
-     lambda c: c.field.b_hat.min(axis=1)),
-    ("b_hat_max", "maximum effective mobility", "dimensionless",
-     lambda c: c.field.b_hat.max(axis=1)),
+    ("b_hat_min", "minimum effective mobility (over the support)", "dimensionless",
+     lambda c: _over_support(c, c.field.b_hat, np.min)),
+    ("b_hat_max", "maximum effective mobility (over the support)", "dimensionless",
+     lambda c: _over_support(c, c.field.b_hat, np.max)),
     ("Zbar_mean", "mean partition function Z_h(x_i) over heads and tokens", "dimensionless",
      lambda c: (c.field.partition.mean(axis=(1, 2)) if getattr(c.field, "masses", None) is None
                 else _avg(c, c.field.partition.mean(axis=1)))),
