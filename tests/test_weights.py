@@ -587,3 +587,72 @@ def test_make_process_file_shape_mismatch(tmp_path):
     np.savez(tmp_path / "w.npz", D=np.tile(np.eye(3), (2, 1, 1)))
     one_line_error("expected", make_process, {"process": "file", "file": str(tmp_path / "w.npz")},
                    4, 3, 0.05)
+
+
+# ------------------------------------------------------- refined noise (pathwise Δt/2 checks)
+@pytest.mark.parametrize("r", [2, 4])
+def test_ou_refined_exact_step_equals_r_fine_steps(r):
+    """Exact scheme: one step of Δt with noise_refine = r is r exact steps of Δt/r driven by the
+    same draws (same generators, same order): equal to round-off, at any rate."""
+    rng = np.random.default_rng(11)
+    P, H, d, dt, K = 3, 2, 3, 0.2, 5
+    D0 = sym_random(rng, (P, H, d, d))
+    M = sym_random(rng, (d, d)) / 4
+    coarse = OrnsteinUhlenbeck(1.7, M, 0.9, scheme="exact", refine=r)
+    fine = OrnsteinUhlenbeck(1.7, M, 0.9, scheme="exact")
+    Dc, _ = run(coarse, D0, 0.0, dt, K, gens(3, P))
+    Df, _ = run(fine, D0, 0.0, dt / r, K * r, gens(3, P))
+    np.testing.assert_allclose(Dc, Df, rtol=0, atol=1e-13 * np.abs(Df).max())
+
+
+def test_ou_refined_em_noise_is_the_sum_of_the_fine_noise():
+    """Euler–Maruyama: the coarse step's noise is g√δ Σ S_l, so one coarse step and the two fine
+    steps D → D₁ → D₂ on the same draws differ by the drift's discretisation alone:
+    D₂ − D_coarse = −λδ (D₁ − D) exactly (0 for λ = 0)."""
+    rng = np.random.default_rng(12)
+    P, H, d, dt = 4, 2, 3, 0.1
+    D0 = sym_random(rng, (P, H, d, d))
+    for lam in (0.0, 1.0):
+        Dc = OrnsteinUhlenbeck(lam, 1.0, 2.0, refine=2).step(D0, 0.0, dt, gens(5, P))
+        fine, g = OrnsteinUhlenbeck(lam, 1.0, 2.0), gens(5, P)
+        D1 = fine.step(D0, 0.0, dt / 2, g)
+        D2 = fine.step(D1, dt / 2, dt / 2, g)
+        np.testing.assert_allclose(D2 - Dc, -lam * dt / 2 * (D1 - D0), rtol=0,
+                                   atol=1e-14 * np.abs(D0).max())
+    Dplain = OrnsteinUhlenbeck(1.0, 1.0, 2.0).step(D0, 0.0, dt, gens(5, P))
+    assert np.abs(Dplain - Dc).max() > 0.1  # unrefined: other draws
+
+
+def test_ou_refined_exact_step_has_the_exact_transition_law():
+    """The combined innovation has the variance of one exact step of Δt: g² s(Δt)²."""
+    P, d, lam, g2, dt, r = 4000, 2, 1.5, 0.8, 0.6, 3
+    D0 = np.array([[1.0, 0.5], [0.5, -1.0]])
+    proc = OrnsteinUhlenbeck(lam, 0.0, g2, scheme="exact", refine=r)
+    D1 = proc.step(np.broadcast_to(D0, (P, 1, d, d)), 0.0, dt, gens(6, P))
+    var = g2 * (1 - np.exp(-2 * lam * dt)) / (2 * lam)
+    for a, b in [(0, 0), (1, 1), (0, 1)]:
+        v = var if a == b else var / 2
+        assert_mean(D1[:, 0, a, b], np.exp(-lam * dt) * D0[a, b], v)
+        assert_var(D1[:, 0, a, b], v)
+
+
+def test_noise_refine_config_shares_the_path_across_dt():
+    """Through the config: a run at Δt with weights.noise_refine = 2 and one at Δt/2 sees the
+    same Brownian path (exact scheme: the same D at the common records); without refinement
+    the draws differ."""
+    import wflow
+
+    def cfg(dt, r, every):
+        return {"model": {"n": 12, "heads": 2}, "init": {"seed": 3},
+                "weights": {"process": "ou", "scheme": "exact", "noise_refine": r},
+                "solver": {"T": 0.2, "dt": dt, "record_every": every, "paths": 2},
+                "diagnostics": {"ledger": False}, "output": {"store_weights": True}}
+
+    coarse = wflow.simulate(cfg(0.02, 2, 5))
+    fine = wflow.simulate(cfg(0.01, 1, 10))
+    np.testing.assert_allclose(coarse.D, fine.D, rtol=0, atol=1e-12)
+    # the tokens: the time-step error alone, O(Δt), far below the noise-driven spread
+    assert np.abs(coarse.X[-1] - fine.X[-1]).max() < 0.05
+    plain = wflow.simulate(cfg(0.02, 1, 5))
+    assert np.abs(plain.D[-1] - fine.D[-1]).max() > 0.05
+    one_line_error("noise_refine", wflow.simulate, cfg(0.02, 0, 5))

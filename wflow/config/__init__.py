@@ -329,6 +329,10 @@ for _p in [
     Param("weights.rate", 1.0, _POS, "OU rate λ"),
     Param("weights.mean", 1.0, Interval(), "OU mean M·I"),
     Param("weights.noise_var", 2.0, _NONNEG, "OU noise variance g²"),
+    Param("weights.noise_refine", 1, Integer(lo=1),
+          "OU: a step of Δt draws r normals per entry, one per sub-interval Δt/r, and combines "
+          "them exactly: a run at Δt with r = 2 and one at Δt/2 with r = 1 see the same "
+          "Brownian path (pathwise Δt/2 checks)", applies=When("weights.process", "ou")),
     Param("weights.scheme", "euler_maruyama", Choice(SCHEMES),
           "weight step: ou euler_maruyama | exact; oscillating euler | exact",
           applies=When("weights.process", tuple(SCHEMES_BY_PROCESS)), rule=_scheme_rule,

@@ -75,6 +75,20 @@ class OrnsteinUhlenbeck(WeightProcess):
 
     Stationary law :math:`M + G`, Var(G_aa) = g²/(2λ), Var(G_ab) = g²/(4λ).
 
+    **Refined noise** (``refine`` = r > 1): a step of Δt draws r arrays
+    :math:`\Xi_1, \dots, \Xi_r` in turn from the path's generator, one per sub-interval
+    δ = Δt/r, and uses the innovation the r sub-steps would give,
+
+    .. math::
+        \text{euler\_maruyama: } g\sqrt{\delta}\,\sum_l S_l, \qquad
+        \text{exact: } g\,s(\delta)\sum_l e^{-\lambda(r-l)\delta} S_l
+        \quad\Big(\operatorname{Var} = g^2 s(\Delta t)^2,\
+        s(\delta)^2 = \tfrac{1 - e^{-2\lambda\delta}}{2\lambda}\Big),
+
+    so a run at Δt with r = 2 and a run at Δt/2 with r = 1 are driven by the same Brownian
+    path: their difference is the time-step error alone (for the exact scheme the weights
+    agree to round-off at the common times).
+
     Parameters
     ----------
     rate : float
@@ -86,17 +100,20 @@ class OrnsteinUhlenbeck(WeightProcess):
     scheme : {"euler_maruyama", "exact"}
     d : int, optional
         Dimension, checked against an array ``mean``.
+    refine : int
+        r ≥ 1 normals per entry and step (see above); 1 is the plain scheme.
     """
 
     name = "ou"
-    params = {"rate": 1.0, "mean": 1.0, "noise_var": 2.0, "scheme": "euler_maruyama"}
+    params = {"rate": 1.0, "mean": 1.0, "noise_var": 2.0, "scheme": "euler_maruyama",
+              "noise_refine": 1}
 
     @classmethod
     def from_config(cls, spec, H, d, dt):
         scheme = _choice(spec.get("scheme", "euler_maruyama"), "weights.scheme",
                          SCHEMES_BY_PROCESS["ou"], {"euler": "euler_maruyama"})
         return cls(spec.get("rate", 1.0), spec.get("mean"), spec.get("noise_var", 2.0), scheme,
-                   d=d)
+                   d=d, refine=spec.get("noise_refine", 1))
 
     def ito_rate(self, beta, ito_sum):
         r"""Expected Itô rate :math:`\beta g^2/4 \cdot` ``ito_sum`` [model §6]."""
@@ -108,8 +125,12 @@ class OrnsteinUhlenbeck(WeightProcess):
     def needs_ito(self):
         return self.noise_var > 0.0
 
-    def __init__(self, rate=1.0, mean=None, noise_var=2.0, scheme="euler_maruyama", d=None):
+    def __init__(self, rate=1.0, mean=None, noise_var=2.0, scheme="euler_maruyama", d=None,
+                 refine=1):
         self.rate = _number(rate, "weights.rate")
+        if isinstance(refine, bool) or int(refine) != refine or refine < 1:
+            raise ValueError(f"weights.noise_refine = {refine!r}: expected an integer >= 1")
+        self.refine = int(refine)
         self.noise_var = _number(noise_var, "weights.noise_var")
         self.scheme = _choice(scheme, "weights.scheme", SCHEMES_BY_PROCESS["ou"])
         self.deterministic = self.noise_var == 0
@@ -150,8 +171,17 @@ class OrnsteinUhlenbeck(WeightProcess):
         if not self.deterministic:
             if rngs is None or len(rngs) != P:
                 raise ValueError(f"OU step needs one generator per path: P = {P}")
-            xi = np.stack([r.standard_normal((H, d, d)) for r in rngs])
-            out = out + np.sqrt(self.noise_var) * self.noise_scale(dt) * _sym(xi)
+            r = self.refine
+            if r == 1:
+                xi = np.stack([g.standard_normal((H, d, d)) for g in rngs])
+                out = out + np.sqrt(self.noise_var) * self.noise_scale(dt) * _sym(xi)
+            else:  # r sub-interval draws per path, in order, combined as r sub-steps would
+                delta = dt / r
+                decay = (np.ones(r) if self.scheme == "euler_maruyama"
+                         else np.exp(-self.rate * delta * np.arange(r - 1, -1, -1)))
+                xi = np.stack([sum(c * g.standard_normal((H, d, d)) for c in decay)
+                               for g in rngs])
+                out = out + np.sqrt(self.noise_var) * self.noise_scale(delta) * _sym(xi)
         return _sym(out)
 
     def noise_increment(self, D, D_next, t, dt):
@@ -169,8 +199,11 @@ class OrnsteinUhlenbeck(WeightProcess):
 
     def describe(self):
         mean = self.mean if np.ndim(self.mean) == 0 else self.mean.tolist()
-        return {"process": self.name, "rate": self.rate, "mean": mean,
-                "noise_var": self.noise_var, "scheme": self.scheme}
+        out = {"process": self.name, "rate": self.rate, "mean": mean,
+               "noise_var": self.noise_var, "scheme": self.scheme}
+        if self.refine > 1:
+            out["noise_refine"] = self.refine
+        return out
 
 
 def brownian_increments(K, shape, dt, rng):
