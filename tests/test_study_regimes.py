@@ -160,3 +160,24 @@ def test_heat_maps_from_a_table(tmp_path):
     assert names == ["regimes_ascent.png", "regimes_descent.png", "regimes_joint_slice.png"]
     assert all(0 < p.stat().st_size < 300_000 for p in files)
     assert len(PANELS) == len(Regimes.stats)
+
+
+def test_ou_halving_cells_get_a_pathwise_partner():
+    """Every OU halving cell has a Δt run with noise_refine = 2 beside its Δt/2 run (same
+    seed, same Brownian path: tests/test_weights.py), and the refined run is a check run,
+    not a cell of the map."""
+    from wflow import config as C
+    from wflow.lab.studies import get_study
+    from wflow.lab.studies.regimes import is_refined
+
+    st = get_study("regimes")
+    tasks = dict(st.variants(st.base("full"), "full"))
+    refs = [k for k in tasks if is_refined(k)]
+    assert refs and all(parse_name(k)[4] for k in refs)
+    for k in refs:
+        cell, half = tasks[k[:-len("-refdt")]], tasks[k[:-len("-refdt")] + "-halfdt"]
+        ref = C.validate(tasks[k])
+        assert ref["weights"]["process"] == "ou" and ref["weights"]["noise_refine"] == 2
+        assert ref["solver"]["dt"] == cell["solver"]["dt"] == 2 * half["solver"]["dt"]
+        assert C.validate(half)["weights"]["noise_refine"] == 1
+        assert ref["init"]["seed"] == C.validate(half)["init"]["seed"]

@@ -210,15 +210,23 @@ _SCALES = {
 C_STEP, DT_MAX, RECORD_DT = 0.25, 0.02, 0.2
 
 
-def cell_name(norm, sign, beta, wname, half=False):
-    return f"regimes-{norm}-{sign}-b{beta:g}-{wname}" + ("-halfdt" if half else "")
+def cell_name(norm, sign, beta, wname, half=False, refined=False):
+    return (f"regimes-{norm}-{sign}-b{beta:g}-{wname}" + ("-halfdt" if half else "")
+            + ("-refdt" if refined else ""))
 
 
 def parse_name(name):
-    """``(norm, sign, β, weights, half)`` from a task name of :func:`cell_name`."""
+    """``(norm, sign, β, weights, check)`` from a task name of :func:`cell_name`; ``check`` is
+    True for the runs of the halving check (``-halfdt``, and the ``-refdt`` partner of an OU
+    cell), which are not cells of the map."""
     parts = name.split("-")
-    half = parts[-1] == "halfdt"
-    return parts[1], parts[2], float(parts[3][1:]), parts[4], half
+    return parts[1], parts[2], float(parts[3][1:]), parts[4], parts[-1] in ("halfdt", "refdt")
+
+
+def is_refined(name):
+    """Whether the task is the Δt run with ``weights.noise_refine = 2`` of an OU halving cell:
+    driven by the Brownian path of its ``-halfdt`` partner (a pathwise check)."""
+    return name.endswith("-refdt")
 
 
 @register_study
@@ -256,8 +264,10 @@ class Regimes(Study):
                                 "w2": True},
                 "output": {"store_tokens": False, "checkpoint_every": 100000}}
 
-    def cell(self, base, norm, sign, beta, wname, half=False):
-        """The configuration of one cell (Δt from :func:`cell_dt`, halved when ``half``)."""
+    def cell(self, base, norm, sign, beta, wname, half=False, refined=False):
+        """The configuration of one cell (Δt from :func:`cell_dt`, halved when ``half``;
+        ``refined``: Δt with ``weights.noise_refine = 2``, the same Brownian path as the
+        Δt/2 run of an OU cell)."""
         cfg = copy.deepcopy(base)
         spec, init_w = WEIGHTS[wname]
         cfg["weights"] = dict(spec)
@@ -268,7 +278,9 @@ class Regimes(Study):
         if half:
             dt, m = dt / 2, 2 * m
         cfg["solver"].update(dt=dt, record_every=m)
-        return expand_grid(cfg, {}, name=cell_name(norm, sign, beta, wname, half))
+        if refined:
+            cfg["weights"]["noise_refine"] = 2
+        return expand_grid(cfg, {}, name=cell_name(norm, sign, beta, wname, half, refined))
 
     def variants(self, base, scale):
         s = _SCALES[scale]
@@ -283,6 +295,8 @@ class Regimes(Study):
                     tasks += self.cell(base, "joint", sign, s["joint_beta"], w)
         for norm, sign, beta, w in s["halving"]:
             tasks += self.cell(base, norm, sign, beta, w, half=True)
+            if WEIGHTS[w][0].get("process") == "ou":  # the pathwise partner of the Δt/2 run
+                tasks += self.cell(base, norm, sign, beta, w, refined=True)
         return tasks
 
     # ------------------------------------------------------------------------- summary
@@ -300,8 +314,8 @@ class Regimes(Study):
 
     def table(self, data):
         """One row per task: the cell, Δt, β‖D‖Δt and every statistic with its interval."""
-        cols = ["point", "normalization", "sign", "beta", "weights", "halved", "dt", "c_step",
-                "paths", "T"]
+        cols = ["point", "normalization", "sign", "beta", "weights", "halved", "refined", "dt",
+                "c_step", "paths", "T"]
         for s in self.stats:
             cols += [s, f"{s}_lo", f"{s}_hi"]
         table = {c: [] for c in cols}
@@ -309,7 +323,7 @@ class Regimes(Study):
             norm, sign, beta, w, half = parse_name(point)
             st = self.cell_stats(data, point)
             dt = float(cfg["solver"]["dt"])
-            row = [point, norm, sign, beta, w, half, dt,
+            row = [point, norm, sign, beta, w, half, is_refined(point), dt,
                    beta * weight_norm(w, cfg["model"]["d"], cfg["model"]["heads"]) * dt,
                    int(cfg["solver"]["paths"]), float(cfg["solver"]["T"])]
             for s in self.stats:
@@ -338,7 +352,7 @@ class Regimes(Study):
         lines += ["", "Halving check: the same number with dt/2 (|change| vs the interval "
                       "half-width of the dt run)"]
         for i in rows:
-            if not table["halved"][i]:
+            if not table["halved"][i] or table["refined"][i]:
                 continue
             key = table["point"][i][:-len("-halfdt")]
             j = table["point"].index(key) if key in table["point"] else None
@@ -351,7 +365,34 @@ class Regimes(Study):
                 ok = _within(a, b, hw)
                 lines.append(f"    {s:<16}{a:>12.4g} -> {b:>12.4g}   change {b - a:>11.3g}   "
                              f"interval half-width {hw:>10.3g}   {ok}")
+            ref = key + "-refdt"
+            if ref in table["point"]:
+                lines += self.pathwise_lines(data, ref, table["point"][i], table,
+                                             table["point"].index(ref))
         return "\n".join(lines), table
+
+    #: per-path columns compared path by path in the pathwise check
+    PATHWISE = ("n_clusters", "order_parameter", "G2", "G2_decay", "w2_speed")
+
+    def pathwise_lines(self, data, ref, half, table, k):
+        r"""The pathwise halving check of an OU cell: the Δt run with ``noise_refine = 2`` and
+        the Δt/2 run share every Brownian increment, so per path
+        :math:`\delta_p = y_p(\Delta t/2) - y_p(\Delta t)` is the time-step error alone; its mean
+        ± 95% t-interval, against the half-width of the Δt run's interval over paths."""
+        out = [f"  pathwise (same Brownian path: {ref} vs the dt/2 run; mean paired change "
+               "± 95% interval, vs the interval half-width of the dt run)"]
+        for s in self.PATHWISE:
+            a = data.column(s, ref).astype(float)
+            b = data.column(s, half).astype(float)
+            diff = b - a
+            m = float(np.nanmean(diff)) if np.isfinite(diff).any() else math.nan
+            h = mean_ci(diff)
+            hw = (table[f"{s}_hi"][k] - table[f"{s}_lo"][k]) / 2
+            ok = _within(0.0, m, hw)
+            out.append(f"    {s:<16}{m:>12.3g} ± {h:<10.2g}  max |change| "
+                       f"{np.nanmax(np.abs(diff)) if np.isfinite(diff).any() else math.nan:>10.3g}"
+                       f"   interval half-width {hw:>10.3g}   {ok}")
+        return out
 
     def figures(self, data, outdir, formats):
         from wflow.lab.figures import regimes as fig
