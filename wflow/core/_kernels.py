@@ -157,6 +157,9 @@ def _pad_granularity():
 #: numba keys by CPU name and features).
 _VW = _pad_granularity()
 _VW32 = 2 * _VW  # the same for float32 (twice as many lanes)
+#: One float64 vector (4 lanes on AVX2, 8 on AVX-512): the granularity of the last, masked
+#: column block of the fixed-shift d = 3 rows (n = 200: 200 columns, not 208).
+_VQ = _VW // 4
 
 _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp_fast)
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
@@ -619,14 +622,15 @@ def _rows3_fixed(x0, x1, x2, Dh, X, beta, c, causal, want_ito, p, h, i0, i1, S0,
                 a0 += e * u0
                 a1 += e * u1
                 a2 += e * u2
-        if nfull < jend:  # the last block: whole vectors up to the padding, masked
+        if nfull < jend:  # the last block: jend rounded up to a whole vector (_VQ), masked
             m = jend - nfull
+            mt = ((m + _VQ - 1) // _VQ) * _VQ
             b0 = 0.0
             b1 = 0.0
             b2 = 0.0
             b3 = 0.0
             b4 = 0.0
-            for j in range(_VW):
+            for j in range(mt):
                 u0 = x0[nfull + j]
                 u1 = x1[nfull + j]
                 u2 = x2[nfull + j]
