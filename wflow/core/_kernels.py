@@ -32,11 +32,26 @@ a pool of ``numba.get_num_threads()`` Python threads.
 a deterministic version (round-robin schedule of (I, J) tiles, column sums batched over
 4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
 updates are stores, the exponential is ~2/3 of the cost), not worth a second code path.
+Measured again (2026-11-30, AVX2, one thread, a prototype per (path, head): row tiles of
+8, columns j ≥ i in blocks of 128, e and e⟨x_i,x_j⟩² kept in an 8 × 128 block, then a
+vectorised column update over the block): the d = 3 pair loop is bound by its arithmetic
+(≈ 30 vector operations per 4 pairs, of which the exponential ≈ 17), not by the
+exponential alone, so halving the exponentials leaves the logits, the Itô product and the
+sums for both orders: 0.8–1.0× at n = 200, 1.0–1.2× at n = 4096. Not kept.
 
 *Small n, many heads* (the paper's regime, n = 200, H = 100, P = 10; measured 2026-11 on a
 2-core AVX2 machine, CPU time of one thread): the row loop alone runs at the large-n rate
 per padded column; what is lost is the padding (200 → 224 columns with 32, 208 with 16),
-the per-(row, head) combine and the per-row call and reductions. Tried and not kept:
+the per-(row, head) combine and the per-row call and reductions. Now (d = 3, uniform
+masses, polynomial exp, fixed shift): :func:`_tile_sums3_fixed` computes the rows of a tile
+for every head in one compiled call with the loops inline (before: three nested calls per
+head and one per row, each with reference counts of its array arguments), each row as one
+unmasked loop over the whole vectors before ``jend`` and one masked loop over the last
+vector (n = 200: 200 columns), with :func:`_exp_shifted` (no clamp: the fixed shift bounds
+its argument); the row-sum arrays are reused between calls (:func:`_row_sum_arrays`), and
+:func:`_head_epilogue3` runs every head of a tile in one call. Together 1.3× at both
+n = 200, H = 100, P = 10 and n = 4096, H = 8 (results change in the last bits only).
+Tried and not kept:
 2 rows per j-loop with the Itô sum 0.7× (register spills: 16 ymm registers), rows
 vectorised across the tile (4 rows, j sequential) 0.95×, the symmetric pairs as a
 row triangle with column sums in L1 0.43× (the read-modify-write loop is not vectorised).
@@ -566,7 +581,6 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
     counting of the column views per row or per head (at n = 200 the calls, the mask and
     the clamp cost ≈ 1/4 of the pair loop; measured on AVX2, one thread).
     """
-    n = X.shape[1]
     H = D.shape[1]
     x0 = Xt[p, 0]
     x1 = Xt[p, 1]
@@ -702,13 +716,9 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
     n = X.shape[1]
     Xp = Xt[p]
     Dh = D[p, h]
-    if U is None and fast and d == 3:
-        if rowmax[p, h]:
-            _tile_sums3(Xp, Dh, X, beta, shift[p, h], True, causal, want_ito, p, h, i0, i1,
-                        buf, q, S0, SX, SI, RS)
-        else:
-            _rows3_fixed(Xp[0], Xp[1], Xp[2], Dh, X, beta, shift[p, h], causal, want_ito, p, h,
-                         i0, i1, S0, SX, SI, RS)
+    if U is None and fast and d == 3:  # (the fused pass calls _tile_sums3_fixed instead)
+        _tile_sums3(Xp, Dh, X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h, i0, i1,
+                    buf, q, S0, SX, SI, RS)
         return
     for i in range(i0, i1):
         jend = i + 1 if causal else n
