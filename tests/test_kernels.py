@@ -527,3 +527,46 @@ def test_weights_none_is_uniform_and_unweighted_code():
     for bad in (np.full(39, 1 / 39), -W, np.where(W > 0.03, np.nan, W)):
         with pytest.raises(ValueError, match="weights"):
             K.fused_pass(X, D, V, 1.0, 0, lap, False, True, weights=bad)
+
+
+def test_paper_regime_mixed_shifts_and_workspace():
+    """n = 200, H = 20, d = 3: heads with the fixed shift and heads with the row-max shift
+    (2β‖D_h‖₂ ≥ 700) in the same tile pass, causal and not: P = 4 on one thread equals two
+    batches of 2 on two threads, and a pass with another shape in between (the reused
+    row-sum workspace) changes nothing; the result agrees with the reference."""
+    rng = np.random.default_rng(77)
+    P, n, d, H = 4, 200, 3, 20
+    X, D, V = make_case(rng, P, n, d, H, norm2=2.0)
+    D[:, ::3] *= 200.0  # ‖D_h‖₂ = 400: the row-max shift for every third head
+    beta = 1.0
+    assert np.any(2 * beta * K._spectral_norm(D) >= K.FIXED_SHIFT_LIMIT)
+    lap = np.zeros(H, dtype=bool)
+    lap[1::5] = True
+    old = numba.get_num_threads()
+    nt2 = min(2, numba.config.NUMBA_NUM_THREADS)
+    try:
+        for causal in (False, True):
+            numba.set_num_threads(1)
+            whole = K.fused_pass(X, D, V, beta, 1, lap, causal, False)
+            K.fused_pass(X[:1, :50], D[:1, :3], V[:1, :3], beta, 1, lap[:3], causal, False)
+            numba.set_num_threads(nt2)
+            halves = [K.fused_pass(X[s], D[s], V[s], beta, 1, lap, causal, False)
+                      for s in (slice(0, 2), slice(2, 4))]
+            again = K.fused_pass(X, D, V, beta, 1, lap, causal, False)
+            for name, a, b0, b1, c in zip(NAMES, whole, *halves, again):
+                np.testing.assert_array_equal(a, np.concatenate([b0, b1]), err_msg=name)
+                np.testing.assert_array_equal(a, c, err_msg=name)
+    finally:
+        numba.set_num_threads(old)
+    Xs, Ds, Vs = X[:1], D[:1] / 200.0, V[:1]  # the reference without shift: moderate logits
+    out = K.fused_pass(Xs, Ds, Vs, beta, 1, lap, False, False)
+    check(out, reference(Xs, Ds, Vs, beta, "joint", lap, False, False), False)
+
+
+def test_exp_shifted_is_exp_fast_in_range():
+    """The unclamped exponential of the fixed-shift loops equals the clamped one bit for bit
+    on [−708, 709] (where the clamp is inactive and k + 1023 fits the exponent field)."""
+    x = np.concatenate([np.linspace(-708.0, 709.0, 4001), [-700.0, -1e-300, 0.0, 1e-300]])
+    a = np.array([K._exp_shifted(v) for v in x])
+    np.testing.assert_array_equal(a, K.fast_exp_array(x))
+    assert np.max(np.abs(a / np.exp(x) - 1)) < 1e-14

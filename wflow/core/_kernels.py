@@ -32,11 +32,26 @@ a pool of ``numba.get_num_threads()`` Python threads.
 a deterministic version (round-robin schedule of (I, J) tiles, column sums batched over
 4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
 updates are stores, the exponential is ~2/3 of the cost), not worth a second code path.
+Measured again (2026-11-30, AVX2, one thread, a prototype per (path, head): row tiles of
+8, columns j ≥ i in blocks of 128, e and e⟨x_i,x_j⟩² kept in an 8 × 128 block, then a
+vectorised column update over the block): the d = 3 pair loop is bound by its arithmetic
+(≈ 30 vector operations per 4 pairs, of which the exponential ≈ 17), not by the
+exponential alone, so halving the exponentials leaves the logits, the Itô product and the
+sums for both orders: 0.8–1.0× at n = 200, 1.0–1.2× at n = 4096. Not kept.
 
 *Small n, many heads* (the paper's regime, n = 200, H = 100, P = 10; measured 2026-11 on a
 2-core AVX2 machine, CPU time of one thread): the row loop alone runs at the large-n rate
 per padded column; what is lost is the padding (200 → 224 columns with 32, 208 with 16),
-the per-(row, head) combine and the per-row call and reductions. Tried and not kept:
+the per-(row, head) combine and the per-row call and reductions. Now (d = 3, uniform
+masses, polynomial exp, fixed shift): :func:`_tile_sums3_fixed` computes the rows of a tile
+for every head in one compiled call with the loops inline (before: three nested calls per
+head and one per row, each with reference counts of its array arguments), each row as one
+unmasked loop over the whole vectors before ``jend`` and one masked loop over the last
+vector (n = 200: 200 columns), with :func:`_exp_shifted` (no clamp: the fixed shift bounds
+its argument); the row-sum arrays are reused between calls (:func:`_row_sum_arrays`), and
+:func:`_head_epilogue3` runs every head of a tile in one call. Together 1.3× at both
+n = 200, H = 100, P = 10 and n = 4096, H = 8 (results change in the last bits only).
+Tried and not kept:
 2 rows per j-loop with the Itô sum 0.7× (register spills: 16 ymm registers), rows
 vectorised across the tile (4 rows, j sequential) 0.95×, the symmetric pairs as a
 row triangle with column sums in L1 0.43× (the read-modify-write loop is not vectorised).
@@ -90,6 +105,7 @@ polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
 from __future__ import annotations
 
 import math
+import threading
 from typing import NamedTuple
 
 import numba
@@ -156,6 +172,9 @@ def _pad_granularity():
 #: numba keys by CPU name and features).
 _VW = _pad_granularity()
 _VW32 = 2 * _VW  # the same for float32 (twice as many lanes)
+#: One float64 vector (4 lanes on AVX2, 8 on AVX-512): the granularity of the last, masked
+#: column block of the fixed-shift d = 3 rows (n = 200: 200 columns, not 208).
+_VQ = _VW // 4
 
 _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp_fast)
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
@@ -484,6 +503,34 @@ def _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
     return s0, a0, a1, a2, si
 
 
+@njit(cache=True, error_model="numpy", fastmath=_EXP_FM)
+def _exp_shifted(x):
+    r""":func:`_exp_fast` without the clamp and the exponent mask, for
+    :math:`x \in [-708, 709]` only (there the same bits as :func:`_exp_fast`).
+
+    The pair loops with the fixed shift call it: their arguments are
+    :math:`s_{ij} - c_h \in [-2c_h, 0]` with :math:`2c_h <` :data:`FIXED_SHIFT_LIMIT`
+    :math:`= 700` (up to the rounding of the logit), so the clamp is never active and
+    :math:`k + 1023 \in [13, 1024]` fits the exponent field. Three vector operations fewer per
+    exponential (the pair loop is bound by its arithmetic: ≈ 37 per vector of 4 pairs).
+    """
+    t = x * _LOG2E + _ROUND_MAGIC
+    k = t - _ROUND_MAGIC
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    p = _C10
+    p = p * r + _C9
+    p = p * r + _C8
+    p = p * r + _C7
+    p = p * r + _C6
+    p = p * r + _C5
+    p = p * r + _C4
+    p = p * r + _C3
+    p = p * r + _C2
+    p = p * r + _C1
+    p = p * r + 1.0
+    return p * _i64_as_f64((_f64_as_i64(t) + 1023) << 52)
+
+
 @njit(fastmath=_FM, **_OPTS)
 def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
     """d = 2 with relative column masses u (zero-padded), polynomial exp: the row in one
@@ -515,6 +562,112 @@ def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
             a0 += e * u0
             a1 += e * u1
     return s0, a0, a1, si
+
+
+@njit(fastmath=_FM, **_OPTS)
+def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1, buf, q,
+                      S0, SX, SI, RS):
+    r"""Rows i0..i1−1 of path p for every head, d = 3, uniform masses, polynomial exp.
+
+    Heads with the fixed shift :math:`c = c_h` (``2c_h < 700``): per row one loop over the
+    whole vectors of columns before ``jend`` without a mask, then the last partial vector
+    block masked (weights beyond ``jend`` 0; columns zero-padded to _VW), with the
+    unclamped :func:`_exp_shifted` and the shift folded into the logit,
+    :math:`((-c + q_0 u_0) + q_1 u_1) + q_2 u_2` (three FMAs). Returns S0, SX and
+    SI = Σ_j e_ij (1 + ⟨x_i,x_j⟩²) in the arrays. Heads with the row-max shift go to
+    :func:`_tile_sums3`.
+
+    All heads in one compiled function and the loops inline: no call and no reference
+    counting of the column views per row or per head (at n = 200 the calls, the mask and
+    the clamp cost ≈ 1/4 of the pair loop; measured on AVX2, one thread).
+    """
+    H = D.shape[1]
+    x0 = Xt[p, 0]
+    x1 = Xt[p, 1]
+    x2 = Xt[p, 2]
+    for h in range(H):
+        if rowmax[p, h]:
+            _tile_sums3(Xt[p], D[p, h], X, beta, shift[p, h], True, causal, want_ito, p, h,
+                        i0, i1, buf, q, S0, SX, SI, RS)
+            continue
+        _rows3_fixed(x0, x1, x2, D[p, h], X, beta, shift[p, h], causal, want_ito, p, h, i0, i1,
+                     S0, SX, SI, RS)
+
+
+@njit(fastmath=_FM, inline="always", **_OPTS)
+def _rows3_fixed(x0, x1, x2, Dh, X, beta, c, causal, want_ito, p, h, i0, i1, S0, SX, SI, RS):
+    """The body of :func:`_tile_sums3_fixed` for one head (inlined into it by numba)."""
+    n = X.shape[1]
+    d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
+    d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
+    d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
+    mc = -c
+    for i in range(i0, i1):
+        jend = i + 1 if causal else n
+        nfull = (jend // _VW) * _VW
+        y0, y1, y2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
+        q0 = beta * (d00 * y0 + d01 * y1 + d02 * y2)
+        q1 = beta * (d10 * y0 + d11 * y1 + d12 * y2)
+        q2 = beta * (d20 * y0 + d21 * y1 + d22 * y2)
+        s0 = 0.0
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        si = 0.0
+        if want_ito:
+            for j in range(nfull):
+                u0 = x0[j]
+                u1 = x1[j]
+                u2 = x2[j]
+                e = _exp_shifted(((mc + q0 * u0) + q1 * u1) + q2 * u2)
+                s0 += e
+                a0 += e * u0
+                a1 += e * u1
+                a2 += e * u2
+                cc = y0 * u0 + y1 * u1 + y2 * u2
+                si += e * cc * cc
+        else:
+            for j in range(nfull):
+                u0 = x0[j]
+                u1 = x1[j]
+                u2 = x2[j]
+                e = _exp_shifted(((mc + q0 * u0) + q1 * u1) + q2 * u2)
+                s0 += e
+                a0 += e * u0
+                a1 += e * u1
+                a2 += e * u2
+        if nfull < jend:  # the last block: jend rounded up to a whole vector (_VQ), masked
+            m = jend - nfull
+            mt = ((m + _VQ - 1) // _VQ) * _VQ
+            b0 = 0.0
+            b1 = 0.0
+            b2 = 0.0
+            b3 = 0.0
+            b4 = 0.0
+            for j in range(mt):
+                u0 = x0[nfull + j]
+                u1 = x1[nfull + j]
+                u2 = x2[nfull + j]
+                e = _exp_shifted(((mc + q0 * u0) + q1 * u1) + q2 * u2)
+                e = e if j < m else 0.0
+                b0 += e
+                b1 += e * u0
+                b2 += e * u1
+                b3 += e * u2
+                if want_ito:
+                    cc = y0 * u0 + y1 * u1 + y2 * u2
+                    b4 += e * cc * cc
+            s0 += b0
+            a0 += b1
+            a1 += b2
+            a2 += b3
+            si += b4
+        S0[p, h, i] = s0
+        SI[p, h, i] = si + s0
+        RS[p, h, i] = c
+        SX[p, h, i, 0] = a0
+        SX[p, h, i, 1] = a1
+        SX[p, h, i, 2] = a2
 
 
 @njit(**_OPTS)
@@ -563,7 +716,7 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
     n = X.shape[1]
     Xp = Xt[p]
     Dh = D[p, h]
-    if U is None and fast and d == 3:
+    if U is None and fast and d == 3:  # (the fused pass calls _tile_sums3_fixed instead)
         _tile_sums3(Xp, Dh, X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h, i0, i1,
                     buf, q, S0, SX, SI, RS)
         return
@@ -850,85 +1003,86 @@ def _fetch_add(typingctx, counter):
 
 
 @njit(**_OPTS)
-def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS, part, dEp,
-                    acc, U):
-    """:func:`_head_epilogue` for d = 3 in scalars (V_h, D_h and the ∂_D E partial in
-    registers). Every sum is written in the order of the generic loops, ``((0 + a) + b) + c``,
-    and the module compiles it without fast-math flags: the same bits as the generic code."""
+def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h0, h1, i0, i1, S0, SX, SI, RS, part,
+                    dEp, acc, U):
+    """:func:`_head_epilogue` for d = 3 and the heads h0..h1−1 in order, in scalars (V_h, D_h
+    and the ∂_D E partial in registers). Every sum is written in the order of the generic loops,
+    ``((0 + a) + b) + c``, and the module compiles it without fast-math flags."""
     n = X.shape[1]
-    lp = lap[h]
-    v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
-    v10, v11, v12 = V[p, h, 1, 0], V[p, h, 1, 1], V[p, h, 1, 2]
-    v20, v21, v22 = V[p, h, 2, 0], V[p, h, 2, 1], V[p, h, 2, 2]
-    d00, d01, d02 = D[p, h, 0, 0], D[p, h, 0, 1], D[p, h, 0, 2]
-    d10, d11, d12 = D[p, h, 1, 0], D[p, h, 1, 1], D[p, h, 1, 2]
-    d20, d21, d22 = D[p, h, 2, 0], D[p, h, 2, 1], D[p, h, 2, 2]
-    e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
-    c_last = np.nan
-    es = 1.0
-    for i in range(i0, i1):
-        r = i - i0
-        x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
-        c = RS[p, h, i]
-        if c != c_last:  # NaN never equal: recomputed
-            es = math.exp(c)
-            c_last = c
-        s0 = S0[p, h, i]
-        Z = es * s0 / n
-        part[p, h, i] = Z
-        acc[r, 6] += Z
-        acc[r, 7] += 1.0 / Z
-        sx0, sx1, sx2 = SX[p, h, i, 0], SX[p, h, i, 1], SX[p, h, i, 2]
-        y0 = sx0 / s0
-        y1 = sx1 / s0
-        y2 = sx2 / s0
-        w0 = ((0.0 + v00 * y0) + v01 * y1) + v02 * y2
-        w1 = ((0.0 + v10 * y0) + v11 * y1) + v12 * y2
-        w2 = ((0.0 + v20 * y0) + v21 * y1) + v22 * y2
-        if lp:
-            w0 = (((0.0 + v00 * x0) + v01 * x1) + v02 * x2) - w0
-            w1 = (((0.0 + v10 * x0) + v11 * x1) + v12 * x2) - w1
-            w2 = (((0.0 + v20 * x0) + v21 * x1) + v22 * x2) - w2
-        xw = ((0.0 + w0 * x0) + w1 * x1) + w2 * x2
-        if norm == 0:
-            acc[r, 0] += w0 - xw * x0
-            acc[r, 1] += w1 - xw * x1
-            acc[r, 2] += w2 - xw * x2
-        else:
-            acc[r, 0] += Z * (w0 - xw * x0)
-            acc[r, 1] += Z * (w1 - xw * x1)
-            acc[r, 2] += Z * (w2 - xw * x2)
-        if not causal:
-            acc[r, 3] += es * (((0.0 + d00 * sx0) + d01 * sx1) + d02 * sx2)
-            acc[r, 4] += es * (((0.0 + d10 * sx0) + d11 * sx1) + d12 * sx2)
-            acc[r, 5] += es * (((0.0 + d20 * sx0) + d21 * sx1) + d22 * sx2)
-            xa0 = es * x0
-            xa1 = es * x1
-            xa2 = es * x2
-            if U is not None:
-                xa0 *= U[p, i]
-                xa1 *= U[p, i]
-                xa2 *= U[p, i]
-            e00 += xa0 * sx0
-            e01 += xa0 * sx1
-            e02 += xa0 * sx2
-            e10 += xa1 * sx0
-            e11 += xa1 * sx1
-            e12 += xa1 * sx2
-            e20 += xa2 * sx0
-            e21 += xa2 * sx1
-            e22 += xa2 * sx2
-            acc[r, 8] += es * SI[p, h, i]
-    if not causal:  # the tile's partial (dEp starts at 0: the same sums as in place)
-        dEp[p, b, h, 0, 0] += e00
-        dEp[p, b, h, 0, 1] += e01
-        dEp[p, b, h, 0, 2] += e02
-        dEp[p, b, h, 1, 0] += e10
-        dEp[p, b, h, 1, 1] += e11
-        dEp[p, b, h, 1, 2] += e12
-        dEp[p, b, h, 2, 0] += e20
-        dEp[p, b, h, 2, 1] += e21
-        dEp[p, b, h, 2, 2] += e22
+    for h in range(h0, h1):
+        lp = lap[h]
+        v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
+        v10, v11, v12 = V[p, h, 1, 0], V[p, h, 1, 1], V[p, h, 1, 2]
+        v20, v21, v22 = V[p, h, 2, 0], V[p, h, 2, 1], V[p, h, 2, 2]
+        d00, d01, d02 = D[p, h, 0, 0], D[p, h, 0, 1], D[p, h, 0, 2]
+        d10, d11, d12 = D[p, h, 1, 0], D[p, h, 1, 1], D[p, h, 1, 2]
+        d20, d21, d22 = D[p, h, 2, 0], D[p, h, 2, 1], D[p, h, 2, 2]
+        e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
+        c_last = np.nan
+        es = 1.0
+        for i in range(i0, i1):
+            r = i - i0
+            x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
+            c = RS[p, h, i]
+            if c != c_last:  # NaN never equal: recomputed
+                es = math.exp(c)
+                c_last = c
+            s0 = S0[p, h, i]
+            Z = es * s0 / n
+            part[p, h, i] = Z
+            acc[r, 6] += Z
+            acc[r, 7] += 1.0 / Z
+            sx0, sx1, sx2 = SX[p, h, i, 0], SX[p, h, i, 1], SX[p, h, i, 2]
+            y0 = sx0 / s0
+            y1 = sx1 / s0
+            y2 = sx2 / s0
+            w0 = ((0.0 + v00 * y0) + v01 * y1) + v02 * y2
+            w1 = ((0.0 + v10 * y0) + v11 * y1) + v12 * y2
+            w2 = ((0.0 + v20 * y0) + v21 * y1) + v22 * y2
+            if lp:
+                w0 = (((0.0 + v00 * x0) + v01 * x1) + v02 * x2) - w0
+                w1 = (((0.0 + v10 * x0) + v11 * x1) + v12 * x2) - w1
+                w2 = (((0.0 + v20 * x0) + v21 * x1) + v22 * x2) - w2
+            xw = ((0.0 + w0 * x0) + w1 * x1) + w2 * x2
+            if norm == 0:
+                acc[r, 0] += w0 - xw * x0
+                acc[r, 1] += w1 - xw * x1
+                acc[r, 2] += w2 - xw * x2
+            else:
+                acc[r, 0] += Z * (w0 - xw * x0)
+                acc[r, 1] += Z * (w1 - xw * x1)
+                acc[r, 2] += Z * (w2 - xw * x2)
+            if not causal:
+                acc[r, 3] += es * (((0.0 + d00 * sx0) + d01 * sx1) + d02 * sx2)
+                acc[r, 4] += es * (((0.0 + d10 * sx0) + d11 * sx1) + d12 * sx2)
+                acc[r, 5] += es * (((0.0 + d20 * sx0) + d21 * sx1) + d22 * sx2)
+                xa0 = es * x0
+                xa1 = es * x1
+                xa2 = es * x2
+                if U is not None:
+                    xa0 *= U[p, i]
+                    xa1 *= U[p, i]
+                    xa2 *= U[p, i]
+                e00 += xa0 * sx0
+                e01 += xa0 * sx1
+                e02 += xa0 * sx2
+                e10 += xa1 * sx0
+                e11 += xa1 * sx1
+                e12 += xa1 * sx2
+                e20 += xa2 * sx0
+                e21 += xa2 * sx1
+                e22 += xa2 * sx2
+                acc[r, 8] += es * SI[p, h, i]
+        if not causal:  # the tile's partial (dEp starts at 0: the same sums as in place)
+            dEp[p, b, h, 0, 0] += e00
+            dEp[p, b, h, 0, 1] += e01
+            dEp[p, b, h, 0, 2] += e02
+            dEp[p, b, h, 1, 0] += e10
+            dEp[p, b, h, 1, 1] += e11
+            dEp[p, b, h, 1, 2] += e12
+            dEp[p, b, h, 2, 0] += e20
+            dEp[p, b, h, 2, 1] += e21
+            dEp[p, b, h, 2, 2] += e22
 
 
 @njit(**_OPTS)
@@ -946,8 +1100,8 @@ def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
     """
     n, d = X.shape[1], X.shape[2]
     if d == 3:
-        _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS, part, dEp,
-                        acc, U)
+        _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX, SI, RS, part,
+                        dEp, acc, U)
         return
     c_last = np.nan
     es = 1.0
@@ -1121,12 +1275,18 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            for h in range(H):
-                _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
-                             i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
-            for h in range(H):
-                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                               part, dEp, acc, ybar, w, U)
+            if d == 3 and fast and U is None:  # every head in one call (no per-head calls)
+                _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
+                                  buf, q, S0, SX, SI, RS)
+                _head_epilogue3(X, D, V, lap, norm, causal, p, b, 0, H, i0, i1, S0, SX, SI, RS,
+                                part, dEp, acc, U)
+            else:
+                for h in range(H):
+                    _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
+                                 i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
+                for h in range(H):
+                    _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                                   part, dEp, acc, ybar, w, U)
             _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
@@ -1207,6 +1367,23 @@ def _tile_rows(d):
     """Rows per work item of the fused pass: 8 for d ≤ 8, then 8·⌈d/8⌉ (a function of d
     only: the tile partial sums of ∂_D E, hence the results, depend on it)."""
     return 8 * max(1, -(-d // 8))
+
+
+_WORKSPACE = threading.local()
+
+
+def _row_sum_arrays(P, H, n, d):
+    """The intermediate row sums ``S0 (P, H, n), SX (P, H, n, d), SI, RS (P, H, n)`` of
+    :func:`fused_pass`, kept between calls of one Python thread while the shape is the same
+    (every slot is rewritten by each pass; never returned). Fresh arrays of this size cost
+    their page faults at every call: ≈ 5% of a field evaluation at (200, 100, 3), P = 10."""
+    key = (P, H, n, d)
+    ws = getattr(_WORKSPACE, "row_sums", None)
+    if ws is None or ws[0] != key:
+        ws = (key, np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)),
+              np.empty((P, H, n)))
+        _WORKSPACE.row_sums = ws
+    return ws[1:]
 
 
 def _spectral_norm(D):
@@ -1307,10 +1484,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
 
     # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]
     shift = beta * _spectral_norm(D)
-    S0 = np.empty((P, H, n))
-    SX = np.empty((P, H, n, d))
-    SI = np.empty((P, H, n))
-    RS = np.empty((P, H, n))
+    S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     nan = np.nan
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
