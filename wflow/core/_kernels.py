@@ -702,7 +702,7 @@ def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
 
 
 # ---------------------------------------------------------------------------------------------
-# Pair pass for large d: row blocks, BLAS matmuls (single-threaded BLAS in a thread pool)
+# Pair pass for large d: tiles, BLAS matmuls (single-threaded BLAS in a thread pool)
 # ---------------------------------------------------------------------------------------------
 #: Use the BLAS pair pass from this dimension and this number of tokens on (measured on
 #: 2 cores: (n, H, d) = (2048, 8, 16) 69 → 43 ms, (2048, 8, 64) 290 → 150 ms, P = 10
@@ -710,17 +710,20 @@ def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
 #: at small n). Below, the numba pair pass.
 BLAS_MIN_D = 16
 BLAS_MIN_N = 256
-#: Rows per block of the BLAS pair pass (at most; fixed: never depends on the thread count).
+#: Rows per block of the row-maximum pass (at most; fixed: never depends on the thread count).
 _BLAS_ROWS = 128
-#: Bound on the elements of one block array (rows × columns) of the BLAS pair pass.
+#: Bound on the elements of one block array (rows × columns) of the row-maximum pass.
 _BLAS_BLOCK_ELEMS = 1 << 18
+#: Rows and columns of one tile of the tiled BLAS pair pass (fixed: the rounding depends on
+#: it): a logits tile and a Gram tile, 2 · 128² doubles = 256 kB, stay in a 512 kB L2.
+_BLAS_TILE = 128
 
 
 @njit(nogil=True, fastmath=_FM, **_OPTS)
 def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h, SIh, RSh, u):
     """Rows i0..i0+B−1 of one head from their logits L (B, m): L ← u_j e^{L − c} in place
     (0 beyond the causal mask), S0, SI = Σ_j e_ij (1 + C_ij²) and the shift written.
-    ``u`` (m,) relative column masses, or None (uniform)."""
+    ``u`` (m,) relative column masses, or None (uniform). (The row-maximum shift.)"""
     B, m = L.shape
     for r in range(B):
         i = i0 + r
@@ -757,6 +760,80 @@ def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h,
         RSh[i] = c
 
 
+@njit(nogil=True, fastmath=_FM, **_OPTS)
+def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
+    r"""One tile (rows I, columns J) of one head with the fixed shift c:
+
+    .. math::
+        E_{ij} = e^{L_{ij} - c},\quad
+        S0_i \mathrel{+}= \sum_{j\in J} u_j E_{ij},\quad
+        SI_i \mathrel{+}= \sum_{j\in J} u_j E_{ij}(1 + C_{ij}^2),
+
+    and, given ``cs`` (a symmetric tile: :math:`e_{ji} = e_{ij}`), the column sums
+    :math:`S0_j \mathrel{+}= \sum_{i\in I} u_i E_{ij}`, :math:`SI_j \mathrel{+}= \sum_{i\in I}
+    u_i E_{ij}(1 + C_{ij}^2)`. L (b1, b2) ← E in place (0 for j > i on a causal diagonal
+    tile); C (b1, b2) the Gram tile ⟨x_i, x_j⟩, or None (no Itô sum: SI = S0); uI, uJ the
+    masses of the rows and of the columns, or None (uniform); cs (2, ≥ b2) scratch for the
+    column sums of the tile (added to s0J, siJ at the end), or None (row sums only);
+    ``libm`` None for :func:`_exp_fast`, else libm's exp. Every option is an argument that
+    is None or not, so numba compiles each variant without its dead branches, and each row
+    is one fused loop (exponential, row and column sums) over the tile in L1/L2."""
+    b1, b2 = L.shape
+    if cs is not None:
+        c0 = cs[0]
+        c1 = cs[1]
+        for j in range(b2):
+            c0[j] = 0.0
+            c1[j] = 0.0
+    for r in range(b1):
+        row = L[r]
+        jend = min(b2, r + 1) if causal_diag else b2
+        ur = 1.0
+        if uI is not None:
+            ur = uI[r]
+        t = 0.0
+        ti = 0.0
+        if C is None:
+            for j in range(jend):
+                if libm is None:
+                    e = _exp_fast(row[j] - c)
+                else:
+                    e = math.exp(row[j] - c)
+                row[j] = e
+                if uJ is None:
+                    t += e
+                else:
+                    t += e * uJ[j]
+                if cs is not None:
+                    c0[j] += e * ur
+        else:
+            cr = C[r]
+            for j in range(jend):
+                if libm is None:
+                    e = _exp_fast(row[j] - c)
+                else:
+                    e = math.exp(row[j] - c)
+                row[j] = e
+                w = e * cr[j] * cr[j]
+                if uJ is None:
+                    t += e
+                    ti += w
+                else:
+                    t += e * uJ[j]
+                    ti += w * uJ[j]
+                if cs is not None:
+                    c0[j] += e * ur
+                    c1[j] += w * ur
+        for j in range(jend, b2):
+            row[j] = 0.0
+        s0I[r] += t
+        siI[r] += t + ti
+    if cs is not None:
+        for j in range(b2):
+            s0J[j] += c0[j]
+            siJ[j] += c0[j] + c1[j]
+
+
 _blas_controller = None
 
 
@@ -775,6 +852,38 @@ def _blas_limits():
     return _blas_controller.limit(limits=1, user_api="blas")
 
 
+_blas_pool = [None, 0, 0]  # executor, its threads, the pid that made it
+
+
+def _blas_executor(nt):
+    """A thread pool of ``nt`` workers, kept between calls (a new one after a fork)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    ex, k, pid = _blas_pool
+    if ex is None or k != nt or pid != os.getpid():
+        if ex is not None and pid == os.getpid():
+            ex.shutdown(wait=False)
+        ex = ThreadPoolExecutor(max_workers=nt, thread_name_prefix="wflow-blas")
+        _blas_pool[:] = [ex, nt, os.getpid()]
+    return ex
+
+
+def _round_robin(nb):
+    """Rounds of disjoint block pairs (I < J), every pair once (the circle method): in one
+    round no block appears twice, so the items of a round can run concurrently."""
+    m = nb + nb % 2  # an odd nb gets a dummy block m − 1, which sits out its round
+    rounds = []
+    for k in range(m - 1):
+        pairs = [(k, m - 1)] if m - 1 < nb else []
+        for i in range(1, m // 2):
+            a, b = (k + i) % (m - 1), (k - i) % (m - 1)
+            pairs.append((min(a, b), max(a, b)))
+        if pairs:
+            rounds.append(pairs)
+    return rounds
+
+
 def _use_blas(n, d, single, fast_exp):
     """Whether fused_pass takes the BLAS pair pass."""
     return d >= BLAS_MIN_D and n >= BLAS_MIN_N and not (single and d == 3 and fast_exp)
@@ -782,50 +891,147 @@ def _use_blas(n, d, single, fast_exp):
 
 def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits,
                     U=None):
-    """The pair pass with BLAS matmuls, the same sums as :func:`_pair_pass`.
+    r"""The pair pass with BLAS matmuls, the same sums as :func:`_pair_pass`:
 
-    Work items are (path, block of B rows); each item computes, once, the Gram block
-    C = X_blk Xᵀ (for the Itô sum), then per head the logits L = β X_blk D_hᵀ Xᵀ
-    (two matmuls), e^{L − c} and the row sums in place (:func:`_blas_block_rows`), and
-    SX_blk = E X. Memory per item: two B × n arrays. The items run in a pool of
-    ``numba.get_num_threads()`` Python threads, BLAS limited to one thread (``limits``):
-    every output slot is written by one item and every item is computed by the same
-    sequence of single-threaded calls, so the results do not depend on either thread count.
+    .. math::
+        S0_i = \sum_j u_j e_{ij},\quad SX_i = \sum_j u_j e_{ij} x_j,\quad
+        SI_i = \sum_j u_j e_{ij}(1 + \langle x_i, x_j\rangle^2),\quad
+        e_{ij} = e^{\beta\langle D_h x_i, x_j\rangle - c},
+
+    by tiles of T = :data:`_BLAS_TILE` rows and columns. For a tile (I, J) of one head:
+    the logits L = Q_I X_Jᵀ (Q = β X D_hᵀ computed once), E = e^{L − c} and its sums in
+    place (:func:`_blas_tile`), SX_I += E (u X)_J; the Gram tile C = X_I X_Jᵀ of the Itô
+    sum is computed once per tile for all heads. A tile (T² doubles, 128 kB) stays in L2
+    between its matmul, its exponentials and the SX matmul; a row block of the whole L
+    (T × n) would go to L3/DRAM and back three times.
+
+    *Symmetric tiles* (fixed shift, D_h = D_hᵀ for every head of the path, no causal mask):
+    e_ij = e_ji, so a tile I < J also gives the column sums and SX_J += Eᵀ (u X)_I: each
+    logit and exponential is computed once for two pairs (half the L matmuls and the
+    exponentials). The tiles (I, J) run in rounds of disjoint block pairs
+    (:func:`_round_robin`; the diagonal tiles and Q first); within a round the items run
+    concurrently, the rounds in order.
+
+    Otherwise (causal mask, non-symmetric D_h) each item is a row block I with its tiles
+    J = 0, 1, … (J ≤ I under the causal mask) in order; a head with the row-maximum shift
+    computes the whole row block of L first (:func:`_blas_block_rows`).
+
+    Determinism: every item is a fixed sequence of single-threaded BLAS calls and compiled
+    loops (BLAS limited to one thread by ``limits``; OpenBLAS results depend on its thread
+    count), every sum of a row is accumulated in a fixed order (tiles in round order), and
+    the items run in a pool of ``numba.get_num_threads()`` Python threads: results do not
+    depend on either thread count. Items group heads (more groups when there are few
+    items per round, for load balance; the grouping does not change any result).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     P, n, d = X.shape
     H = D.shape[1]
-    B = max(1, min(_BLAS_ROWS, _BLAS_BLOCK_ELEMS // max(1, n), n))
-    nb = -(-n // B)
+    T = _BLAS_TILE
+    nb = -(-n // T)
     XT = np.ascontiguousarray(X.transpose(0, 2, 1))  # (P, d, n)
     bDT = np.ascontiguousarray(beta * D.transpose(0, 1, 3, 2))  # β D_hᵀ: q_i = β D_h x_i
+    Xu = X if U is None else X * U[:, :n, None]  # u_j x_j
+    sym = [not causal and not rowmax[p].any()
+           and np.array_equal(D[p], D[p].transpose(0, 2, 1)) for p in range(P)]
+    Q = np.empty((P, H, n, d)) if any(sym) else None
+    S0[...] = 0.0
+    SI[...] = 0.0
+    SX[...] = 0.0
+    RS[...] = shift[:, :, None]
+    empty, none1 = np.empty((0, 0)), np.empty(0)  # unused arguments
+    libm = None if fast else 1
 
-    def item(t):
-        p, b = divmod(t, nb)
-        i0 = b * B
-        i1 = min(n, i0 + B)
+    def blk(I):
+        return I * T, min(n, I * T + T)
+
+    def uvec(p, i0, i1):
+        return None if U is None else U[p, i0:i1]
+
+    def diag_item(p, I, hs):
+        i0, i1 = blk(I)
+        XI, XTI = X[p, i0:i1], XT[p, :, i0:i1]
+        C = XI @ XTI if want_ito else None
+        L = np.empty((i1 - i0, i1 - i0))
+        t = np.empty((i1 - i0, d))
+        uI = uvec(p, i0, i1)
+        for h in hs:
+            QI = Q[p, h, i0:i1]
+            np.matmul(XI, bDT[p, h], out=QI)
+            np.matmul(QI, XTI, out=L)
+            _blas_tile(L, C, shift[p, h], libm, False, uI, uI, S0[p, h, i0:i1], SI[p, h, i0:i1],
+                       none1, none1, None)
+            np.matmul(L, Xu[p, i0:i1], out=t)
+            SX[p, h, i0:i1] += t
+
+    def pair_item(p, I, J, hs):
+        i0, i1 = blk(I)
+        j0, j1 = blk(J)
+        XTJ = XT[p, :, j0:j1]
+        C = X[p, i0:i1] @ XTJ if want_ito else None
+        L = np.empty((i1 - i0, j1 - j0))
+        tI = np.empty((i1 - i0, d))
+        tJ = np.empty((j1 - j0, d))
+        cs = np.empty((2, j1 - j0))
+        uI, uJ = uvec(p, i0, i1), uvec(p, j0, j1)
+        for h in hs:
+            np.matmul(Q[p, h, i0:i1], XTJ, out=L)
+            _blas_tile(L, C, shift[p, h], libm, False, uI, uJ, S0[p, h, i0:i1], SI[p, h, i0:i1],
+                       S0[p, h, j0:j1], SI[p, h, j0:j1], cs)
+            np.matmul(L, Xu[p, j0:j1], out=tI)
+            SX[p, h, i0:i1] += tI
+            np.matmul(L.T, Xu[p, i0:i1], out=tJ)
+            SX[p, h, j0:j1] += tJ
+
+    def rows_item(p, I, hs):
+        i0, i1 = blk(I)
+        XI = X[p, i0:i1]
         m = i1 if causal else n  # columns j < i1 under the causal mask
-        Xb = X[p, i0:i1]
-        XTm = XT[p, :, :m]
-        Xm = X[p, :m]
-        C = Xb @ XTm if want_ito else np.empty((0, 0))
-        L = np.empty((i1 - i0, m))
-        for h in range(H):
-            Q = Xb @ bDT[p, h]
-            np.matmul(Q, XTm, out=L)
-            _blas_block_rows(L, C, i0, shift[p, h], rowmax[p, h], causal, want_ito, fast,
-                             S0[p, h], SI[p, h], RS[p, h], None if U is None else U[p, :m])
-            SX[p, h, i0:i1] = L @ Xm
+        C = XI @ XT[p, :, :m] if want_ito else empty
+        t = np.empty((i1 - i0, d))
+        for h in hs:
+            QI = XI @ bDT[p, h]
+            if rowmax[p, h]:  # the whole row block: the shift is each row's maximum
+                L = QI @ XT[p, :, :m]
+                _blas_block_rows(L, C, i0, shift[p, h], True, causal, want_ito, fast,
+                                 S0[p, h], SI[p, h], RS[p, h], uvec(p, 0, m))
+                SX[p, h, i0:i1] = L @ X[p, :m]
+                continue
+            for J in range(I + 1 if causal else nb):
+                j0, j1 = blk(J)
+                L = QI @ XT[p, :, j0:j1]
+                _blas_tile(L, C[:, j0:j1] if want_ito else None, shift[p, h], libm,
+                           causal and J == I, None, uvec(p, j0, j1), S0[p, h, i0:i1],
+                           SI[p, h, i0:i1], none1, none1, None)
+                np.matmul(L, Xu[p, j0:j1], out=t)
+                SX[p, h, i0:i1] += t
 
-    nt = max(1, min(numba.get_num_threads(), P * nb))
+    pair_rounds = _round_robin(nb)
+    nt = max(1, numba.get_num_threads())
+    # head groups: enough items per round for the threads (no effect on the results)
+    per_round = P * max(1, nb // 2)
+    G = min(H, max(1, -(-2 * nt // per_round))) if H else 1
+    groups = [range(g * H // G, (g + 1) * H // G) for g in range(G)]
+    rounds = [[] for _ in range(1 + len(pair_rounds))]
+    for p in range(P):
+        for hs in groups:
+            if sym[p]:
+                rounds[0] += [(diag_item, p, I, hs) for I in range(nb)]
+                for k, rnd in enumerate(pair_rounds):
+                    rounds[k + 1] += [(pair_item, p, I, J, hs) for I, J in rnd]
+            else:  # larger (causal) row blocks first
+                rounds[0] += [(rows_item, p, I, hs) for I in reversed(range(nb))]
+
+    def run(job):
+        job[0](*job[1:])
+
     with limits:
         if nt == 1:
-            for t in range(P * nb):
-                item(t)
+            for rnd in rounds:
+                for job in rnd:
+                    run(job)
         else:
-            with ThreadPoolExecutor(max_workers=nt) as ex:  # numba code here: nogil, serial
-                for _ in ex.map(item, range(P * nb)):
+            ex = _blas_executor(nt)
+            for rnd in rounds:
+                for _ in ex.map(run, rnd):
                     pass
 
 
