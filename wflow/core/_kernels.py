@@ -714,9 +714,17 @@ BLAS_MIN_N = 256
 _BLAS_ROWS = 128
 #: Bound on the elements of one block array (rows × columns) of the row-maximum pass.
 _BLAS_BLOCK_ELEMS = 1 << 18
-#: Rows and columns of one tile of the tiled BLAS pair pass (fixed: the rounding depends on
-#: it): a logits tile and a Gram tile, 2 · 128² doubles = 256 kB, stay in a 512 kB L2.
-_BLAS_TILE = 128
+#: Rows and columns of one tile of the tiled BLAS pair pass, for n < 1024 and n ≥ 1024 (a
+#: function of n only: the rounding depends on it). Measured (2 cores, one thread, CPU time
+#: of the pass): (n, H, d) = (2048, 8, 64) T = 128: 375 ms, 192: 358, 256: 329, 384: 335,
+#: 512: 380; (512, 8, 16) T = 64: 12.7 ms, 128: 10.2, 256: 14.2 (larger tiles: faster
+#: matmuls, but fewer tile pairs to share and fewer items for the threads).
+_BLAS_TILE = (128, 256)
+
+
+def _blas_tile_size(n):
+    """Rows (and columns) per tile of :func:`_pair_pass_blas` (:data:`_BLAS_TILE`)."""
+    return _BLAS_TILE[0] if n < 1024 else _BLAS_TILE[1]
 
 
 @njit(nogil=True, fastmath=_FM, **_OPTS)
@@ -898,7 +906,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
         SI_i = \sum_j u_j e_{ij}(1 + \langle x_i, x_j\rangle^2),\quad
         e_{ij} = e^{\beta\langle D_h x_i, x_j\rangle - c},
 
-    by tiles of T = :data:`_BLAS_TILE` rows and columns. For a tile (I, J) of one head:
+    by tiles of T = :func:`_blas_tile_size` rows and columns. For a tile (I, J) of one head:
     the logits L = Q_I X_Jᵀ (Q = β X D_hᵀ computed once), E = e^{L − c} and its sums in
     place (:func:`_blas_tile`), SX_I += E (u X)_J; the Gram tile C = X_I X_Jᵀ of the Itô
     sum is computed once per tile for all heads. A tile (T² doubles, 128 kB) stays in L2
@@ -925,7 +933,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     """
     P, n, d = X.shape
     H = D.shape[1]
-    T = _BLAS_TILE
+    T = _blas_tile_size(n)
     nb = -(-n // T)
     XT = np.ascontiguousarray(X.transpose(0, 2, 1))  # (P, d, n)
     bDT = np.ascontiguousarray(beta * D.transpose(0, 1, 3, 2))  # β D_hᵀ: q_i = β D_h x_i
