@@ -22,16 +22,20 @@ remainder. d = 3 has a fully fused loop (:func:`_row_sums3`); other d use chunks
 512 columns (logits, exponentials, then the sums, each a simple vectorised loop).
 
 *Large d* (d ≥ :data:`BLAS_MIN_D`, n ≥ :data:`BLAS_MIN_N`): :func:`_pair_pass_blas` computes
-the same sums by row blocks with BLAS matmuls (logits L = Q_blk Xᵀ, SX = e^{L−c} X, the Gram
-block X_blk Xᵀ for the Itô sum), memory two B × n arrays per worker. OpenBLAS results depend
-on its thread count (measured), so BLAS is limited to one thread during the pass
-(threadpoolctl; without threadpoolctl the numba pair pass is used) and the row blocks run in
-a pool of ``numba.get_num_threads()`` Python threads.
+the same sums by tiles of T × T pairs with BLAS matmuls (logits L = Q_I X_Jᵀ with
+Q = β X D_hᵀ, E = e^{L−c} and its sums in one compiled loop, SX_I += E X_J, the Gram tile
+X_I X_Jᵀ for the Itô sum). With the fixed shift and symmetric D_h a tile gives the sums of
+its rows *and* of its columns (e_ij = e_ji): half the logits and exponentials. A tile stays
+in cache between its three steps. OpenBLAS results depend on its thread count (measured),
+so BLAS is limited to one thread during the pass (threadpoolctl; without threadpoolctl the
+numba pair pass is used) and the tiles run in a pool of ``numba.get_num_threads()`` Python
+threads, in rounds of disjoint block pairs (fixed order of every sum).
 
-*Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift) are *not* exploited:
-a deterministic version (round-robin schedule of (I, J) tiles, column sums batched over
-4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
-updates are stores, the exponential is ~2/3 of the cost), not worth a second code path.
+*Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift) are *not* exploited by
+the numba pair pass (the BLAS pass does): a deterministic version (round-robin schedule of
+(I, J) tiles, column sums batched over 4 rows) measured only ≈1.2× faster at n = 4096 and
+no faster at n = 200 (the column updates are stores, the exponential is ~2/3 of the cost),
+not worth a second code path.
 
 *Small n, many heads* (the paper's regime, n = 200, H = 100, P = 10; measured 2026-11 on a
 2-core AVX2 machine, CPU time of one thread): the row loop alone runs at the large-n rate
@@ -704,12 +708,15 @@ def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
 # ---------------------------------------------------------------------------------------------
 # Pair pass for large d: tiles, BLAS matmuls (single-threaded BLAS in a thread pool)
 # ---------------------------------------------------------------------------------------------
-#: Use the BLAS pair pass from this dimension and this number of tokens on (measured on
-#: 2 cores: (n, H, d) = (2048, 8, 16) 69 → 43 ms, (2048, 8, 64) 290 → 150 ms, P = 10
-#: (200, 100, 16) 120 → 74 ms; about even at n = 512, d = 16; slower for n ≤ 256 or d = 8
-#: at small n). Below, the numba pair pass.
-BLAS_MIN_D = 16
-BLAS_MIN_N = 256
+#: Use the BLAS pair pass from this dimension and this number of tokens on. Measured
+#: 2026-11-30 (2 cores under load ≈ 12, CPU time of fused_pass with 2 threads, numba pass →
+#: tiled BLAS pass): (n, H, d, P) = (2048, 8, 8, 1) 238 → 128 ms, (2048, 8, 4, 1) 178 → 123,
+#: (200, 100, 16, 10) 690 → 438, (200, 100, 8, 10) 403 → 317, (200, 10, 16, 10) 74 → 64,
+#: (200, 10, 8, 10) 33 → 29, (256, 8, 16, 1) 6.3 → 5.6; even or slower: (160, 8, 16, 1)
+#: 4.5 → 5.1, (128, 8, 16, 1) 2.4 → 2.6, (128, 8, 8, 1) 1.5 → 2.0, (200, 10, 4, 10)
+#: 19.9 → 20.9, (512, 8, 4, 1) 8.4 → 8.8. Below, the numba pair pass.
+BLAS_MIN_D = 8
+BLAS_MIN_N = 200
 #: Rows per block of the row-maximum pass (at most; fixed: never depends on the thread count).
 _BLAS_ROWS = 128
 #: Bound on the elements of one block array (rows × columns) of the row-maximum pass.
@@ -908,10 +915,17 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
 
     by tiles of T = :func:`_blas_tile_size` rows and columns. For a tile (I, J) of one head:
     the logits L = Q_I X_Jᵀ (Q = β X D_hᵀ computed once), E = e^{L − c} and its sums in
-    place (:func:`_blas_tile`), SX_I += E (u X)_J; the Gram tile C = X_I X_Jᵀ of the Itô
-    sum is computed once per tile for all heads. A tile (T² doubles, 128 kB) stays in L2
-    between its matmul, its exponentials and the SX matmul; a row block of the whole L
-    (T × n) would go to L3/DRAM and back three times.
+    one fused loop per row (:func:`_blas_tile`), SX_I += E (u X)_J; the Gram tile
+    C = X_I X_Jᵀ of the Itô sum is computed once per tile for all heads.
+
+    Why this layout (measured at (n, H, d) = (2048, 8, 64), one thread, CPU time of the
+    pass: row blocks of 128 × n, 532 ms → tiles, 344 ms): the time is the three B × n × d
+    matmuls per head and block and the n² exponentials. Row blocks of the whole L (2 MB)
+    left the cache between the logits matmul, the exponentials and the SX matmul; the
+    exponentials ran as separate short loops (exp, then the sums: 58 µs per 128 × 128
+    tile against 41 µs fused); and every logit and exponential was computed twice (e_ij
+    and e_ji). Tiles of 256² with symmetric pairs halve the logits matmul and the
+    exponentials, and the matmuls on 256-tiles run faster than on 128 × n blocks.
 
     *Symmetric tiles* (fixed shift, D_h = D_hᵀ for every head of the path, no causal mask):
     e_ij = e_ji, so a tile I < J also gives the column sums and SX_J += Eᵀ (u X)_I: each
