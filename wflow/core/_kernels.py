@@ -849,14 +849,87 @@ def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
             siJ[j] += c0[j] + c1[j]
 
 
+@njit(nogil=True, **_OPTS)
+def _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm, uI, uJ,
+                    S0, SI, SX):
+    """Heads h0..h1−1 of the symmetric tile (rows i0:i1, columns j0:j1) of path p, in one
+    compiled call (BLAS through numba's ``np.dot``: no Python, no GIL between the steps).
+    A diagonal tile (i0 = j0) first computes Q_I = X_I βD_hᵀ and gives row sums only; an
+    off-diagonal tile gives the row and the column sums (:func:`_blas_tile`) and
+    SX_I += E (uX)_J, SX_J += Eᵀ (uX)_I."""
+    d = X.shape[2]
+    XI = X[p, i0:i1]
+    XJ = X[p, j0:j1]
+    XuI = Xu[p, i0:i1]
+    XuJ = Xu[p, j0:j1]
+    b1 = i1 - i0
+    b2 = j1 - j0
+    diag = i0 == j0
+    L = np.empty((b1, b2))
+    tI = np.empty((b1, d))
+    tJ = np.empty((b2, d))
+    cs = np.empty((2, b2))
+    for h in range(h0, h1):
+        QI = Q[p, h, i0:i1]
+        if diag:
+            np.dot(XI, bDT[p, h], QI)
+        np.dot(QI, XJ.T, L)
+        if diag:
+            _blas_tile(L, C, shift[p, h], libm, False, uI, uJ, S0[p, h, i0:i1],
+                       SI[p, h, i0:i1], S0[p, h, j0:j1], SI[p, h, j0:j1], None)
+        else:
+            _blas_tile(L, C, shift[p, h], libm, False, uI, uJ, S0[p, h, i0:i1],
+                       SI[p, h, i0:i1], S0[p, h, j0:j1], SI[p, h, j0:j1], cs)
+        np.dot(L, XuJ, tI)
+        for r in range(b1):
+            for a in range(d):
+                SX[p, h, i0 + r, a] += tI[r, a]
+        if not diag:
+            np.dot(L.T, XuI, tJ)
+            for r in range(b2):
+                for a in range(d):
+                    SX[p, h, j0 + r, a] += tJ[r, a]
+
+
+@njit(nogil=True, **_OPTS)
+def _blas_sym_item(X, Xu, Q, bDT, shift, p, I, J, T, h0, h1, ito, libm, U, S0, SI, SX):
+    """One item of the symmetric pass: tile (I, J) (I = J: a diagonal tile) for heads
+    h0..h1−1, the Gram tile once for all of them when ``ito`` is not None, the masses U
+    (P, ≥ n) or None."""
+    n = X.shape[1]
+    i0 = I * T
+    i1 = min(n, i0 + T)
+    j0 = J * T
+    j1 = min(n, j0 + T)
+    if ito is None:
+        if U is None:
+            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, None, libm,
+                            None, None, S0, SI, SX)
+        else:
+            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, None, libm,
+                            U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
+    else:
+        C = np.dot(X[p, i0:i1], X[p, j0:j1].T)
+        if U is None:
+            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm,
+                            None, None, S0, SI, SX)
+        else:
+            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm,
+                            U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
+
+
 _blas_controller = None
 
 
 def _blas_limits():
-    """A context manager limiting BLAS to one thread (threadpoolctl), or None if unavailable."""
+    """A context manager limiting BLAS to one thread (threadpoolctl), or None if unavailable.
+
+    Both BLAS libraries are limited: NumPy's and SciPy's (which numba's ``np.dot`` calls);
+    the latter is loaded before the controller lists the libraries."""
     global _blas_controller
     if _blas_controller is None:
         try:
+            import scipy.linalg.cython_blas  # noqa: F401  numba's np.dot: limited as well
             from threadpoolctl import ThreadpoolController
         except ImportError:
             _blas_controller = False
@@ -968,40 +1041,11 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     def uvec(p, i0, i1):
         return None if U is None else U[p, i0:i1]
 
-    def diag_item(p, I, hs):
-        i0, i1 = blk(I)
-        XI, XTI = X[p, i0:i1], XT[p, :, i0:i1]
-        C = XI @ XTI if want_ito else None
-        L = np.empty((i1 - i0, i1 - i0))
-        t = np.empty((i1 - i0, d))
-        uI = uvec(p, i0, i1)
-        for h in hs:
-            QI = Q[p, h, i0:i1]
-            np.matmul(XI, bDT[p, h], out=QI)
-            np.matmul(QI, XTI, out=L)
-            _blas_tile(L, C, shift[p, h], libm, False, uI, uI, S0[p, h, i0:i1], SI[p, h, i0:i1],
-                       none1, none1, None)
-            np.matmul(L, Xu[p, i0:i1], out=t)
-            SX[p, h, i0:i1] += t
+    ito = 1 if want_ito else None
 
-    def pair_item(p, I, J, hs):
-        i0, i1 = blk(I)
-        j0, j1 = blk(J)
-        XTJ = XT[p, :, j0:j1]
-        C = X[p, i0:i1] @ XTJ if want_ito else None
-        L = np.empty((i1 - i0, j1 - j0))
-        tI = np.empty((i1 - i0, d))
-        tJ = np.empty((j1 - j0, d))
-        cs = np.empty((2, j1 - j0))
-        uI, uJ = uvec(p, i0, i1), uvec(p, j0, j1)
-        for h in hs:
-            np.matmul(Q[p, h, i0:i1], XTJ, out=L)
-            _blas_tile(L, C, shift[p, h], libm, False, uI, uJ, S0[p, h, i0:i1], SI[p, h, i0:i1],
-                       S0[p, h, j0:j1], SI[p, h, j0:j1], cs)
-            np.matmul(L, Xu[p, j0:j1], out=tI)
-            SX[p, h, i0:i1] += tI
-            np.matmul(L.T, Xu[p, i0:i1], out=tJ)
-            SX[p, h, j0:j1] += tJ
+    def sym_item(p, I, J, hs):
+        _blas_sym_item(X, Xu, Q, bDT, shift, p, I, J, T, hs.start, hs.stop, ito, libm, U,
+                       S0, SI, SX)
 
     def rows_item(p, I, hs):
         i0, i1 = blk(I)
@@ -1036,9 +1080,9 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     for p in range(P):
         for hs in groups:
             if sym[p]:
-                rounds[0] += [(diag_item, p, I, hs) for I in range(nb)]
+                rounds[0] += [(sym_item, p, I, I, hs) for I in range(nb)]
                 for k, rnd in enumerate(pair_rounds):
-                    rounds[k + 1] += [(pair_item, p, I, J, hs) for I, J in rnd]
+                    rounds[k + 1] += [(sym_item, p, I, J, hs) for I, J in rnd]
             else:  # larger (causal) row blocks first
                 rounds[0] += [(rows_item, p, I, hs) for I in reversed(range(nb))]
 
