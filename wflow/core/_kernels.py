@@ -998,7 +998,13 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     exponentials ran as separate short loops (exp, then the sums: 58 µs per 128 × 128
     tile against 41 µs fused); and every logit and exponential was computed twice (e_ij
     and e_ji). Tiles of 256² with symmetric pairs halve the logits matmul and the
-    exponentials, and the matmuls on 256-tiles run faster than on 128 × n blocks.
+    exponentials, and the matmuls on 256-tiles run faster than on 128 × n blocks. With
+    2 threads on a loaded machine the wall time was ~2.5× the CPU time: each of the ~8
+    NumPy calls per tile and head takes the GIL, and a thread preempted while holding it
+    stalls the other. A symmetric tile item is therefore one nogil numba call
+    (:func:`_blas_sym_item`, BLAS through numba's ``np.dot``): 1320 → 858 ms wall at
+    (2048, 8, 64) under load ≈ 12 (the causal and non-symmetric items still call NumPy
+    from Python).
 
     *Symmetric tiles* (fixed shift, D_h = D_hᵀ for every head of the path, no causal mask):
     e_ij = e_ji, so a tile I < J also gives the column sums and SX_J += Eᵀ (u X)_I: each
