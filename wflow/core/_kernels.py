@@ -727,6 +727,9 @@ _BLAS_BLOCK_ELEMS = 1 << 18
 #: 512: 380; (512, 8, 16) T = 64: 12.7 ms, 128: 10.2, 256: 14.2 (larger tiles: faster
 #: matmuls, but fewer tile pairs to share and fewer items for the threads).
 _BLAS_TILE = (128, 256)
+#: Items per pool thread and round of the BLAS pair pass (heads are split into groups to
+#: reach it; no effect on the results).
+_BLAS_ITEMS_PER_THREAD = 2
 
 
 def _blas_tile_size(n):
@@ -1080,7 +1083,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     nt = max(1, numba.get_num_threads())
     # head groups: enough items per round for the threads (no effect on the results)
     per_round = P * max(1, nb // 2)
-    G = min(H, max(1, -(-2 * nt // per_round))) if H else 1
+    G = min(H, max(1, -(-_BLAS_ITEMS_PER_THREAD * nt // per_round))) if H else 1
     groups = [range(g * H // G, (g + 1) * H // G) for g in range(G)]
     rounds = [[] for _ in range(1 + len(pair_rounds))]
     for p in range(P):
