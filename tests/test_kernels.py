@@ -570,3 +570,119 @@ def test_exp_shifted_is_exp_fast_in_range():
     a = np.array([K._exp_shifted(v) for v in x])
     np.testing.assert_array_equal(a, K.fast_exp_array(x))
     assert np.max(np.abs(a / np.exp(x) - 1)) < 1e-14
+
+# ---------------------------------------------------------------------------------------------
+# The tiled BLAS pair pass (tiles of K._blas_tile_size(n); symmetric tiles in rounds)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("nb", range(1, 13))
+def test_round_robin_pairs_each_block_pair_once(nb):
+    """The rounds of the symmetric tiles: every pair I < J exactly once, no block twice in one
+    round (the items of a round write disjoint rows), at most nb − 1 + nb % 2 rounds."""
+    rounds = K._round_robin(nb)
+    pairs = [pr for rnd in rounds for pr in rnd]
+    assert sorted(pairs) == [(i, j) for i in range(nb) for j in range(i + 1, nb)]
+    for rnd in rounds:
+        blocks = [b for pr in rnd for b in pr]
+        assert len(blocks) == len(set(blocks))
+    assert len(rounds) <= nb - 1 + nb % 2
+
+
+def _dense_pair_sums(X, D, beta, shift, causal, U):
+    """S0, SX, SI and their conditioning bounds from dense (n, n) arrays: positive terms
+    u_j e_ij (e_ij |x_j|, e_ij (1 + C_ij²)) with a relative error at most
+    ((d + 2) c + n + 4) ε from the logit (a d-term dot product times β‖D‖), the exponential
+    and the sum; doubled."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    S0, SI, b0, bI = (np.empty((P, H, n)) for _ in range(4))
+    SX, bX = np.empty((P, H, n, d)), np.empty((P, H, n, d))
+    for p in range(P):
+        C = X[p] @ X[p].T
+        u = np.ones(n) if U is None else U[p, :n]
+        for h in range(H):
+            E = np.exp(beta * (X[p] @ D[p, h].T) @ X[p].T - shift[p, h]) * u
+            if causal:
+                E = np.tril(E)
+            S0[p, h], SX[p, h], SI[p, h] = E.sum(1), E @ X[p], (E * (1 + C * C)).sum(1)
+            g = 2 * ((d + 2) * shift[p, h] + n + 4) * np.finfo(float).eps
+            b0[p, h], bX[p, h], bI[p, h] = g * S0[p, h], g * (E @ np.abs(X[p])), g * SI[p, h]
+    return (S0, SX, SI), (b0, bX, bI)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_blas_tiles_pair_sums(monkeypatch, symmetric):
+    """The pair sums of the tiled pass against dense sums within their conditioning bound:
+    tiles of 64 with n = 300 (four full tiles and a ragged one of 44, an odd number of
+    blocks: rounds with a bye), symmetric D (symmetric tiles) and not (row blocks), causal
+    on and off, masses on and off, both exponentials."""
+    monkeypatch.setattr(K, "_BLAS_TILE", (64, 64))
+    rng = np.random.default_rng(70 + symmetric)
+    P, n, d, H, beta = 2, 300, 16, 3, 1.5
+    X = sphere(rng, (P, n, d))
+    D = sym(rng, (P, H, d, d)) if symmetric else rng.normal(size=(P, H, d, d))
+    D /= np.sqrt(d)
+    shift = beta * K._spectral_norm(D)
+    rowmax = np.zeros((P, H), dtype=bool)
+    U = np.zeros((P, n + 20))
+    U[:, :n] = n * masses(rng, P, n)
+    for causal in (False, True):
+        for u in (None, U):
+            ref, bound = _dense_pair_sums(X, D, beta, shift, causal, u)
+            for fast in (True, False):
+                out = [np.full((P, H, n), np.nan), np.full((P, H, n, d), np.nan),
+                       np.full((P, H, n), np.nan), np.full((P, H, n), np.nan)]
+                K._pair_pass_blas(X, D, beta, shift, rowmax, causal, True, fast, *out,
+                                  K._blas_limits(), u)
+                for name, a, r, b in zip(("S0", "SX", "SI"), out, ref, bound):
+                    err = np.abs(a - r)
+                    assert np.all(err <= b), (name, causal, u is None, fast,
+                                              float(np.max(err / b)))
+                np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None],
+                                                                      (P, H, n)))
+
+
+def test_blas_tiles_match_reference(monkeypatch):
+    """fused_pass through the tiled pass (tiles of 64, n = 300: a ragged last tile) equals the
+    NumPy reference within the conditioning bounds: causal on and off, masses on and off,
+    and a head with the row-maximum shift (the path then takes the row-block form)."""
+    monkeypatch.setattr(K, "_BLAS_TILE", (64, 64))
+    rng = np.random.default_rng(80)
+    P, n, d, H, beta = 2, 300, 16, 3, 1.0
+    assert K._use_blas(n, d, False, True) and K._blas_tile_size(n) == 64
+    X, D, V = make_case(rng, P, n, d, H, norm2=2.0)
+    D[:, 0] *= 3.0  # head 0: shift 6, the others 2
+    lap = np.array([False, True, False])
+    W = masses(rng, P, n)
+    for limit in (K.FIXED_SHIFT_LIMIT, 8.0):  # 8: head 0 takes the row maximum
+        monkeypatch.setattr(K, "FIXED_SHIFT_LIMIT", limit)
+        for causal in (False, True):
+            for tied, w in ((True, None), (False, W)):
+                if w is None:
+                    refs = reference(X, D, V, beta, "joint", lap, causal, tied)
+                else:
+                    refs = weighted_reference(X, D, V, beta, "joint", lap, causal, tied, w)
+                out = K.fused_pass(X, D, V, beta, 1, lap, causal, tied, weights=w)
+                check(out, refs, causal)
+
+
+def test_blas_numba_thread_count_determinism():
+    """The tiled pass gives the same bits with 1 and 2 pool threads (other items per round,
+    other head groups): symmetric tiles, the causal row blocks, masses."""
+    rng = np.random.default_rng(90)
+    X, D, V = make_case(rng, 2, 300, 32, 3)
+    W = masses(rng, 2, 300)
+    lap = np.array([True, False, False])
+    old = numba.get_num_threads()
+    if old < 2:
+        pytest.skip("needs 2 numba threads")
+    try:
+        runs = []
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            runs.append([K.fused_pass(X, D, V, 1.0, 0, lap, causal, False, weights=w)
+                         for causal in (False, True) for w in (None, W)])
+    finally:
+        numba.set_num_threads(old)
+    for a, b in zip(*runs):
+        for name, x, y in zip(NAMES, a, b):
+            assert x.tobytes() == y.tobytes(), name
