@@ -62,17 +62,19 @@ MEANFIELD_BASE = {
     "init": {"tokens": "vmf", "kappa": 1.0, "weights": "identity", "seed": 0,
              "per_path_tokens": True},
     "weights": {"process": "frozen"},
-    "solver": {"method": "rk4", "dt": 0.25, "T": 2.0, "record_every": 2, "paths": 8},
+    "solver": {"method": "rk4", "dt": 0.5, "T": 2.0, "record_every": 1, "paths": 8},
     "diagnostics": {"ledger": False, "clustering": False},
     "output": {"store_tokens": True},
 }
 
-#: the particle counts n and seeds (paths) per n, the density meshes (N, 2N) per scale
+#: the particle counts n and seeds (paths) per n (``seeds_at`` overrides ``seeds`` at some n),
+#: the density meshes (N, 2N), the n of the Δt/2 check (on ``dt_check_paths`` of its samples)
 SCALE_GRID = {
     "quick": {"n": (100, 200, 400, 800), "seeds": 8, "cells": (128, 256), "T": 0.5,
-              "dt_check": 400},
-    "full": {"n": (100, 200, 400, 800, 1600, 3200, 6400, 12800), "seeds": 8,
-             "cells": (512, 1024), "T": 2.0, "dt_check": 1600},
+              "dt_check": 400, "dt_check_paths": 8, "seeds_at": {}},
+    "full": {"n": (100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200), "seeds": 8,
+             "seeds_at": {51200: 4}, "cells": (1024, 2048), "T": 2.0, "dt_check": 51200,
+             "dt_check_paths": 1},
 }
 
 
@@ -177,17 +179,22 @@ class MeanField(Study):
             c["init"].pop("per_path_tokens", None)
             c["density"] = {"cells": int(N)}
             tasks += expand_grid(c, {}, name=f"density-N={N}")
-        for k, n in enumerate(g["n"]):
+        first = int(base["init"].get("first_path", 0))
+        for n in g["n"]:
             c = copy.deepcopy(base)
             c["model"]["n"] = int(n)
-            # independent across n: Monte Carlo paths k·P … k·P + P − 1 of the ensemble of
+            Pn = int(g.get("seeds_at", {}).get(n, P))
+            c["solver"]["paths"] = Pn
+            # independent across n: the next Pn Monte Carlo paths of the ensemble of
             # init.seed (each path its own X0 stream), so no two n share a sample
-            c["init"]["first_path"] = int(base["init"].get("first_path", 0)) + k * P
+            c["init"]["first_path"] = first
+            first += P  # the offsets do not depend on seeds_at (smaller n keep their samples)
             tasks += expand_grid(c, {}, name=_pname(n))
             if n == g["dt_check"]:  # the same samples at Δt/2: the particles' time error
                 h = copy.deepcopy(c)
                 h["solver"]["dt"] = c["solver"]["dt"] / 2
                 h["solver"]["record_every"] = 2 * c["solver"]["record_every"]
+                h["solver"]["paths"] = min(Pn, int(g.get("dt_check_paths", Pn)))
                 tasks += expand_grid(h, {}, name=_pname(n, half=True))
         return tasks
 
@@ -248,7 +255,7 @@ def meanfield_errors(data, M=8):
                                                              for x in rho_c)]),
                        "dE": np.abs(E_c - E_f)}
     for n, (_t, Xh) in half.items():
-        X = parts[n][1]
+        X = parts[n][1][:, : Xh.shape[1]]  # the check's paths are the first of the run's
         cross = X[..., 0] * Xh[..., 1] - X[..., 1] * Xh[..., 0]
         disp = np.arctan2(np.abs(cross), np.sum(X * Xh, axis=-1))  # (R, P, n)
         out["dt_check"] = {"n": n, "max_disp": disp.max(axis=(1, 2)),
