@@ -38,9 +38,12 @@ represented by M equally spaced sub-points per cell with masses :math:`\rho_k h/
 **Choices (full scale).** d = 2, H = 1, D = I frozen (``init.weights = "identity"``), β = 1,
 σ = +1 (``sign = "ascent"``: the clustering direction of the transformer), κ = 1, T = 2: the
 circular standard deviation of :math:`\rho_t` falls from 1.27 to 0.64 and
-:math:`\max\rho` grows from 0.34 to 1.0, smooth on the scale of the mesh (h = 2π/1024) and
-well before clustering (:math:`\max\rho \approx 6` at t = 4). Particles: RK4 with
-Δt = 0.25 (checked against Δt/2 on one n); density: SSP-RK3 with CFL-limited substeps.
+:math:`\max\rho` grows from 0.34 to 1.0, smooth on the scale of the mesh (h = 2π/2048) and
+well before clustering (:math:`\max\rho \approx 6` at t = 4). Particles: n ∈ {100, …,
+51 200} (doubling), 8 seeds per n but 4 at n = 51 200 (the particle kernel is
+:math:`O(Pn^2)`: one path of 51 200 costs as much as 16 of 12 800), RK4 with Δt = 0.5
+(checked against Δt/2 on the same sample at the largest n, one path); density: N ∈ {1024,
+2048}, SSP-RK3 with CFL-limited substeps.
 """
 
 from __future__ import annotations
@@ -149,8 +152,8 @@ def _pname(n, half=False):
 class MeanField(Study):
     """n particles against the S¹ density solver: W₂ and energy error in n, fitted rate.
 
-    Full: n ∈ {100, …, 12 800} (8 seeds each), T = 2, density at N ∈ {512, 1024}, the
-    particle Δt/2 check at n = 1600. Quick: n ∈ {100, …, 800}, T = 0.5, N ∈ {128, 256}, check
+    Full: n ∈ {100, …, 51 200} (8 seeds each, 4 at 51 200), T = 2, Δt = 0.5, density at
+    N ∈ {1024, 2048}, the particle Δt/2 check at n = 51 200 (one path). Quick: n ∈ {100, …, 800}, T = 0.5, N ∈ {128, 256}, check
     at n = 400.
     """
 
