@@ -153,8 +153,8 @@ class MeanField(Study):
     """n particles against the S¹ density solver: W₂ and energy error in n, fitted rate.
 
     Full: n ∈ {100, …, 51 200} (8 seeds each, 4 at 51 200), T = 2, Δt = 0.5, density at
-    N ∈ {1024, 2048}, the particle Δt/2 check at n = 51 200 (one path). Quick: n ∈ {100, …, 800}, T = 0.5, N ∈ {128, 256}, check
-    at n = 400.
+    N ∈ {1024, 2048}, the particle Δt/2 check at n = 51 200 (one path). Quick:
+    n ∈ {100, …, 800}, T = 0.5, N ∈ {128, 256}, check at n = 400.
     """
 
     name = "meanfield"
