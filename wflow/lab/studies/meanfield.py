@@ -76,7 +76,7 @@ SCALE_GRID = {
     "quick": {"n": (100, 200, 400, 800), "seeds": 8, "cells": (128, 256), "T": 0.5,
               "dt_check": 400, "dt_check_paths": 8, "seeds_at": {}},
     "full": {"n": (100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200), "seeds": 8,
-             "seeds_at": {51200: 4}, "cells": (1024, 2048), "T": 2.0, "dt_check": 51200,
+             "seeds_at": {51200: 4}, "cells": (1024, 2048), "T": 2.0, "dt_check": 25600,
              "dt_check_paths": 1},
 }
 
