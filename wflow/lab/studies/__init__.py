@@ -37,7 +37,8 @@ A study answers one question with a set of runs. It gives
   H = 4, frozen) and a spreading (H = 1, D = I) exact gradient flow: error at T against RK4 at
   Δt = 1/1024, error per second of the stepping loop, energy at the largest step.
 from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
-    energy, heads, jko_study, laplacian, meanfield, phase, regimes, section6, stability)
+    energy, heads, jko_study, laplacian, meanfield, meanfield_s2, phase, regimes, section6,
+    stability)
 
 Adding a study is one class, anywhere (a package, a script, a test file)::
 
@@ -77,7 +78,8 @@ from wflow.lab.studies._base import (  # noqa: F401
 
 # importing a study module registers its study (one module per study)
 from wflow.lab.studies import (  # noqa: E402,F401  isort: skip
-    energy, heads, jko_study, laplacian, meanfield, phase, regimes, section6, stability)
+    energy, heads, jko_study, laplacian, meanfield, meanfield_s2, phase, regimes, section6,
+    stability)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",

@@ -38,9 +38,12 @@ represented by M equally spaced sub-points per cell with masses :math:`\rho_k h/
 **Choices (full scale).** d = 2, H = 1, D = I frozen (``init.weights = "identity"``), β = 1,
 σ = +1 (``sign = "ascent"``: the clustering direction of the transformer), κ = 1, T = 2: the
 circular standard deviation of :math:`\rho_t` falls from 1.27 to 0.64 and
-:math:`\max\rho` grows from 0.34 to 1.0, smooth on the scale of the mesh (h = 2π/1024) and
-well before clustering (:math:`\max\rho \approx 6` at t = 4). Particles: RK4 with
-Δt = 0.25 (checked against Δt/2 on one n); density: SSP-RK3 with CFL-limited substeps.
+:math:`\max\rho` grows from 0.34 to 1.0, smooth on the scale of the mesh (h = 2π/2048) and
+well before clustering (:math:`\max\rho \approx 6` at t = 4). Particles: n ∈ {100, …,
+51 200} (doubling), 8 seeds per n but 4 at n = 51 200 (the particle kernel is
+:math:`O(Pn^2)`: one path of 51 200 costs as much as 16 of 12 800), RK4 with Δt = 0.5
+(checked against Δt/2 on the same sample at the largest n, one path); density: N ∈ {1024,
+2048}, SSP-RK3 with CFL-limited substeps.
 """
 
 from __future__ import annotations
@@ -62,17 +65,19 @@ MEANFIELD_BASE = {
     "init": {"tokens": "vmf", "kappa": 1.0, "weights": "identity", "seed": 0,
              "per_path_tokens": True},
     "weights": {"process": "frozen"},
-    "solver": {"method": "rk4", "dt": 0.25, "T": 2.0, "record_every": 2, "paths": 8},
+    "solver": {"method": "rk4", "dt": 0.5, "T": 2.0, "record_every": 1, "paths": 8},
     "diagnostics": {"ledger": False, "clustering": False},
     "output": {"store_tokens": True},
 }
 
-#: the particle counts n and seeds (paths) per n, the density meshes (N, 2N) per scale
+#: the particle counts n and seeds (paths) per n (``seeds_at`` overrides ``seeds`` at some n),
+#: the density meshes (N, 2N), the n of the Δt/2 check (on ``dt_check_paths`` of its samples)
 SCALE_GRID = {
     "quick": {"n": (100, 200, 400, 800), "seeds": 8, "cells": (128, 256), "T": 0.5,
-              "dt_check": 400},
-    "full": {"n": (100, 200, 400, 800, 1600, 3200, 6400, 12800), "seeds": 8,
-             "cells": (512, 1024), "T": 2.0, "dt_check": 1600},
+              "dt_check": 400, "dt_check_paths": 8, "seeds_at": {}},
+    "full": {"n": (100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200), "seeds": 8,
+             "seeds_at": {51200: 4}, "cells": (1024, 2048), "T": 2.0, "dt_check": 25600,
+             "dt_check_paths": 1},
 }
 
 
@@ -147,9 +152,9 @@ def _pname(n, half=False):
 class MeanField(Study):
     """n particles against the S¹ density solver: W₂ and energy error in n, fitted rate.
 
-    Full: n ∈ {100, …, 12 800} (8 seeds each), T = 2, density at N ∈ {512, 1024}, the
-    particle Δt/2 check at n = 1600. Quick: n ∈ {100, …, 800}, T = 0.5, N ∈ {128, 256}, check
-    at n = 400.
+    Full: n ∈ {100, …, 51 200} (8 seeds each, 4 at 51 200), T = 2, Δt = 0.5, density at
+    N ∈ {1024, 2048}, the particle Δt/2 check at n = 51 200 (one path). Quick:
+    n ∈ {100, …, 800}, T = 0.5, N ∈ {128, 256}, check at n = 400.
     """
 
     name = "meanfield"
@@ -177,17 +182,22 @@ class MeanField(Study):
             c["init"].pop("per_path_tokens", None)
             c["density"] = {"cells": int(N)}
             tasks += expand_grid(c, {}, name=f"density-N={N}")
-        for k, n in enumerate(g["n"]):
+        first = int(base["init"].get("first_path", 0))
+        for n in g["n"]:
             c = copy.deepcopy(base)
             c["model"]["n"] = int(n)
-            # independent across n: Monte Carlo paths k·P … k·P + P − 1 of the ensemble of
+            Pn = int(g.get("seeds_at", {}).get(n, P))
+            c["solver"]["paths"] = Pn
+            # independent across n: the next Pn Monte Carlo paths of the ensemble of
             # init.seed (each path its own X0 stream), so no two n share a sample
-            c["init"]["first_path"] = int(base["init"].get("first_path", 0)) + k * P
+            c["init"]["first_path"] = first
+            first += P  # the offsets do not depend on seeds_at (smaller n keep their samples)
             tasks += expand_grid(c, {}, name=_pname(n))
             if n == g["dt_check"]:  # the same samples at Δt/2: the particles' time error
                 h = copy.deepcopy(c)
                 h["solver"]["dt"] = c["solver"]["dt"] / 2
                 h["solver"]["record_every"] = 2 * c["solver"]["record_every"]
+                h["solver"]["paths"] = min(Pn, int(g.get("dt_check_paths", Pn)))
                 tasks += expand_grid(h, {}, name=_pname(n, half=True))
         return tasks
 
@@ -248,7 +258,7 @@ def meanfield_errors(data, M=8):
                                                              for x in rho_c)]),
                        "dE": np.abs(E_c - E_f)}
     for n, (_t, Xh) in half.items():
-        X = parts[n][1]
+        X = parts[n][1][:, : Xh.shape[1]]  # the check's paths are the first of the run's
         cross = X[..., 0] * Xh[..., 1] - X[..., 1] * Xh[..., 0]
         disp = np.arctan2(np.abs(cross), np.sum(X * Xh, axis=-1))  # (R, P, n)
         out["dt_check"] = {"n": n, "max_disp": disp.max(axis=(1, 2)),
