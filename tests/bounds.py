@@ -58,7 +58,7 @@ def relative_bound(n, d, H, beta, D, u=U64):
 
 
 def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, causal=False, ref=None,
-                 u=U64, weights=None):
+                 u=U64, weights=None, masked=None):
     r"""Absolute error bounds for every field quantity of one path.
 
     Parameters
@@ -69,6 +69,8 @@ def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, c
         computed if None.
     u : unit round-off of the arithmetic compared (``U32`` for the float32 pair loop).
     weights : (n,) point masses [model §5b] or None (1/n): the row sums become weighted sums.
+    masked : under ``causal``, the reference's masked outputs (for the masked partition);
+        computed if None.
 
     Returns
     -------
@@ -91,8 +93,9 @@ def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, c
     eps = relative_bound(n, d, H, beta, D, u)
 
     Z = ref["partition"]  # (H, n), positive: no cancellation
-    Zv = (field_reference(X, D, beta, normalization, laplacian_heads, True, V, weights)["partition"]
-          if causal else Z)
+    if causal and masked is None:
+        masked = field_reference(X, D, beta, normalization, laplacian_heads, True, V, weights)
+    Zv = masked["partition"] if causal else Z
     normV = np.linalg.norm(Vm, 2, axis=(1, 2))  # |a_h| ≤ ‖V_h‖₂ (a convex combination of V x_j)
     normD = np.linalg.norm(D, 2, axis=(1, 2))
     weight = {"head": np.full_like(Zv, 1.0 / H), "joint": Zv / Zv.sum(axis=0),

@@ -39,6 +39,23 @@ def small_config(**over):
     return cfg
 
 
+# ---------------------------------------------------------------- numba kernels, compiled once
+# Under xdist (the default `-n 2`) every worker compiles or loads all kernel specialisations
+# before its first test, each under a file lock, so that on a cold cache (a clean clone) each is
+# compiled by one worker only, not by both side by side (tests/_numba_warmup.py).
+# WFLOW_TEST_WARMUP=0 turns it off, =1 forces it without xdist.
+@pytest.fixture(scope="session", autouse=True)
+def _numba_kernels_compiled_once():
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    flag = os.environ.get("WFLOW_TEST_WARMUP", "")
+    if flag == "0" or (workers < 2 and flag != "1"):
+        return
+    from _numba_warmup import warm_up
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    warm_up(int(worker[2:]) if worker[2:].isdigit() else 0, max(workers, 1))
+
+
 # ---------------------------------------------------------------- hypothesis profiles
 # "ci" (selected when CI is set, as .ci/run does): derandomised, so a failure in CI reproduces
 # with the same examples on any machine; no example database. "dev": random examples, kept in

@@ -50,18 +50,16 @@ def _check_pdf(path):
 PARTICLE_KINDS = tuple(k for k in plotting.KINDS if k != "density")
 
 
-@pytest.mark.parametrize("kind", PARTICLE_KINDS)
-def test_every_kind_renders(res3, tmp_path, kind):
-    files = plotting.plot(res3, kind=kind, outdir=tmp_path)
-    assert [f.name for f in files] == [f"{kind}.png", f"{kind}.pdf"]
-    _check_png(files[0], kind)
-    _check_pdf(files[1])
-
-
-def test_plot_all_and_pair_source(res3, tmp_path):
-    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path,
-                          formats=("png",))
-    assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in PARTICLE_KINDS)
+def test_every_kind_renders(res3, tmp_path):
+    """kind = "all" from a (config, arrays) pair: every particle kind, each as a PNG (its
+    size, not a single colour) then a PDF (each figure drawn once, saved in both formats)."""
+    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path)
+    names = [f.name for f in files]
+    assert sorted(names) == sorted(f"{k}.{e}" for k in PARTICLE_KINDS for e in ("png", "pdf"))
+    for kind in PARTICLE_KINDS:
+        assert names.index(f"{kind}.png") + 1 == names.index(f"{kind}.pdf"), names
+        _check_png(tmp_path / f"{kind}.png", kind)
+        _check_pdf(tmp_path / f"{kind}.pdf")
 
 
 def test_snapshots_circle_and_high_dimension(res2, tmp_path):

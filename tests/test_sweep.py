@@ -21,9 +21,10 @@ from wflow.lab.sweep import expand_grid, run_sweep
 from wflow.storage import io
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_client():
-    """One LocalCluster of 2 single-threaded worker processes for the whole session."""
+    """One LocalCluster of 2 single-threaded worker processes for this module's tests (closed
+    after them: its idle heartbeats and memory monitors would use CPU to the session's end)."""
     from dask.distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
