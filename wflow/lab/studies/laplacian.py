@@ -372,12 +372,13 @@ class Laplacian(Study):
     @staticmethod
     def equivalence(runs):
         """max |X_T − X'_T| between (every head Laplacian, V = −I) and (no Laplacian head,
-        V = +I) per (d, sign), at the smaller Δt, where both were run."""
+        V = +I) per (d, sign), at the smallest Δt both were run at."""
         out = {}
         for (d, sign, values, k), by_dt in runs.items():
-            dt = min(by_dt)
             other = runs.get((d, sign, "identity", 0))
-            if values == "minus_identity" and k == by_dt[dt]["H"] and other is not None:
+            common = sorted(set(by_dt) & set(other or ()))
+            if values == "minus_identity" and common and k == by_dt[common[0]]["H"]:
+                dt = common[0]
                 out[(d, sign)] = float(np.max(np.abs(by_dt[dt]["X_final"]
                                                      - other[dt]["X_final"])))
         return out
