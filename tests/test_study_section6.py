@@ -49,3 +49,15 @@ def test_batch_means_ci_covers_the_mean():
     assert 0.91 <= hits / 800 <= 0.98, hits / 800
     assert naive / 800 < 0.6
     assert np.isnan(batch_means_ci(np.ones(9), blocks=5))
+
+
+def test_head_scaling_compare_figure(tmp_path):
+    """The cross-sphere figure: one PNG < 300 kB with a series per (sphere, family)."""
+    from wflow.lab.figures.section6 import head_scaling_compare
+
+    rows = [dict(sphere=s, family=f, H=list(H), G2=list(0.4 * H ** b), ci=[0.01, np.nan, 1e-4],
+                 a=0.4, b=b, b_ci=0.05) for s in ("S²", "S⁴") for f, b in (("ou", -1.0),
+                                                                       ("oscillating", 0.0))]
+    files = head_scaling_compare(rows, tmp_path, ("png",))
+    assert [f.name for f in files] == ["head_scaling_spheres.png"]
+    assert 0 < files[0].stat().st_size < 300_000
