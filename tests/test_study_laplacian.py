@@ -218,3 +218,57 @@ def test_laplacian_study_quick(tmp_path):
     assert "d = 3 descent" in res.text
     pngs = [f for f in res.files if str(f).endswith(".png")]
     assert len(pngs) == 3 and all(f.stat().st_size < 300_000 for f in pngs)
+
+
+# -------------------------------------------------------------------------- refinement
+def test_refine_reruns_a_point_at_dt_over_4_first_order(tmp_path, monkeypatch):
+    """Laplacian.refine: the chosen point gains a run at Δt/4 and is then reported from
+    (Δt/4, Δt/2); the others keep (Δt/2, Δt). With deterministic weights (g² = 0) Euler is
+    first order, so the change of the total variance at T halves with the step:
+    |v(Δt/2) − v(Δt/4)| ≈ |v(Δt) − v(Δt/2)| / 2 (ratio 1.6–2.5). (The bootstrap of the
+    batch intervals is replaced by a constant: it is not what this test checks.)"""
+    from wflow.lab.studies import StudyOptions, get_study, laplacian, run_study
+
+    monkeypatch.setattr(laplacian, "anova_ci", lambda X, labels: np.zeros(len(laplacian.BATCH)))
+    st = get_study("laplacian")
+    opts = StudyOptions(scale="quick", formats=(), overrides=("weights.noise_var=0",))
+    first = run_study(st, tmp_path, opts).table
+    key = (3, "descent", "identity", 8)
+    res = st.refine(tmp_path, opts, points=[key])
+    t = res.table
+    rows = {(d, s, v, k): i for i, (d, s, v, k) in
+            enumerate(zip(t["d"], t["sign"], t["values"], t["k"]))}
+    i = rows[key]
+    assert (t["dt"][i], t["dt_coarse"][i]) == (0.005, 0.01)
+    assert (tmp_path / "lap-d=3-sign=descent-values=identity-laplacian_heads=8-dt=0.005.h5"
+            ).exists()
+    assert all((t["dt"][j], t["dt_coarse"][j]) == (0.01, 0.02) for j in rows.values() if j != i)
+    ratio = first["total_dt_change"][i] / t["total_dt_change"][i]
+    assert 1.6 < ratio < 2.5, ratio
+    # a second refine of no point keeps the Δt/4 run (found in outdir) and adds none
+    again = st.refine(tmp_path, opts, points=[]).table
+    assert again["dt"] == t["dt"] and again["total"] == t["total"]
+    with pytest.raises(ValueError, match="not points"):
+        st.refine(tmp_path, opts, points=[(5, "descent", "identity", 8)])
+
+
+def test_same_path_runs_reproduce_the_run_and_converge_at_first_order(tmp_path):
+    """same_path_runs drives Δt, Δt/2, Δt/4 with the run's own Brownian path: the Δt run is
+    the study's run (the file) to 1e-12, and with one path the final tokens converge at strong
+    order 1 (additive noise): |X(Δt) − X(Δt/2)| / |X(Δt/2) − X(Δt/4)| within 1.6–2.5."""
+    from wflow.lab.studies import StudyOptions, get_study
+    from wflow.lab.studies.laplacian import same_path_runs
+    from wflow.lab.sweep import run_sweep
+    from wflow.storage.io import read
+
+    tasks = get_study("laplacian").tasks(StudyOptions(scale="quick"))
+    name, cfg = next((n, c) for n, c in tasks if c["solver"]["dt"] == 0.02
+                     and c["model"]["values"] == "minus_identity"
+                     and len(c["model"]["laplacian_heads"]) == 0)
+    run_sweep([(name, cfg)], tmp_path)
+    runs = same_path_runs(name, cfg, halvings=(0, 1, 2))
+    _, arr, _ = read(tmp_path / f"{name}.h5")
+    assert np.max(np.abs(runs[0.02]["X_final"] - np.asarray(arr["X"][-1]))) < 1e-12
+    e1 = np.max(np.abs(runs[0.02]["X_final"] - runs[0.01]["X_final"]))
+    e2 = np.max(np.abs(runs[0.01]["X_final"] - runs[0.005]["X_final"]))
+    assert 1.6 < e1 / e2 < 2.5, (e1, e2)

@@ -23,6 +23,46 @@ SECTION6_BASE = {
 }
 
 
+def batch_means_ci(series, blocks=5, level=0.95):
+    r"""Half-width of the batch-means interval of the time average of one path's series:
+    :math:`t_{(1+\ell)/2,\,B-1}\, s_B/\sqrt{B}`, :math:`s_B` the standard deviation of the
+    means of B consecutive equal blocks (NaN with fewer than 2 values per block)."""
+    from scipy import stats
+
+    x = np.asarray(series, dtype=float).ravel()
+    if x.size < 2 * blocks:
+        return float("nan")
+    m = np.array([b.mean() for b in np.array_split(x, blocks)])
+    return float(stats.t.ppf(0.5 + level / 2, blocks - 1) * m.std(ddof=1) / np.sqrt(blocks))
+
+
+def power_law_interval(H, means, ses, level=0.95):
+    r"""The least-squares fit :math:`\log G^2 = \log a + b \log H` and the interval of b
+    propagated from the standard errors of the means (delta method):
+
+    .. math::
+
+        \hat b = \sum_i w_i \log m_i, \quad w_i = \frac{x_i - \bar x}{S_{xx}}, \quad
+        \operatorname{Var}\hat b \approx \sum_i w_i^2 \Big(\frac{s_i}{m_i}\Big)^2,
+
+    :math:`x_i = \log H_i`. The half-width is :math:`z_{(1+\ell)/2}` times that standard
+    deviation: the Monte Carlo uncertainty of b (not the misfit of the power law, which the
+    residual standard error of :func:`~wflow.lab.analysis.fit_power_law` measures).
+
+    Returns
+    -------
+    (a, b, b_stderr_residual, b_halfwidth)
+    """
+    from scipy import stats
+
+    H, m, se = (np.asarray(v, dtype=float).ravel() for v in (H, means, ses))
+    a, b, se_res = fit_power_law(H, m)
+    x = np.log(H)
+    w = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+    half = float(stats.norm.ppf(0.5 + level / 2) * np.sqrt(np.sum((w * se / m) ** 2)))
+    return a, b, se_res, half
+
+
 def _scaled(base, scale):
     cfg = copy.deepcopy(base)
     if scale == "quick":
@@ -58,8 +98,9 @@ class Section6(Study):
         osc["weights"] = {"process": "oscillating", "phase": "shared", "noise_var": 0.0,
                           "scheme": "euler", "target": target}
         osc["solver"]["paths"] = 1
-        return (expand_grid(base, {"model.heads": list(self.heads)}, name="ou")
-                + expand_grid(osc, {"model.heads": list(self.heads)}, name="oscillating"))
+        # the cheap oscillating family first: a long run stopped early keeps it
+        return (expand_grid(osc, {"model.heads": list(self.heads)}, name="oscillating")
+                + expand_grid(base, {"model.heads": list(self.heads)}, name="ou"))
 
     @staticmethod
     def families(paths):
@@ -70,11 +111,18 @@ class Section6(Study):
         return fam
 
     def summarize(self, data):
-        """Late-window (t ≥ T/2) mean G² per H with its 95% t-interval over paths, the fit
-        aH^b per family, and clustering at T; read from the sweep summary."""
+        """Late-window (t ≥ T/2) mean G² per H with its 95% interval — Student-t over the
+        paths, or with one path the batch-means interval of its time average (5 blocks,
+        read from the file) — the fit aH^b per family with the 95% interval of b
+        propagated from those (:func:`power_law_interval`) and the residual standard error
+        of the slope, and clustering at T; read from the sweep summary."""
+        from scipy import stats
+
+        from wflow.storage.io import read
+
         lines = []
         table = {k: [] for k in ("family", "H", "G2", "ci", "paths", "order_parameter",
-                                 "n_clusters", "fit_a", "fit_b", "fit_se")}
+                                 "n_clusters", "fit_a", "fit_b", "fit_se", "fit_b_ci")}
         for name, srcs in self.families(data.paths).items():
             if not srcs:
                 continue
@@ -83,27 +131,40 @@ class Section6(Study):
                 point = Path(src).stem
                 H = int(data.config(point)["model"]["heads"])
                 per_H[H] = (data.column("G2", point), data.column("order_parameter", point),
-                            data.column("n_clusters", point))
+                            data.column("n_clusters", point), src)
             Hs = sorted(per_H)
             means = [float(np.mean(per_H[H][0])) for H in Hs]
-            lines.append(f"{name}: late-window mean G² (95% t-interval over paths; "
-                         "none with one path)")
+            cis, ses = [], []
+            for H in Hs:
+                g = per_H[H][0]
+                if g.size >= 2:
+                    ci = mean_ci(g)
+                    crit = stats.t.ppf(0.975, g.size - 1)
+                else:  # one path: the batch-means interval of its late-window time average
+                    _, arr, _ = read(per_H[H][3])
+                    t = np.asarray(arr["t"])
+                    ci = batch_means_ci(np.asarray(arr["G2"])[t >= t[-1] / 2, 0])
+                    crit = stats.t.ppf(0.975, 4)
+                cis.append(ci)
+                ses.append(ci / crit)
+            lines.append(f"{name}: late-window mean G² (95% interval: t over paths; one path: "
+                         "batch means of its time average, 5 blocks)")
             lines.append(f"{'H':>6}{'G2':>12}{'CI':>12}{'paths':>7}{'order':>8}{'clusters':>10}")
-            fit = (np.nan, np.nan, np.nan)
+            fit = (np.nan, np.nan, np.nan, np.nan)
             if len(Hs) >= 2:
-                fit = fit_power_law(Hs, means)
-            for H, m in zip(Hs, means):
-                g, op, nc = per_H[H]
-                ci = mean_ci(g)
+                fit = power_law_interval(Hs, means, ses)
+            for H, m, ci in zip(Hs, means, cis):
+                g, op, nc, _ = per_H[H]
                 lines.append(f"{H:>6}{m:>12.4g}{ci:>12.2g}{g.size:>7}{np.mean(op):>8.3f}"
                              f"{np.mean(nc):>10.1f}")
                 for k, v in zip(table, (name, H, m, ci, int(g.size), float(np.mean(op)),
                                         float(np.mean(nc)), *fit)):
                     table[k].append(v)
             if len(Hs) >= 2:
-                a, b, se = fit
-                lines.append(f"fit G2 = a H^b: a = {a:.4g}, b = {b:.3f} (standard error "
-                             f"{se:.2g} of the least-squares slope over {len(Hs)} H values)")
+                a, b, se, half = fit
+                lines.append(f"fit G2 = a H^b: a = {a:.4g}, b = {b:.3f} ± {half:.2g} (95%, "
+                             f"propagated from the intervals of the means); residual standard "
+                             f"error {se:.2g} of the least-squares slope over {len(Hs)} H values")
         return "\n".join(lines), table
 
     def figures(self, data, outdir, formats):
