@@ -86,6 +86,12 @@ def test_quick_study_rate_and_resolution(tmp_path):
         assert f["w2"][0] > a + 0.03, (t, f["w2"][0], a)
     # the particles' time-step error is far below the sampling W₂
     assert res["dt_check"]["max_disp"].max() < 1e-3 * np.sqrt(res["w2sq_raw"][400]).mean()
+
+
+@pytest.mark.slow
+def test_quick_study_figure(tmp_path):
+    """The study's figure (recomputes every W₂; ~10 s of CPU, so under -m slow)."""
+    run = run_study("meanfield_s2", tmp_path, scale="quick", formats=())
     files = get_study("meanfield_s2").figures(run.data, tmp_path / "figures", ("png",))
     assert [f.name for f in files] == ["meanfield_s2.png"]
     assert 0 < files[0].stat().st_size < 300_000

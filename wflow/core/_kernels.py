@@ -1726,8 +1726,10 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     energy-based output is NaN.
     """
     single = np.asarray(X).dtype == np.float32
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    D = np.ascontiguousarray(D, dtype=np.float64)
+    # C-contiguous and writeable: a read-only view (e.g. a broadcast with P = 1) would be
+    # another numba type and compile every kernel again
+    X = np.require(X, np.float64, ("C", "W"))
+    D = np.require(D, np.float64, ("C", "W"))
     if X.ndim != 3:
         raise ValueError(f"X has shape {X.shape}: expected (P, n, d)")
     P, n, d = X.shape
@@ -1737,7 +1739,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     if tied or V is None:
         V = D
     else:
-        V = np.ascontiguousarray(V, dtype=np.float64)
+        V = np.require(V, np.float64, ("C", "W"))
         if V.shape != D.shape:
             raise ValueError(f"V has shape {V.shape}: expected {D.shape}")
     beta = float(beta)
