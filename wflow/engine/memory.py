@@ -123,6 +123,10 @@ def estimate(cfg, keep_records=False) -> Estimate:
         kernel = F8 * (6 * H * n * n + n * n) + F8 * 2 * (nd + Hn)
     else:
         kernel = F8 * (Hn * (d + 4) + P * n * (3 * d + 7) + P * d * (n + 8))
+        from wflow.core._kernels import BLAS_MIN_D, BLAS_MIN_N
+
+        if d >= BLAS_MIN_D and n >= BLAS_MIN_N:  # the BLAS pass keeps Q = β X D_hᵀ (P, H, n, d)
+            kernel += F8 * Hn * d
     if method == "jko":  # L-BFGS in tangent coordinates: ~10 pairs of (n, d) per path
         kernel += F8 * 30 * n * d
 
