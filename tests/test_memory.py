@@ -229,7 +229,7 @@ def test_density_file_estimate_counts_cells_not_tokens(tmp_path, d, cells, P):
 
 
 def test_density_memory_estimate_within_30_percent_of_the_peak(tmp_path):
-    c = _density_cfg(2, 1024, P=32, solver__T=0.01)
+    c = _density_cfg(2, 1024, P=12, solver__T=0.008)
     simulate(_density_cfg(2, 64, P=1))  # imports, compilation: not the run's arrays
     gc.collect()
     tracemalloc.start()
