@@ -1366,7 +1366,7 @@ def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h0, h1, i0, i1, S0, SX, SI
             dEp[p, b, h, 2, 2] += e22
 
 
-@njit(**_OPTS)
+@njit(fastmath=_FM, **_OPTS)
 def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                    part, dEp, acc, ybar, w, U):
     r"""Head h's part of the per-row outputs of rows i0..i1−1 of path p, from their row sums.
