@@ -244,26 +244,10 @@ def _exp_fast(x):
     ``x = k ln2 + r`` with ``k = round(x/ln2)`` (magic-number rounding) and ``|r| ≤ ln2/2``
     (Cody–Waite, ln2 split in two); ``e^r`` by a degree-10 polynomial (Horner);
     ``2^k`` by writing ``k + 1023`` into the exponent bits. Compiled with FMA contraction
-    only (the rounding trick and the split reduction must not be reassociated).
+    only (the rounding trick and the split reduction must not be reassociated). On the
+    clamped range this is :func:`_exp_shifted` (k + 1023 fits the exponent field there).
     """
-    x = min(max(x, _EXP_LO), _EXP_HI)
-    t = x * _LOG2E + _ROUND_MAGIC
-    k = t - _ROUND_MAGIC
-    r = (x - k * _LN2_HI) - k * _LN2_LO
-    p = _C10
-    p = p * r + _C9
-    p = p * r + _C8
-    p = p * r + _C7
-    p = p * r + _C6
-    p = p * r + _C5
-    p = p * r + _C4
-    p = p * r + _C3
-    p = p * r + _C2
-    p = p * r + _C1
-    p = p * r + 1.0
-    # the low bits of t hold k (two's complement): (k + 1023) in the exponent field
-    scale = _i64_as_f64(((_f64_as_i64(t) + 1023) & 0x7FF) << 52)
-    return p * scale
+    return _exp_shifted(min(max(x, _EXP_LO), _EXP_HI))
 
 
 # float32 version: same scheme, int32 bits, degree-6 Chebyshev interpolant (error ≈ 1e-7)

@@ -54,21 +54,16 @@ import numpy as np
 
 from wflow.lab.analysis import load_source, mean_ci, power_law_bootstrap
 from wflow.lab.studies._base import Study, register_study
+from wflow.lab.studies.meanfield import MEANFIELD_BASE
 from wflow.lab.sweep import expand_grid
 
 __all__ = ["MeanFieldS2", "w2_sphere", "meanfield_s2_errors", "meanfield_s2_fits",
            "meanfield_s2_summary"]
 
-MEANFIELD_S2_BASE = {
-    "model": {"d": 3, "n": 100, "beta": 1.0, "heads": 1, "normalization": "head",
-              "sign": "ascent"},
-    "init": {"tokens": "vmf", "kappa": 1.0, "weights": "identity", "seed": 0,
-             "per_path_tokens": True},
-    "weights": {"process": "frozen"},
-    "solver": {"method": "rk4", "dt": 0.5, "T": 2.0, "record_every": 2, "paths": 8},
-    "diagnostics": {"ledger": False, "clustering": False},
-    "output": {"store_tokens": True},
-}
+#: the S¹ study's base on S² (d = 3; records every second step)
+MEANFIELD_S2_BASE = copy.deepcopy(MEANFIELD_BASE)
+MEANFIELD_S2_BASE["model"]["d"] = 3
+MEANFIELD_S2_BASE["solver"]["record_every"] = 2
 
 #: particle counts and seeds, the reference (size, count), the subsample size m, the
 #: number of disjoint-subsample pairs per reference (floor) and of cross-reference pairs,
