@@ -699,3 +699,114 @@ def test_blas_numba_thread_count_determinism():
     for a, b in zip(*runs):
         for name, x, y in zip(NAMES, a, b):
             assert x.tobytes() == y.tobytes(), name
+
+
+@pytest.mark.parametrize("n, H", [(1, 1), (7, 3), (200, 100), (1031, 2), (4096, 8), (16384, 1)])
+def test_sym_bands_cover_rows_with_equal_work(n, H):
+    """The row bands of the symmetric d = 3 pass: they partition 0..n in order, start at
+    multiples of 4 (the row groups), number max(1, min(⌈32/H⌉, ⌊n/512⌋)), and carry about
+    equal triangle work Σ_{i in band} (n − i) (within the rounding of 4 rows per edge)."""
+    e = K._sym_bands(n, H)
+    nb = max(1, min(-(-32 // H), n // 512))
+    assert e[0] == 0 and e[-1] == n and e.size == nb + 1
+    assert np.all(np.diff(e) > 0) and np.all(e[:-1] % 4 == 0)
+    work = np.array([sum(n - i for i in range(a, b)) for a, b in zip(e[:-1], e[1:])])
+    assert np.all(np.abs(work - work.mean()) <= 4 * n + 8)
+
+
+def _sym_sums(X, D, beta, bands):
+    """The pair sums S0, SX, SI of the symmetric pass with the given bands."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    shift = beta * K._spectral_norm(D)
+    out = [np.full((P, H, n), np.nan), np.full((P, H, n, d), np.nan),
+           np.full((P, H, n), np.nan), np.full((P, H, n), np.nan)]
+    Xt = np.zeros((P, d, -(-n // K._VW) * K._VW))
+    Xt[:, :, :n] = X.transpose(0, 2, 1)
+    nb = bands.size - 1
+    Cb = np.full((P, H, nb, 5, -(-n // K._VQ) * K._VQ), np.nan)  # every used slot is zeroed
+    counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
+    K._sym_pass3(Xt, D, beta, shift, bands, counter, Cb, *out)
+    if nb > 1:
+        K._sym_reduce3(bands, Cb, out[0], out[1], out[2])
+    np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))
+    return out[:3], shift
+
+
+@pytest.mark.parametrize("n, bands", [(1, [0, 1]), (5, [0, 5]), (13, [0, 13]), (64, [0, 64]),
+                                      (203, [0, 8, 52, 120, 203]), (258, [0, 4, 256, 258])])
+def test_sym_pass_pair_sums(n, bands):
+    """Each unordered pair once (e_ij = e_ji, the diagonal half to the row and half to the
+    column), for any bands: the row sums equal the dense sums within their conditioning bound
+    (:func:`_dense_pair_sums`). Odd n, n below one vector, a short last row group, a band of
+    one group and bands that end inside a vector."""
+    rng = np.random.default_rng(90 + n)
+    P, d, H, beta = 2, 3, 3, 2.0
+    X = sphere(rng, (P, n, d))
+    D = sym(rng, (P, H, d, d))
+    (S0, SX, SI), shift = _sym_sums(X, D, beta, np.array(bands, dtype=np.int64))
+    ref, bound = _dense_pair_sums(X, D, beta, shift, False, None)
+    for name, a, r, b in zip(("S0", "SX", "SI"), (S0, SX, SI), ref, bound):
+        err = np.abs(a - r)
+        assert np.all(err <= b), (name, float(np.max(err / b)))
+
+
+def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
+    """fused_pass through the symmetric pass equals the NumPy reference within the conditioning
+    bounds, and the row pass within twice them, for every normalisation, tied and untied
+    values and Laplacian heads (n = 1031, H = 2: two bands)."""
+    rng = np.random.default_rng(91)
+    X, D, V = make_case(rng, 2, 1031, 3, 2)
+    assert K._use_sym(1031, 3, False, True, None, False, D, K._spectral_norm(D))
+    assert K._sym_bands(1031, 2).size == 3
+    lap = np.array([False, True])
+    for norm, code in K.NORM_CODES.items():
+        for tied in (True, False):
+            a = K.fused_pass(X, D, V, 1.5, code, lap, False, tied)
+            check(a, reference(X, D, V, 1.5, norm, lap, False, tied), False)
+            monkeypatch.setattr(K, "_SYM_ENABLED", False)
+            b = K.fused_pass(X, D, V, 1.5, code, lap, False, tied)
+            monkeypatch.setattr(K, "_SYM_ENABLED", True)
+            check_agree(a, b, X, D, V, 1.5, code, lap, False, tied)
+
+
+def test_sym_pass_only_where_it_applies():
+    """The symmetric pass needs e_ij = e_ji: symmetric D, the fixed shift on every head, no
+    mask, uniform masses, float64 and the polynomial exponential, d = 3, n ≤ SYM_MAX_N."""
+    rng = np.random.default_rng(92)
+    X, D, _ = make_case(rng, 1, 50, 3, 2)
+    s = K._spectral_norm(D)
+    assert K._use_sym(50, 3, False, True, None, False, D, s)
+    Dn = D.copy()
+    Dn[0, 0, 0, 1] += 1e-3
+    assert not K._use_sym(50, 3, False, True, None, False, Dn, K._spectral_norm(Dn))
+    assert not K._use_sym(50, 3, False, True, None, False, D, s + 400.0)  # row-max shift
+    assert not K._use_sym(50, 3, False, True, None, True, D, s)  # causal
+    assert not K._use_sym(50, 3, False, True, np.ones((1, 64)), False, D, s)
+    assert not K._use_sym(50, 3, True, True, None, False, D, s)
+    assert not K._use_sym(50, 3, False, False, None, False, D, s)
+    assert not K._use_sym(K.SYM_MAX_N + 1, 3, False, True, None, False, D, s)
+
+
+def test_sym_pass_threads_and_batches_identical():
+    """The symmetric pass with several bands (n = 1031, H = 2: two bands; column sums per band
+    added in band order): bit-identical with 1 and 2 threads and for a path alone or in a
+    batch of 3."""
+    rng = np.random.default_rng(93)
+    X, D, V = make_case(rng, 3, 1031, 3, 2)
+    lap = np.array([True, False])
+    old = numba.get_num_threads()
+    nt2 = min(2, numba.config.NUMBA_NUM_THREADS)
+    try:
+        numba.set_num_threads(1)
+        whole = K.fused_pass(X, D, V, 1.0, 0, lap, False, False)
+        numba.set_num_threads(nt2)
+        again = K.fused_pass(X, D, V, 1.0, 0, lap, False, False)
+        alone = [K.fused_pass(X[p:p + 1], D[p:p + 1], V[p:p + 1], 1.0, 0, lap, False, False)
+                 for p in range(3)]
+    finally:
+        numba.set_num_threads(old)
+    for k, name in enumerate(NAMES):
+        np.testing.assert_array_equal(whole[k], again[k], err_msg=name)
+        np.testing.assert_array_equal(whole[k], np.concatenate([a[k] for a in alone]),
+                                      err_msg=name)

@@ -31,17 +31,20 @@ so BLAS is limited to one thread during the pass (threadpoolctl; without threadp
 numba pair pass is used) and the tiles run in a pool of ``numba.get_num_threads()`` Python
 threads, in rounds of disjoint block pairs (fixed order of every sum).
 
-*Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift) are *not* exploited by
-the numba pair pass (the BLAS pass does):
-a deterministic version (round-robin schedule of (I, J) tiles, column sums batched over
-4 rows) measured only ≈1.2× faster at n = 4096 and no faster at n = 200 (the column
-updates are stores, the exponential is ~2/3 of the cost), not worth a second code path.
-Measured again (2026-11-30, AVX2, one thread, a prototype per (path, head): row tiles of
-8, columns j ≥ i in blocks of 128, e and e⟨x_i,x_j⟩² kept in an 8 × 128 block, then a
-vectorised column update over the block): the d = 3 pair loop is bound by its arithmetic
-(≈ 30 vector operations per 4 pairs, of which the exponential ≈ 17), not by the
-exponential alone, so halving the exponentials leaves the logits, the Itô product and the
-sums for both orders: 0.8–1.0× at n = 200, 1.0–1.2× at n = 4096. Not kept.
+*Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift), d = 3:
+:func:`_sym_pass3` computes each unordered pair once (used when :func:`_use_sym` holds:
+float64, polynomial exp, uniform masses, no mask, every head on the fixed shift,
+n ≤ :data:`SYM_MAX_N`). Four rows share one loop over the columns j ≥ i; each e is added to
+its row sums (registers) and to the column sums of j (a read-modify-write vectorised by LLVM
+once the loop runs over slices from index 0); the diagonal counts 1/2 in each. Four rows per
+loop keep four exponential chains in flight: with one or two rows the loop was bound by the
+latency of the polynomial (0.8–1.3×); with four, measured 1.5–1.6× at n = 4096 and
+1.2–1.3× at n = 200 (one thread, CPU time, AVX2, 2026-11-30). Work items are (path, head,
+row band); the bands (:func:`_sym_bands`, a function of n and H only) have their own column
+sums, added in band order afterwards (:func:`_sym_reduce3`), so the bits never depend on
+the thread count or the path batch. Earlier attempts, for the record: a row triangle with
+column sums as views of one 2-D array (not vectorised: "unsafe indirect dependence");
+8 × 128 blocks of e then a column update (0.8–1.2×).
 
 *Small n, many heads* (the paper's regime, n = 200, H = 100, P = 10; measured 2026-11 on a
 2-core AVX2 machine, CPU time of one thread): the row loop alone runs at the large-n rate
@@ -79,7 +82,9 @@ order h = 0, 1, … as a row-by-row loop would (the same bits). After the
 loop, in the same compiled function, the sums over rows and over tiles run sequentially
 (:func:`_finish`). The worker threads take items from a shared atomic counter
 (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
-at most its current item instead of a static half of the loop.
+at most its current item instead of a static half of the loop. The symmetric d = 3 pass takes two
+regions (three with several bands): its pair items, then the same epilogue items
+(:func:`_epilogue_pass`), both on the shared counter.
 
 *Sharing the machine.* ``wflow/__init__.py`` sets ``OMP_WAIT_POLICY=passive`` (and
 ``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime: idle
@@ -693,6 +698,251 @@ def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0
         SX[p, h, i, 2] = a2
 
 
+# ---------------------------------------------------------------------------------------------
+# Symmetric d = 3 pass: every unordered pair once
+# ---------------------------------------------------------------------------------------------
+#: Rows per column loop of the symmetric pass (four independent exponentials in flight).
+_SYM_ROWS = 4
+#: The symmetric d = 3 pass runs up to this many tokens (above, the column sums of a work item,
+#: 5·n floats, leave L2 and the row pass is used).
+SYM_MAX_N = 16384
+
+
+def _sym_bands(n, H):
+    r"""Row bands of the symmetric pass: ``nb = max(1, min(⌈32/H⌉, ⌊n/512⌋))`` bands of about equal
+    triangle work (band b ends at row :math:`n(1-\sqrt{1-(b+1)/nb})`, a multiple of 4), so that
+    a path has at least 32 work items when n allows. A function of (n, H) only: the rounding of
+    the column sums depends on the bands, never on the thread count or the path batch."""
+    nb = max(1, min(-(-32 // max(H, 1)), n // 512))
+    edges = [0]
+    for b in range(1, nb):
+        e = int(round(n * (1.0 - math.sqrt(1.0 - b / nb)) / _SYM_ROWS)) * _SYM_ROWS
+        edges.append(min(max(e, edges[-1]), n))
+    edges.append(n)
+    return np.array(edges, dtype=np.int64)
+
+
+@njit(fastmath=_FM, **_OPTS)
+def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS):
+    r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
+    unordered pair once:
+
+    .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = e_{ji},\qquad q_i = \beta D_h x_i .
+
+    Four rows ``i..i+3`` share one loop over the columns ``j ≥ 4⌊i/4⌋`` (whole vectors), with
+    weights ω_rj from ``W[r]``: 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
+    weighted e is added to the row sums of i+r (registers) and to the column sums of j in ``C``
+    (5, n_pad): Σ e, Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row
+    i gets e_ii once. After the loop the column sums of the four rows are complete for this band
+    (later rows touch only later columns): ``S0 = row part + C[0, i]`` etc. are written, and
+    ``SI`` = Σ e⟨x_i,x_j⟩² (+ S0 when ``own``, i.e. the band is the only one; else
+    :func:`_sym_reduce3` adds the earlier bands' columns and S0).
+
+    Per group of four rows and vector of four columns: 3 loads, 4 exponentials, the Itô
+    products and the row sums of four rows, and one read-modify-write of the 5 column sums:
+    against the row pass, half the exponentials and logits (measured 1.5–1.6× at n = 4096,
+    1.2–1.3× at n = 200, one thread, AVX2). The column loop starts at index 0 of slices, so
+    LLVM sees no wrap-around in the addresses and vectorises the read-modify-write.
+    """
+    d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
+    d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
+    d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
+    mc = -c
+    npq = W.shape[1]
+    C0 = C[0]
+    C1 = C[1]
+    C2 = C[2]
+    C3 = C[3]
+    C4 = C[4]
+    for i in range(i_lo, i_hi, _SYM_ROWS):
+        jb = (i // _VQ) * _VQ
+        jh = min(npq, i + _SYM_ROWS + _VQ)  # the weights that differ from 1 (before n)
+        for r in range(_SYM_ROWS):
+            ir = i + r
+            if ir >= i_hi:  # the band's last group is short: this row adds nothing
+                W[r, jb:] = 0.0
+                continue
+            for k in range(jb, jh):
+                if k >= n:
+                    W[r, k] = 0.0
+                elif k > ir:
+                    W[r, k] = 1.0
+                elif k == ir:
+                    W[r, k] = 0.5
+                else:
+                    W[r, k] = 0.0
+        ia = i
+        ib = min(i + 1, i_hi - 1)
+        ic = min(i + 2, i_hi - 1)
+        id_ = min(i + 3, i_hi - 1)
+        ya0, ya1, ya2 = x0[ia], x1[ia], x2[ia]
+        yb0, yb1, yb2 = x0[ib], x1[ib], x2[ib]
+        yc0, yc1, yc2 = x0[ic], x1[ic], x2[ic]
+        yd0, yd1, yd2 = x0[id_], x1[id_], x2[id_]
+        qa0 = beta * (d00 * ya0 + d01 * ya1 + d02 * ya2)
+        qa1 = beta * (d10 * ya0 + d11 * ya1 + d12 * ya2)
+        qa2 = beta * (d20 * ya0 + d21 * ya1 + d22 * ya2)
+        qb0 = beta * (d00 * yb0 + d01 * yb1 + d02 * yb2)
+        qb1 = beta * (d10 * yb0 + d11 * yb1 + d12 * yb2)
+        qb2 = beta * (d20 * yb0 + d21 * yb1 + d22 * yb2)
+        qc0 = beta * (d00 * yc0 + d01 * yc1 + d02 * yc2)
+        qc1 = beta * (d10 * yc0 + d11 * yc1 + d12 * yc2)
+        qc2 = beta * (d20 * yc0 + d21 * yc1 + d22 * yc2)
+        qd0 = beta * (d00 * yd0 + d01 * yd1 + d02 * yd2)
+        qd1 = beta * (d10 * yd0 + d11 * yd1 + d12 * yd2)
+        qd2 = beta * (d20 * yd0 + d21 * yd1 + d22 * yd2)
+        # slices from jb: the loop index starts at 0 (no wrap-around select in the addresses)
+        v0 = x0[jb:npq]
+        v1 = x1[jb:npq]
+        v2 = x2[jb:npq]
+        w0 = C0[jb:npq]
+        w1 = C1[jb:npq]
+        w2 = C2[jb:npq]
+        w3 = C3[jb:npq]
+        w4 = C4[jb:npq]
+        ma = W[0, jb:npq]
+        mb = W[1, jb:npq]
+        mcc = W[2, jb:npq]
+        md = W[3, jb:npq]
+        sa = aa0 = aa1 = aa2 = ia_ = 0.0
+        sb = ab0 = ab1 = ab2 = ib_ = 0.0
+        sc = ac0 = ac1 = ac2 = ic_ = 0.0
+        sd = ad0 = ad1 = ad2 = id2 = 0.0
+        for j in range(npq - jb):
+            u0 = v0[j]
+            u1 = v1[j]
+            u2 = v2[j]
+            ea = _exp_shifted(((mc + qa0 * u0) + qa1 * u1) + qa2 * u2) * ma[j]
+            eb = _exp_shifted(((mc + qb0 * u0) + qb1 * u1) + qb2 * u2) * mb[j]
+            ec = _exp_shifted(((mc + qc0 * u0) + qc1 * u1) + qc2 * u2) * mcc[j]
+            ed = _exp_shifted(((mc + qd0 * u0) + qd1 * u1) + qd2 * u2) * md[j]
+            ca = ya0 * u0 + ya1 * u1 + ya2 * u2
+            cb = yb0 * u0 + yb1 * u1 + yb2 * u2
+            cc = yc0 * u0 + yc1 * u1 + yc2 * u2
+            cd = yd0 * u0 + yd1 * u1 + yd2 * u2
+            ga = ea * ca * ca
+            gb = eb * cb * cb
+            gc = ec * cc * cc
+            gd = ed * cd * cd
+            sa += ea
+            aa0 += ea * u0
+            aa1 += ea * u1
+            aa2 += ea * u2
+            ia_ += ga
+            sb += eb
+            ab0 += eb * u0
+            ab1 += eb * u1
+            ab2 += eb * u2
+            ib_ += gb
+            sc += ec
+            ac0 += ec * u0
+            ac1 += ec * u1
+            ac2 += ec * u2
+            ic_ += gc
+            sd += ed
+            ad0 += ed * u0
+            ad1 += ed * u1
+            ad2 += ed * u2
+            id2 += gd
+            w0[j] += ea + eb + ec + ed
+            w1[j] += ea * ya0 + eb * yb0 + ec * yc0 + ed * yd0
+            w2[j] += ea * ya1 + eb * yb1 + ec * yc1 + ed * yd1
+            w3[j] += ea * ya2 + eb * yb2 + ec * yc2 + ed * yd2
+            w4[j] += ga + gb + gc + gd
+        for r in range(_SYM_ROWS):  # back to 1 (0 beyond n)
+            ke = npq if i + r >= i_hi else jh
+            for k in range(jb, ke):
+                W[r, k] = 1.0 if k < n else 0.0
+        for r in range(_SYM_ROWS):
+            ir = i + r
+            if ir >= i_hi:
+                break
+            if r == 0:
+                s, b0, b1, b2, g = sa, aa0, aa1, aa2, ia_
+            elif r == 1:
+                s, b0, b1, b2, g = sb, ab0, ab1, ab2, ib_
+            elif r == 2:
+                s, b0, b1, b2, g = sc, ac0, ac1, ac2, ic_
+            else:
+                s, b0, b1, b2, g = sd, ad0, ad1, ad2, id2
+            s = s + C0[ir]
+            S0[p, h, ir] = s
+            SX[p, h, ir, 0] = b0 + C1[ir]
+            SX[p, h, ir, 1] = b1 + C2[ir]
+            SX[p, h, ir, 2] = b2 + C3[ir]
+            g = g + C4[ir]
+            SI[p, h, ir] = g + s if own else g
+            RS[p, h, ir] = c
+
+
+@njit(parallel=True, **_OPTS)
+def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS):
+    """The symmetric d = 3 pair pass: work items (path p, head h, band b) from the shared
+    counter (dynamic schedule); each computes its band with :func:`_sym_band3`. With one band
+    the column sums live in a per-thread buffer; with several, band b writes ``Cb[p, h, b]``
+    and :func:`_sym_reduce3` adds them afterwards in band order."""
+    P = Xt.shape[0]
+    H = D.shape[1]
+    n = S0.shape[2]
+    nb = bands.size - 1
+    npq = ((n + _VQ - 1) // _VQ) * _VQ
+    items = P * H * nb
+    nw = max(1, min(counter[1], items))
+    for _ in prange(nw):
+        W = np.ones((_SYM_ROWS, npq))
+        W[:, n:] = 0.0
+        Cw = np.empty((5, npq))
+        while True:
+            t = _fetch_add(counter)
+            if t >= items:
+                break
+            b = t % nb
+            ph = t // nb
+            p = ph // H
+            h = ph - p * H
+            i_lo = bands[b]
+            i_hi = bands[b + 1]
+            if nb == 1:
+                C = Cw
+            else:
+                C = Cb[p, h, b]
+            j0 = (i_lo // _VQ) * _VQ
+            C[:, j0:] = 0.0
+            _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo, i_hi,
+                       C, W, nb == 1, p, h, S0, SX, SI, RS)
+
+
+@njit(parallel=True, **_OPTS)
+def _sym_reduce3(bands, Cb, S0, SX, SI):
+    """Rows of band b get the column sums of the earlier bands 0..b−1 in this order, then
+    SI = Σ e⟨x_i,x_j⟩² + S0 (items (p, h), fixed order: the same bits for any threads)."""
+    P, H, n = S0.shape
+    nb = bands.size - 1
+    for ph in prange(P * H):
+        p = ph // H
+        h = ph - p * H
+        for b in range(1, nb):
+            for i in range(bands[b], bands[b + 1]):
+                s = S0[p, h, i]
+                a0 = SX[p, h, i, 0]
+                a1 = SX[p, h, i, 1]
+                a2 = SX[p, h, i, 2]
+                g = SI[p, h, i]
+                for bb in range(b):
+                    s += Cb[p, h, bb, 0, i]
+                    a0 += Cb[p, h, bb, 1, i]
+                    a1 += Cb[p, h, bb, 2, i]
+                    a2 += Cb[p, h, bb, 3, i]
+                    g += Cb[p, h, bb, 4, i]
+                S0[p, h, i] = s
+                SX[p, h, i, 0] = a0
+                SX[p, h, i, 1] = a1
+                SX[p, h, i, 2] = a2
+                SI[p, h, i] = g
+        for i in range(n):
+            SI[p, h, i] += S0[p, h, i]
+
+
 @njit(**_OPTS)
 def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
@@ -1115,6 +1365,20 @@ def _round_robin(nb):
 def _use_blas(n, d, single, fast_exp):
     """Whether fused_pass takes the BLAS pair pass."""
     return d >= BLAS_MIN_D and n >= BLAS_MIN_N and not (single and d == 3 and fast_exp)
+
+
+#: The symmetric d = 3 pass may be switched off (tests compare it with the row pass).
+_SYM_ENABLED = True
+
+
+def _use_sym(n, d, single, fast_exp, U, causal, D, shift):
+    """Whether fused_pass takes the symmetric d = 3 pass: float64, polynomial exp, uniform masses,
+    no mask, n ≤ :data:`SYM_MAX_N`, symmetric D (e_ij = e_ji) and the fixed shift on every head
+    (a function of the inputs, never of the thread count)."""
+    return (_SYM_ENABLED and d == 3 and not single and fast_exp and U is None and not causal
+            and 0 < n <= SYM_MAX_N and D.shape[1] > 0
+            and bool(np.all(2.0 * shift < FIXED_SHIFT_LIMIT))
+            and np.array_equal(D, np.swapaxes(D, -1, -2)))
 
 
 def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits,
@@ -1596,7 +1860,8 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
 def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
                    S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
                    energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The epilogue alone, after the BLAS pair pass (same items and order as the fused pass)."""
+    """The epilogue alone, after the BLAS or the symmetric pair pass (same items and order as
+    the fused pass)."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -1617,9 +1882,13 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            for h in range(H):
-                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                               part, dEp, acc, ybar, w, U)
+            if d == 3:  # the same combine as the fused d = 3 pass
+                _head_epilogue3(X, D, V, lap, norm, causal, p, b, 0, H, i0, i1, S0, SX, SI, RS,
+                                part, dEp, acc, U)
+            else:
+                for h in range(H):
+                    _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                                   part, dEp, acc, ybar, w, U)
             _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
@@ -1771,7 +2040,20 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
-    if limits is not None:
+    if _use_sym(n, d, single, fast_exp, U, causal, D, shift):
+        n_pad = -(-n // _VW) * _VW
+        Xt = np.zeros((P, d, n_pad))
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        bands = _sym_bands(n, H)
+        nb = bands.size - 1
+        Cb = (np.empty((P, H, nb, 5, -(-n // _VQ) * _VQ)) if nb > 1 else np.empty((0, 0, 0, 5, 0)))
+        _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS)
+        if nb > 1:
+            _sym_reduce3(bands, Cb, S0, SX, SI)
+        counter[0] = 0
+        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
+                       S0, SX, SI, RS, *outs)
+    elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
                         S0, SX, SI, RS, limits, U)
