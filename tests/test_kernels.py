@@ -810,3 +810,27 @@ def test_sym_pass_threads_and_batches_identical():
         np.testing.assert_array_equal(whole[k], again[k], err_msg=name)
         np.testing.assert_array_equal(whole[k], np.concatenate([a[k] for a in alone]),
                                       err_msg=name)
+
+
+@pytest.mark.parametrize("n, H, P", [(200, 7, 3), (37, 2, 1)])
+def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
+    """The per-path fused form of the symmetric pass (pair sums and combine head by head, used
+    when there are at least as many paths as threads) and the unfused form (all pair sums, then
+    the epilogue items) give the same bits: the choice may depend on the thread count."""
+    rng = np.random.default_rng(94 + n)
+    X, D, V = make_case(rng, P, n, 3, H)
+    lap = np.zeros(H, dtype=bool)
+    lap[::2] = True
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)  # P ≥ 1 thread: the fused form
+        res = []
+        for fuse in (True, False):
+            monkeypatch.setattr(K, "_SYM_FUSE", fuse)
+            res.append([K.fused_pass(X, D, V, 1.0, code, lap, False, tied)
+                        for code in (0, 1, 2) for tied in (True, False)])
+    finally:
+        numba.set_num_threads(old)
+    for a, b in zip(*res):
+        for name, x, y in zip(NAMES, a, b):
+            np.testing.assert_array_equal(x, y, err_msg=name)

@@ -913,6 +913,50 @@ def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS):
 
 
 @njit(parallel=True, **_OPTS)
+def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R, counter,
+                S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+                energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The symmetric d = 3 pass with one band, fused with its epilogue: work items are paths;
+    an item runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the
+    head's combine for every tile of rows (:func:`_head_epilogue3`, accumulators of the whole
+    path), while the head's row sums are in cache; then the per-row outputs. Every row adds its
+    heads in the order h = 0, 1, … and every tile partial is the same sum as in
+    :func:`_epilogue_pass`: the same bits as the unfused pass (:func:`_sym_pass3` then
+    :func:`_epilogue_pass`), which runs when there are fewer paths than threads."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    npq = ((n + _VQ - 1) // _VQ) * _VQ
+    nw = max(1, min(counter[1], P))
+    for _ in prange(nw):
+        W = np.ones((_SYM_ROWS, npq))
+        W[:, n:] = 0.0
+        C = np.empty((5, npq))
+        acc = np.empty((nt, R, 2 * d + 3))
+        v = np.empty(d)
+        g = np.empty(d)
+        while True:
+            p = _fetch_add(counter)
+            if p >= P:
+                break
+            acc[:] = 0.0
+            for h in range(H):
+                C[:, 0:] = 0.0
+                _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                           bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS)
+                for b in range(nt):
+                    i0 = b * R
+                    _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0,
+                                    min(n, i0 + R), S0, SX, SI, RS, part, dEp, acc[b], None)
+            for b in range(nt):
+                i0 = b * R
+                _rows_epilogue(X, H, norm, causal, p, i0, min(n, i0 + R), acc[b], vel, grad,
+                               bhat, er, v, g)
+    if not causal:
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
+
+
+@njit(parallel=True, **_OPTS)
 def _sym_reduce3(bands, Cb, S0, SX, SI):
     """Rows of band b get the column sums of the earlier bands 0..b−1 in this order, then
     SI = Σ e⟨x_i,x_j⟩² + S0 (items (p, h), fixed order: the same bits for any threads)."""
@@ -1367,8 +1411,11 @@ def _use_blas(n, d, single, fast_exp):
     return d >= BLAS_MIN_D and n >= BLAS_MIN_N and not (single and d == 3 and fast_exp)
 
 
-#: The symmetric d = 3 pass may be switched off (tests compare it with the row pass).
+#: The symmetric d = 3 pass may be switched off (tests compare it with the row pass), and
+#: its per-path fused form (:func:`_sym_fused3`, used when there are at least as many paths as
+#: threads and one band) may be switched off (tests: the same bits as the unfused form).
 _SYM_ENABLED = True
+_SYM_FUSE = True
 
 
 def _use_sym(n, d, single, fast_exp, U, causal, D, shift):
@@ -1882,9 +1929,10 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            if d == 3:  # the same combine as the fused d = 3 pass
-                _head_epilogue3(X, D, V, lap, norm, causal, p, b, 0, H, i0, i1, S0, SX, SI, RS,
-                                part, dEp, acc, U)
+            if d == 3:  # the same combine and calls as the fused d = 3 passes
+                for h in range(H):
+                    _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
+                                    SI, RS, part, dEp, acc, U)
             else:
                 for h in range(H):
                     _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
@@ -2046,13 +2094,18 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
-        Cb = (np.empty((P, H, nb, 5, -(-n // _VQ) * _VQ)) if nb > 1 else np.empty((0, 0, 0, 5, 0)))
-        _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS)
-        if nb > 1:
-            _sym_reduce3(bands, Cb, S0, SX, SI)
-        counter[0] = 0
-        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
-                       S0, SX, SI, RS, *outs)
+        if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
+            _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, causal, want_ito, R, counter,
+                        S0, SX, SI, RS, *outs)
+        else:
+            Cb = (np.empty((P, H, nb, 5, -(-n // _VQ) * _VQ)) if nb > 1
+                  else np.empty((0, 0, 0, 5, 0)))
+            _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS)
+            if nb > 1:
+                _sym_reduce3(bands, Cb, S0, SX, SI)
+            counter[0] = 0
+            _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
+                           S0, SX, SI, RS, *outs)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
