@@ -722,6 +722,19 @@ def _sym_bands(n, H):
     return np.array(edges, dtype=np.int64)
 
 
+@njit(inline="always", **_OPTS)
+def _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, s, b0, b1, b2, g):
+    """Row i's sums of :func:`_sym_band3`: its row part plus its column part C[:, i]."""
+    s = s + C[0, i]
+    S0[p, h, i] = s
+    SX[p, h, i, 0] = b0 + C[1, i]
+    SX[p, h, i, 1] = b1 + C[2, i]
+    SX[p, h, i, 2] = b2 + C[3, i]
+    g = g + C[4, i]
+    SI[p, h, i] = g + s if own else g
+    RS[p, h, i] = c
+
+
 @njit(fastmath=_FM, **_OPTS)
 def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
@@ -853,26 +866,13 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
             ke = npq if i + r >= i_hi else jh
             for k in range(jb, ke):
                 W[r, k] = 1.0 if k < n else 0.0
-        for r in range(_SYM_ROWS):
-            ir = i + r
-            if ir >= i_hi:
-                break
-            if r == 0:
-                s, b0, b1, b2, g = sa, aa0, aa1, aa2, ia_
-            elif r == 1:
-                s, b0, b1, b2, g = sb, ab0, ab1, ab2, ib_
-            elif r == 2:
-                s, b0, b1, b2, g = sc, ac0, ac1, ac2, ic_
-            else:
-                s, b0, b1, b2, g = sd, ad0, ad1, ad2, id2
-            s = s + C0[ir]
-            S0[p, h, ir] = s
-            SX[p, h, ir, 0] = b0 + C1[ir]
-            SX[p, h, ir, 1] = b1 + C2[ir]
-            SX[p, h, ir, 2] = b2 + C3[ir]
-            g = g + C4[ir]
-            SI[p, h, ir] = g + s if own else g
-            RS[p, h, ir] = c
+        _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, sa, aa0, aa1, aa2, ia_)
+        if i + 1 < i_hi:
+            _sym_row_out(S0, SX, SI, RS, C, p, h, i + 1, c, own, sb, ab0, ab1, ab2, ib_)
+        if i + 2 < i_hi:
+            _sym_row_out(S0, SX, SI, RS, C, p, h, i + 2, c, own, sc, ac0, ac1, ac2, ic_)
+        if i + 3 < i_hi:
+            _sym_row_out(S0, SX, SI, RS, C, p, h, i + 3, c, own, sd, ad0, ad1, ad2, id2)
 
 
 @njit(parallel=True, **_OPTS)
@@ -912,6 +912,83 @@ def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS):
                        C, W, nb == 1, p, h, S0, SX, SI, RS)
 
 
+@njit(**_OPTS)
+def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dEp, acc):
+    r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
+    shift :math:`c_h`, uniform masses, no mask): with :math:`\bar y = SX/S0`,
+
+    .. math::
+        Z = \tfrac{e^{c}}{n} S0,\quad v \mathrel{+}= \omega\,P_x(V_h\bar y \text{ or }
+        V_h x - V_h\bar y),\quad g \mathrel{+}= e^{c} D_h SX,\quad
+        \partial_D E_{\text{tile}} \mathrel{+}= e^{c} \textstyle\sum_{i} x_i SX_i^\top
+
+    (ω = 1 for the head normalisation, Z otherwise), and Σ_h Z, Σ_h 1/Z, the Itô row term
+    :math:`e^{c} SI` into the row accumulators ``acc[i − i0]``; the ∂_D E partial of every tile
+    of R rows it covers into ``dEp[p, tile, h]``. :math:`e^{c}` once per head, 1/S0 once per
+    row. The fused per-path form calls it for all rows, the unfused form for one tile: the
+    same arithmetic for every row and tile (the same bits)."""
+    n = X.shape[1]
+    lp = lap[h]
+    v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
+    v10, v11, v12 = V[p, h, 1, 0], V[p, h, 1, 1], V[p, h, 1, 2]
+    v20, v21, v22 = V[p, h, 2, 0], V[p, h, 2, 1], V[p, h, 2, 2]
+    d00, d01, d02 = D[p, h, 0, 0], D[p, h, 0, 1], D[p, h, 0, 2]
+    d10, d11, d12 = D[p, h, 1, 0], D[p, h, 1, 1], D[p, h, 1, 2]
+    d20, d21, d22 = D[p, h, 2, 0], D[p, h, 2, 1], D[p, h, 2, 2]
+    es = math.exp(RS[p, h, i0])
+    zn = es / n
+    izn = n / es
+    for b in range(i0 // R, (i1 - 1) // R + 1):
+        e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
+        for i in range(max(i0, b * R), min(i1, b * R + R)):
+            r = i - i0
+            x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
+            s0 = S0[p, h, i]
+            rs = 1.0 / s0
+            Z = zn * s0
+            part[p, h, i] = Z
+            acc[r, 6] += Z
+            acc[r, 7] += izn * rs
+            sx0, sx1, sx2 = SX[p, h, i, 0], SX[p, h, i, 1], SX[p, h, i, 2]
+            y0 = sx0 * rs
+            y1 = sx1 * rs
+            y2 = sx2 * rs
+            w0 = (v00 * y0 + v01 * y1) + v02 * y2
+            w1 = (v10 * y0 + v11 * y1) + v12 * y2
+            w2 = (v20 * y0 + v21 * y1) + v22 * y2
+            if lp:
+                w0 = ((v00 * x0 + v01 * x1) + v02 * x2) - w0
+                w1 = ((v10 * x0 + v11 * x1) + v12 * x2) - w1
+                w2 = ((v20 * x0 + v21 * x1) + v22 * x2) - w2
+            xw = (w0 * x0 + w1 * x1) + w2 * x2
+            om = 1.0 if norm == 0 else Z
+            acc[r, 0] += om * (w0 - xw * x0)
+            acc[r, 1] += om * (w1 - xw * x1)
+            acc[r, 2] += om * (w2 - xw * x2)
+            acc[r, 3] += es * ((d00 * sx0 + d01 * sx1) + d02 * sx2)
+            acc[r, 4] += es * ((d10 * sx0 + d11 * sx1) + d12 * sx2)
+            acc[r, 5] += es * ((d20 * sx0 + d21 * sx1) + d22 * sx2)
+            e00 += x0 * sx0
+            e01 += x0 * sx1
+            e02 += x0 * sx2
+            e10 += x1 * sx0
+            e11 += x1 * sx1
+            e12 += x1 * sx2
+            e20 += x2 * sx0
+            e21 += x2 * sx1
+            e22 += x2 * sx2
+            acc[r, 8] += es * SI[p, h, i]
+        dEp[p, b, h, 0, 0] += es * e00
+        dEp[p, b, h, 0, 1] += es * e01
+        dEp[p, b, h, 0, 2] += es * e02
+        dEp[p, b, h, 1, 0] += es * e10
+        dEp[p, b, h, 1, 1] += es * e11
+        dEp[p, b, h, 1, 2] += es * e12
+        dEp[p, b, h, 2, 0] += es * e20
+        dEp[p, b, h, 2, 1] += es * e21
+        dEp[p, b, h, 2, 2] += es * e22
+
+
 @njit(parallel=True, **_OPTS)
 def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R, counter,
                 S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
@@ -932,7 +1009,7 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R,
         W = np.ones((_SYM_ROWS, npq))
         W[:, n:] = 0.0
         C = np.empty((5, npq))
-        acc = np.empty((nt, R, 2 * d + 3))
+        acc = np.empty((n, 2 * d + 3))
         v = np.empty(d)
         g = np.empty(d)
         while True:
@@ -944,14 +1021,13 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R,
                 C[:, 0:] = 0.0
                 _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                            bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS)
-                for b in range(nt):
-                    i0 = b * R
-                    _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0,
-                                    min(n, i0 + R), S0, SX, SI, RS, part, dEp, acc[b], None)
+                _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part, dEp,
+                               acc)
             for b in range(nt):
                 i0 = b * R
-                _rows_epilogue(X, H, norm, causal, p, i0, min(n, i0 + R), acc[b], vel, grad,
-                               bhat, er, v, g)
+                i1 = min(n, i0 + R)
+                _rows_epilogue(X, H, norm, causal, p, i0, i1, acc[i0:i1], vel, grad, bhat, er,
+                               v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
 
@@ -1906,7 +1982,7 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
 @njit(parallel=True, **_OPTS)
 def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
                    S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-                   energy, diss, G2, G2hm, ito_sum, dEdD):
+                   energy, diss, G2, G2hm, ito_sum, dEdD, sym=False):
     """The epilogue alone, after the BLAS or the symmetric pair pass (same items and order as
     the fused pass)."""
     P, n, d = X.shape
@@ -1929,10 +2005,10 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            if d == 3:  # the same combine and calls as the fused d = 3 passes
+            if sym:  # the combine of the fused symmetric pass, tile by tile
                 for h in range(H):
-                    _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
-                                    SI, RS, part, dEp, acc, U)
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
+                                   dEp, acc)
             else:
                 for h in range(H):
                     _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
@@ -2105,7 +2181,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                 _sym_reduce3(bands, Cb, S0, SX, SI)
             counter[0] = 0
             _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
-                           S0, SX, SI, RS, *outs)
+                           S0, SX, SI, RS, *outs, True)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
