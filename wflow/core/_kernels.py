@@ -122,7 +122,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate"]
+__all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate", "sym_band_count"]
 
 
 class FieldPass(NamedTuple):
@@ -703,9 +703,15 @@ def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0
 # ---------------------------------------------------------------------------------------------
 #: Rows per column loop of the symmetric pass (four independent exponentials in flight).
 _SYM_ROWS = 4
-#: The symmetric d = 3 pass runs up to this many tokens (above, the column sums of a work item,
-#: 5·n floats, leave L2 and the row pass is used).
-SYM_MAX_N = 16384
+#: The symmetric d = 3 pass runs up to this many tokens (measured 1.5× the row pass at
+#: n = 32 768, H = 4, where a band's column sums, 5·n floats, are in L3; the row pass above).
+SYM_MAX_N = 1 << 20
+
+
+def sym_band_count(n, H):
+    """Row bands of the symmetric d = 3 pass for n tokens and H heads (:func:`_sym_bands`);
+    with more than one, each path keeps H·nb·5·n floats of band column sums."""
+    return max(1, min(-(-32 // max(H, 1)), n // 512))
 
 
 def _sym_bands(n, H):
@@ -713,7 +719,7 @@ def _sym_bands(n, H):
     triangle work (band b ends at row :math:`n(1-\sqrt{1-(b+1)/nb})`, a multiple of 4), so that
     a path has at least 32 work items when n allows. A function of (n, H) only: the rounding of
     the column sums depends on the bands, never on the thread count or the path batch."""
-    nb = max(1, min(-(-32 // max(H, 1)), n // 512))
+    nb = sym_band_count(n, H)
     edges = [0]
     for b in range(1, nb):
         e = int(round(n * (1.0 - math.sqrt(1.0 - b / nb)) / _SYM_ROWS)) * _SYM_ROWS
@@ -2174,11 +2180,17 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
             _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, causal, want_ito, R, counter,
                         S0, SX, SI, RS, *outs)
         else:
-            Cb = (np.empty((P, H, nb, 5, -(-n // _VQ) * _VQ)) if nb > 1
-                  else np.empty((0, 0, 0, 5, 0)))
-            _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS)
-            if nb > 1:
-                _sym_reduce3(bands, Cb, S0, SX, SI)
+            if nb == 1:
+                _sym_pass3(Xt, D, beta, shift, bands, counter, np.empty((0, 0, 0, 5, 0)),
+                           S0, SX, SI, RS)
+            else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
+                Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
+                for q in range(P):
+                    s = slice(q, q + 1)
+                    counter[0] = 0
+                    _sym_pass3(Xt[s], D[s], beta, shift[s], bands, counter, Cb,
+                               S0[s], SX[s], SI[s], RS[s])
+                    _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
             _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
                            S0, SX, SI, RS, *outs, True)

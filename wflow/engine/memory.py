@@ -127,6 +127,11 @@ def estimate(cfg, keep_records=False) -> Estimate:
 
         if d >= BLAS_MIN_D and n >= BLAS_MIN_N:  # the BLAS pass keeps Q = β X D_hᵀ (P, H, n, d)
             kernel += F8 * Hn * d
+        from wflow.core._kernels import SYM_MAX_N, sym_band_count
+
+        nb = sym_band_count(n, H)
+        if d == 3 and n <= SYM_MAX_N and nb > 1:  # symmetric pass: band column sums, one path
+            kernel += F8 * H * nb * 5 * n
     if method == "jko":  # L-BFGS in tangent coordinates: ~10 pairs of (n, d) per path
         kernel += F8 * 30 * n * d
 
