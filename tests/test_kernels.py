@@ -834,3 +834,30 @@ def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
     for a, b in zip(*res):
         for name, x, y in zip(NAMES, a, b):
             np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+def test_sym3_spectral_norm_closed_form():
+    """‖D‖₂ of symmetric 3 × 3 matrices in closed form (the fixed shift c_h = β‖D_h‖₂) against
+    LAPACK's eigenvalues: the trigonometric form is exact up to rounding amplified by the
+    arccos, |d arccos r| = |dr| / √(1 − r²), so the bound is a few ε‖D‖_F / √(1 − r²) (capped at
+    √ε near a double eigenvalue); diagonal and exactly repeated cases are exact."""
+    rng = np.random.default_rng(95)
+    A = rng.normal(size=(40, 50, 3, 3)) * rng.lognormal(0, 2, size=(40, 50, 1, 1))
+    D = A + np.swapaxes(A, -1, -2)
+    D[0, 0] = 2.0 * np.eye(3)
+    D[0, 1] = np.diag([1.0, 1.0, -3.0])
+    D[0, 2] = np.eye(3) + 1e-9 * D[1, 2]  # nearly a triple eigenvalue
+    D[0, 3] = np.diag([4.0, -4.0, 1.0])
+    got = K._spectral_norm(D)
+    lam = np.linalg.eigvalsh(D)
+    ref = np.abs(lam).max(-1)
+    eps = np.finfo(float).eps
+    q = np.trace(D, axis1=-2, axis2=-1) / 3
+    B = D - q[..., None, None] * np.eye(3)
+    pp = np.sqrt((B ** 2).sum((-2, -1)) / 6)
+    r = np.clip(np.linalg.det(B / np.where(pp > 0, pp, 1)[..., None, None]) / 2, -1, 1)
+    fro = np.sqrt((D ** 2).sum((-2, -1)))
+    bound = 16 * eps * fro / np.sqrt(np.maximum(1 - r ** 2, eps)) + 4 * eps * ref
+    assert np.all(np.abs(got - ref) <= bound), float(np.max(np.abs(got - ref) / bound))
+    np.testing.assert_array_equal(got[0, :2], [2.0, 3.0])
+    assert got[0, 3] == 4.0
