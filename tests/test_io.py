@@ -391,7 +391,7 @@ def _kill_when(proc, path, k_min, timeout=60.0):
             # the run may have written another checkpoint between the read and the kill (a
             # loaded machine): what counts is the checkpoint on disk after the kill
             return _checkpoint_step(path)
-        time.sleep(0.01)
+        time.sleep(0.05)  # checkpoints every 10 steps of ≥ 4 ms (SLOW_CLI): 1–2 of overshoot
     proc.kill()
     raise AssertionError("no checkpoint appeared in time")
 
