@@ -1,4 +1,4 @@
-"""Compile the numba kernels once for all test workers (a cold cache costs ~1 min of CPU).
+"""Compile the numba kernels once for all test workers (a cold cache costs ~2 min of CPU).
 
 With ``-n 2`` each xdist worker would otherwise compile the same kernel specialisations
 side by side the first time a test reaches them: twice the compilation CPU on a clean clone.
@@ -11,7 +11,8 @@ workers each compiles about half; with a warm cache all of it is loading (~2 s p
 The list goes through the public entry points the tests use (:class:`AttentionModel` and
 :func:`fused_pass`), so it compiles what they would compile and nothing else: e.g. one path
 with untied values, whose value array numba sees as a separate (read-only) type today.
-A specialisation left out here is still compiled lazily by the first test that needs it.
+A specialisation left out here is still compiled lazily by the first test that needs it, by
+that test's worker alone (test_kernels.py's BLAS tests compiled ~25 s of CPU that way).
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ def _specs():
     tied = AttentionModel(laplacian_heads=(1,))
     untied = AttentionModel(laplacian_heads=(1,), values=vals)
     single = AttentionModel(precision="float32")
+    # the BLAS pair pass's other forms (through fused_pass, as tests/test_kernels.py calls
+    # them): the libm exponential, the row blocks (causal mask or non-symmetric D_h, each
+    # tile a separate call) and the row-maximum shift (β‖D‖ large)
+    lap, Vb = np.array([True, False]), np.zeros_like(Db)
+    Dn = rng.standard_normal(Db.shape)  # not symmetric
+
+    def blas(D=Db, beta=1.0, causal=False, fast=True, w=None):
+        return lambda: K.fused_pass(Xb, D, Vb, beta, 1, lap, causal, True, fast_exp=fast,
+                                    weights=w)
+
+    def both(*thunks):
+        return lambda: [t() for t in thunks]
+
     return [
         ("float64", lambda: tied.evaluate(X2, D2)),
         ("float64 weighted", lambda: tied.evaluate(X2, D2, weights=w12)),
@@ -54,6 +68,13 @@ def _specs():
         ("float32", lambda: single.evaluate(X2, D2)),
         ("BLAS", lambda: tied.evaluate(Xb, Db)),
         ("BLAS weighted", lambda: tied.evaluate(Xb, Db, weights=wb)),
+        ("BLAS libm", blas(fast=False)),
+        ("BLAS libm weighted", blas(fast=False, w=wb)),
+        ("BLAS rows", both(*(blas(D, causal=D is Db, fast=f) for D in (Db, Dn)
+                             for f in (True, False)))),
+        ("BLAS rows weighted", both(*(blas(D, causal=D is Db, fast=f, w=wb) for D in (Db, Dn)
+                                      for f in (True, False)))),
+        ("BLAS row max", both(blas(beta=1e3), blas(beta=1e3, w=wb))),
         ("exponentials", lambda: (K.fast_exp_array(np.zeros(4)),
                                   K.fast_exp_array(np.zeros(4, np.float32)))),
     ]

@@ -8,6 +8,12 @@ from wflow.core import sphere
 
 BACKENDS = ["numpy", "numba"]
 
+# POT (``import ot``: the W2 diagnostics and the mean-field studies) imports every array
+# library it finds to register a backend; torch (installed for the `bench` extra) costs
+# ~4 s of CPU per process. wflow hands POT NumPy arrays only (its NumPy backend), so the
+# tests, and the subprocesses they start, skip the torch backend.
+os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
+
 
 @pytest.fixture(params=BACKENDS)
 def backend(request):

@@ -391,7 +391,7 @@ def _kill_when(proc, path, k_min, timeout=60.0):
             # the run may have written another checkpoint between the read and the kill (a
             # loaded machine): what counts is the checkpoint on disk after the kill
             return _checkpoint_step(path)
-        time.sleep(0.01)
+        time.sleep(0.05)  # checkpoints every 10 steps of ≥ 4 ms (SLOW_CLI): 1–2 of overshoot
     proc.kill()
     raise AssertionError("no checkpoint appeared in time")
 
@@ -515,10 +515,18 @@ def _corrupt(path, offset, data=b"\x00garbage" * 4):
         fh.write(data)
 
 
-def test_corrupt_files_give_one_clear_error(tmp_path, capsys):
+def test_corrupt_files_give_one_clear_error(tmp_path, capsys, monkeypatch):
     """Damaged data bytes (caught by the checksums) and damaged middle bytes: resume and info
-    read the data, so both say "corrupt" (exit 2), never "already complete"."""
+    read the data, so both say "corrupt" (exit 2), never "already complete", after the
+    reader's retries (a writer may be at work): its back-off of about a second is recorded
+    here instead of slept."""
+    import types
+
     from wflow.cli import main
+    from wflow.storage import _h5
+
+    slept = []
+    monkeypatch.setattr(_h5, "time", types.SimpleNamespace(sleep=slept.append))
 
     good = driver.run_to_file(tiny(**{"model.n": 40}), tmp_path / "good.h5")
     data = tmp_path / "data.h5"
@@ -539,6 +547,8 @@ def test_corrupt_files_give_one_clear_error(tmp_path, capsys):
             assert "already complete" not in out
             lines = err.strip().split("\n")
             assert len(lines) == 1 and lines[0].startswith(f"wflow: error: {msg}"), lines
+            assert len(slept) >= 5 and 1.0 <= sum(slept) <= 3.0, slept  # retried ~1 s
+            slept.clear()
 
 
 def test_format_1_files_still_read_and_resume(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,16 +51,37 @@ def _check_pdf(path):
 PARTICLE_KINDS = tuple(k for k in plotting.KINDS if k != "density")
 
 
-def test_every_kind_renders(res3, tmp_path):
-    """kind = "all" from a (config, arrays) pair: every particle kind, each as a PNG (its
-    size, not a single colour) then a PDF (each figure drawn once, saved in both formats)."""
-    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path)
+def _check_both_formats(files, kinds, tmp_path):
+    """One PNG then one PDF per kind, in kind order (each figure drawn once, saved in both
+    formats): the PNG's size and not a single colour, the PDF a PDF."""
     names = [f.name for f in files]
-    assert sorted(names) == sorted(f"{k}.{e}" for k in PARTICLE_KINDS for e in ("png", "pdf"))
-    for kind in PARTICLE_KINDS:
+    assert sorted(names) == sorted(f"{k}.{e}" for k in kinds for e in ("png", "pdf"))
+    for kind in kinds:
         assert names.index(f"{kind}.png") + 1 == names.index(f"{kind}.pdf"), names
         _check_png(tmp_path / f"{kind}.png", kind)
         _check_pdf(tmp_path / f"{kind}.pdf")
+
+
+def test_every_kind_renders(res3, tmp_path):
+    """kind = "all" from a (config, arrays) pair: every particle kind as a PNG (its size, not a
+    single colour); two kinds (lines and bands, a 3-D scatter) as a PNG then a PDF, each figure
+    drawn once and saved in both formats. Every kind in both formats: the slow twin below
+    (the PDF's TrueType font subsetting costs ~1 s per figure)."""
+    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path / "png",
+                          formats=("png",))
+    assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in PARTICLE_KINDS)
+    for kind in PARTICLE_KINDS:
+        _check_png(tmp_path / "png" / f"{kind}.png", kind)
+    kinds = ["G2", "snapshots"]
+    files = plotting.plot((res3.config, res3.arrays), kind=kinds, outdir=tmp_path)
+    _check_both_formats(files, kinds, tmp_path)
+
+
+@pytest.mark.slow
+def test_every_kind_renders_png_and_pdf(res3, tmp_path):
+    """kind = "all" with the default formats: every particle kind, each as a PNG then a PDF."""
+    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path)
+    _check_both_formats(files, PARTICLE_KINDS, tmp_path)
 
 
 def test_snapshots_circle_and_high_dimension(res2, tmp_path):
@@ -87,7 +109,8 @@ def _without(res, drop=(), nan=()):
     return res.config, arrays
 
 
-def test_missing_series_give_one_line_value_errors(res3, tmp_path):
+def test_missing_series_give_one_line_value_errors(res3, tmp_path, built):
+    """Errors are raised while a figure is built: nothing needs drawing (``built``)."""
     no_x = _without(res3, drop=("X",))
     with pytest.raises(ValueError, match="snapshots: no token snapshots") as e:
         plotting.plot(no_x, kind="snapshots", outdir=tmp_path)
@@ -263,6 +286,21 @@ def figs(monkeypatch):
     return drawn
 
 
+@pytest.fixture
+def built(monkeypatch):
+    """The figures as built, by kind, not drawn nor saved: for claims about what a figure
+    contains (titles, texts), which are set when it is built; the drawing is
+    test_every_kind_renders's."""
+    made = {}
+
+    def capture(fig, outdir, kind, formats):
+        made[kind] = fig
+        return [Path(outdir) / f"{kind}.{fmt}" for fmt in formats]
+
+    monkeypatch.setattr(plotting, "_save", capture)
+    return made
+
+
 def _with(res, laplacian=None, **arrays):
     config = {**res.config, "model": {**res.config["model"]}}
     if laplacian is not None:
@@ -270,9 +308,10 @@ def _with(res, laplacian=None, **arrays):
     return config, {**res.arrays, **arrays}
 
 
-def test_titles_name_the_laplacian_heads(res3, tmp_path, figs):
+def test_titles_name_the_laplacian_heads(res3, tmp_path, built):
+    figs = built
     titles = {}
-    for lap in ([], [2], [0, 1, 2], 2):  # the other kinds (slower) for two of them
+    for lap in ([], [2], [0, 1, 2], 2):  # the other kinds for two of them
         kinds = ["G2"] + (["clustering", "snapshots"] if lap in ([], 2) else [])
         plotting.plot(_with(res3, lap), kind=kinds, outdir=tmp_path, formats=("png",))
         titles[str(lap)] = {k: figs.pop(k).get_suptitle() for k in kinds}
@@ -326,7 +365,8 @@ def test_G2_shows_negative_dissipation_and_the_window(res3, tmp_path, figs):
                                           "records"),
                                          ("failed", "FAILED run: 11 of 51 records"),
                                          ("complete", None)])
-def test_partial_files_are_marked(res3, tmp_path, figs, status, head):
+def test_partial_files_are_marked(res3, tmp_path, built, status, head):
+    figs = built
     n = 11
     arrays = {k: np.asarray(v)[:n] for k, v in res3.arrays.items()}
     src = (res3.config, arrays, {"status": status, "n_records_expected": 51})
