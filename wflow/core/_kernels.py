@@ -83,8 +83,9 @@ loop, in the same compiled function, the sums over rows and over tiles run seque
 (:func:`_finish`). The worker threads take items from a shared atomic counter
 (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
 at most its current item instead of a static half of the loop. The symmetric d = 3 pass takes two
-regions (three with several bands): its pair items, then the same epilogue items
-(:func:`_epilogue_pass`), both on the shared counter.
+regions (three with several bands) when there are fewer paths than threads: its pair items,
+then the combine items (:func:`_sym_epilogue_pass`), both on the shared counter; otherwise
+one (:func:`_sym_fused3`).
 
 *Sharing the machine.* ``wflow/__init__.py`` sets ``OMP_WAIT_POLICY=passive`` (and
 ``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime: idle
@@ -1005,7 +1006,7 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R,
     path), while the head's row sums are in cache; then the per-row outputs. Every row adds its
     heads in the order h = 0, 1, … and every tile partial is the same sum as in
     :func:`_epilogue_pass`: the same bits as the unfused pass (:func:`_sym_pass3` then
-    :func:`_epilogue_pass`), which runs when there are fewer paths than threads."""
+    :func:`_sym_epilogue_pass`), which runs when there are fewer paths than threads."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -1988,9 +1989,8 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
 @njit(parallel=True, **_OPTS)
 def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
                    S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-                   energy, diss, G2, G2hm, ito_sum, dEdD, sym=False):
-    """The epilogue alone, after the BLAS or the symmetric pair pass (same items and order as
-    the fused pass)."""
+                   energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The epilogue alone, after the BLAS pair pass (same items and order as the fused pass)."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -2011,18 +2011,45 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            if sym:  # the combine of the fused symmetric pass, tile by tile
-                for h in range(H):
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
-                                   dEp, acc)
-            else:
-                for h in range(H):
-                    _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                                   part, dEp, acc, ybar, w, U)
+            for h in range(H):
+                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                               part, dEp, acc, ybar, w, U)
             _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
 
+
+
+@njit(parallel=True, **_OPTS)
+def _sym_epilogue_pass(X, D, V, lap, norm, want_ito, beta, R, counter,
+                       S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+                       energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The combine after the unfused symmetric d = 3 pass: items (path, tile of R rows), each
+    head by head with :func:`_sym_epilogue3` (the arithmetic of :func:`_sym_fused3`: the same
+    bits), then the per-row outputs and the sums in a fixed order."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    items = P * nt
+    nw = max(1, min(counter[1], items))
+    for _ in prange(nw):
+        v = np.empty(d)
+        g = np.empty(d)
+        acc = np.empty((R, 2 * d + 3))
+        while True:
+            t = _fetch_add(counter)
+            if t >= items:
+                break
+            p = t // nt
+            b = t - p * nt
+            i0 = b * R
+            i1 = min(n, i0 + R)
+            acc[:] = 0.0
+            for h in range(H):
+                _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
+                               dEp, acc)
+            _rows_epilogue(X, H, norm, False, p, i0, i1, acc, vel, grad, bhat, er, v, g)
+    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
 
 # ---------------------------------------------------------------------------------------------
 # Driver
@@ -2228,8 +2255,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                                S0[s], SX[s], SI[s], RS[s])
                     _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
-            _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
-                           S0, SX, SI, RS, *outs, True)
+            _sym_epilogue_pass(X, D, V, lap, norm_code, want_ito, beta, R, counter,
+                               S0, SX, SI, RS, *outs)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
