@@ -1002,10 +1002,10 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R,
                 energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass with one band, fused with its epilogue: work items are paths;
     an item runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the
-    head's combine for every tile of rows (:func:`_head_epilogue3`, accumulators of the whole
-    path), while the head's row sums are in cache; then the per-row outputs. Every row adds its
-    heads in the order h = 0, 1, … and every tile partial is the same sum as in
-    :func:`_epilogue_pass`: the same bits as the unfused pass (:func:`_sym_pass3` then
+    head's combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while
+    the head's row sums are in cache; then the per-row outputs. Every row adds its heads in the
+    order h = 0, 1, … and every tile partial is the same sum as in
+    :func:`_sym_epilogue_pass`: the same bits as the unfused pass (:func:`_sym_pass3` then
     :func:`_sym_epilogue_pass`), which runs when there are fewer paths than threads."""
     P, n, d = X.shape
     H = D.shape[1]
