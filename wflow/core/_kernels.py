@@ -997,7 +997,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
 
 
 @njit(parallel=True, **_OPTS)
-def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R, counter,
+def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter,
                 S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
                 energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass with one band, fused with its epilogue: work items are paths;
@@ -1033,10 +1033,9 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, causal, want_ito, R,
             for b in range(nt):
                 i0 = b * R
                 i1 = min(n, i0 + R)
-                _rows_epilogue(X, H, norm, causal, p, i0, i1, acc[i0:i1], vel, grad, bhat, er,
+                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[i0:i1], vel, grad, bhat, er,
                                v, g)
-    if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
+    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
 
 
 @njit(parallel=True, **_OPTS)
@@ -2108,6 +2107,15 @@ def _sym3_norms(D, out):
             out[p_, h] = max(abs(l1), abs(l3))
 
 
+def _columns(X, width, dtype=np.float64):
+    """The tokens as structure of arrays ``(P, d, n_pad)``, columns zero-padded to a multiple
+    of ``width`` (the pair loops' vector granularity)."""
+    P, n, d = X.shape
+    Xt = np.zeros((P, d, -(-n // width) * width), dtype=dtype)
+    Xt[:, :, :n] = X.transpose(0, 2, 1)
+    return Xt
+
+
 def _spectral_norm(D):
     """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric (closed form for d = 3), else
     the largest singular value."""
@@ -2234,13 +2242,11 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
     if _use_sym(n, d, single, fast_exp, U, causal, D, shift):
-        n_pad = -(-n // _VW) * _VW
-        Xt = np.zeros((P, d, n_pad))
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        Xt = _columns(X, _VW)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
         if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
-            _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, causal, want_ito, R, counter,
+            _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, want_ito, R, counter,
                         S0, SX, SI, RS, *outs)
         else:
             if nb == 1:
@@ -2266,16 +2272,12 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
-        n_pad = -(-n // _VW32) * _VW32
-        Xt = np.zeros((P, d, n_pad), dtype=np.float32)
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        Xt = _columns(X, _VW32, np.float32)
         _fused32(Xt, D, V, X, beta, shift32, rowmax, lap, norm_code, causal, want_ito, R,
                  counter, None, S0, SX, SI, RS, *outs)
     else:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
-        n_pad = -(-n // _VW) * _VW
-        Xt = np.zeros((P, d, n_pad))  # structure of arrays, zero-padded columns
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        Xt = _columns(X, _VW)
         _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
                  bool(fast_exp), R, counter, U, S0, SX, SI, RS, *outs)
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)
