@@ -104,8 +104,12 @@ never between runs or thread counts on one machine.)
 *Weighted points* [model §5b]. ``weights`` (masses w_j) enter as relative masses
 ``u_j = n w_j``: the exponentials are multiplied by u_j before the column sums (a separate
 loop in the chunked path, a fused loop :func:`_row_sums2w` for d = 2; d = 3 takes the chunked
-path) and the row terms and the ∂_D E partials by u_i. ``weights=None`` passes ``U = None``,
-and numba prunes every weighted branch: the unweighted code and its results are unchanged.
+path) and the row terms and the ∂_D E partials by u_i. ``weights=None`` passes an empty
+``U`` of shape (P, 0) to the parallel passes: one compiled specialisation serves both (a
+runtime test per row or per tile picks the unweighted loops, which are unchanged, bit for bit;
+a separate ``U = None`` specialisation cost ≈ 20 s of compilation per pass on a cold cache).
+The BLAS tile kernels still take ``None`` for uniform masses (small functions, pruned
+branches inside their vectorised loops).
 
 *Exponential.* ``fast_exp=True`` uses :func:`_exp_fast`, a branch-free
 polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
@@ -1035,7 +1039,7 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
                 i1 = min(n, i0 + R)
                 _rows_epilogue(X, H, norm, False, p, i0, i1, acc[i0:i1], vel, grad, bhat, er,
                                v, g)
-    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
+    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, np.empty((1, 0)))
 
 
 @njit(parallel=True, **_OPTS)
@@ -1074,13 +1078,14 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
     X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch; U (P, n_pad) relative column masses
-    or None (weighted rows take the chunked loop, also for d = 3, except d = 2 with the
+    or (P, 0) for uniform masses (weighted rows take the chunked loop, also for d = 3, except d = 2 with the
     polynomial exponential: :func:`_row_sums2w`)."""
     d = X.shape[2]
     n = X.shape[1]
     Xp = Xt[p]
     Dh = D[p, h]
-    if U is None and fast and d == 3:  # (the fused pass calls _tile_sums3_fixed instead)
+    weighted = U.shape[1] > 0
+    if not weighted and fast and d == 3:  # (the fused pass calls _tile_sums3_fixed instead)
         _tile_sums3(Xp, Dh, X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h, i0, i1,
                     buf, q, S0, SX, SI, RS)
         return
@@ -1096,7 +1101,7 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
             c = _row_max(Xp, q, jend, buf)
         else:
             c = shift[p, h]
-        if U is None:
+        if not weighted:
             if fast and d == 3:
                 s0, sx[0], sx[1], sx[2], si = _row_sums3(
                     Xp[0], Xp[1], Xp[2], q[0], q[1], q[2], xi[0], xi[1], xi[2], c, jend,
@@ -1717,7 +1722,7 @@ def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h0, h1, i0, i1, S0, SX, SI
                 xa0 = es * x0
                 xa1 = es * x1
                 xa2 = es * x2
-                if U is not None:
+                if U.shape[1] > 0:
                     xa0 *= U[p, i]
                     xa1 *= U[p, i]
                     xa2 *= U[p, i]
@@ -1754,7 +1759,8 @@ def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
     ``dEp[p, b, h]`` (rows in increasing order). Called for h = 0, 1, … in order, so every
     row accumulates its heads in the same order as a row-by-row loop (the same bits).
     ``e^{c}`` is computed once per run of rows with the same shift (the fixed shift: once
-    per tile and head). ybar, w: (d,) scratch. U (P, ≥n) relative masses or None.
+    per tile and head). ybar, w: (d,) scratch. U (P, ≥n) relative masses, or (P, 0) for
+    uniform masses.
     """
     n, d = X.shape[1], X.shape[2]
     if d == 3:
@@ -1806,7 +1812,7 @@ def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                     t += D[p, h, a, bb] * SX[p, h, i, bb]
                 acc[r, d + a] += es * t
                 xa = es * x[a]
-                if U is not None:
+                if U.shape[1] > 0:
                     xa *= U[p, i]
                 for bb in range(d):
                     dEp[p, b, h, a, bb] += xa * SX[p, h, i, bb]
@@ -1859,7 +1865,8 @@ def _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g
 @njit(**_OPTS)
 def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U):
     r"""Sums over rows (and over tiles for ∂_D E) in a fixed sequential order; with relative
-    row masses U (P, ≥n) the row terms are weighted, :math:`\frac1n\sum_i u_i(\cdot)`."""
+    row masses U (P, ≥n) the row terms are weighted, :math:`\frac1n\sum_i u_i(\cdot)`;
+    U of shape (P, 0) means uniform masses."""
     P, n = er.shape[1], er.shape[2]
     nt, d = dEp.shape[1], dEp.shape[3]
     f = 1.0 / (2.0 * H * n * n)
@@ -1869,7 +1876,7 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
         s3 = 0.0
         s4 = 0.0
         s5 = 0.0
-        if U is None:
+        if U.shape[1] == 0:
             for i in range(n):
                 s1 += er[0, p, i]
                 s2 += er[1, p, i]
@@ -1908,7 +1915,7 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
              S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
     """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
-    masses or None)."""
+    masses, or (P, 0) for uniform masses)."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -1933,7 +1940,7 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            if d == 3 and fast and U is None:  # every head in one call (no per-head calls)
+            if d == 3 and fast and U.shape[1] == 0:  # every head in one call (no per-head calls)
                 _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
                                   buf, q, S0, SX, SI, RS)
                 _head_epilogue3(X, D, V, lap, norm, causal, p, b, 0, H, i0, i1, S0, SX, SI, RS,
@@ -2048,7 +2055,7 @@ def _sym_epilogue_pass(X, D, V, lap, norm, want_ito, beta, R, counter,
                 _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
                                dEp, acc)
             _rows_epilogue(X, H, norm, False, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, None)
+    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, np.empty((1, 0)))
 
 # ---------------------------------------------------------------------------------------------
 # Driver
@@ -2219,6 +2226,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         U[:, :n] = n * w
         single = False  # the weighted pair loop is float64
 
+    Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
     # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]
     shift = beta * _spectral_norm(D)
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
@@ -2267,17 +2275,17 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
                         S0, SX, SI, RS, limits, U)
-        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, U,
+        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, Uk,
                        S0, SX, SI, RS, *outs)
     elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
         Xt = _columns(X, _VW32, np.float32)
         _fused32(Xt, D, V, X, beta, shift32, rowmax, lap, norm_code, causal, want_ito, R,
-                 counter, None, S0, SX, SI, RS, *outs)
+                 counter, Uk, S0, SX, SI, RS, *outs)
     else:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         Xt = _columns(X, _VW)
         _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
-                 bool(fast_exp), R, counter, U, S0, SX, SI, RS, *outs)
+                 bool(fast_exp), R, counter, Uk, S0, SX, SI, RS, *outs)
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)
