@@ -1311,9 +1311,14 @@ def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
     tile); C (b1, b2) the Gram tile ⟨x_i, x_j⟩, or None (no Itô sum: SI = S0); uI, uJ the
     masses of the rows and of the columns, or None (uniform); cs (2, ≥ b2) scratch for the
     column sums of the tile (added to s0J, siJ at the end), or None (row sums only);
-    ``libm`` None for :func:`_exp_fast`, else libm's exp. Every option is an argument that
-    is None or not, so numba compiles each variant without its dead branches, and each row
-    is one fused loop (exponential, row and column sums) over the tile in L1/L2."""
+    ``libm`` (bool) False for :func:`_exp_fast`, True for libm's exp
+    (:func:`_blas_tile_libm`: a runtime test, so the libm form adds no specialisation of the
+    callers). Every other option is an argument that is None or not, so numba compiles each
+    variant without its dead branches, and each row is one fused loop (exponential, row and
+    column sums) over the tile in L1/L2."""
+    if libm:
+        _blas_tile_libm(L, C, c, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs)
+        return
     b1, b2 = L.shape
     if cs is not None:
         c0 = cs[0]
@@ -1331,10 +1336,7 @@ def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
         ti = 0.0
         if C is None:
             for j in range(jend):
-                if libm is None:
-                    e = _exp_fast(row[j] - c)
-                else:
-                    e = math.exp(row[j] - c)
+                e = _exp_fast(row[j] - c)
                 row[j] = e
                 if uJ is None:
                     t += e
@@ -1345,10 +1347,7 @@ def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
         else:
             cr = C[r]
             for j in range(jend):
-                if libm is None:
-                    e = _exp_fast(row[j] - c)
-                else:
-                    e = math.exp(row[j] - c)
+                e = _exp_fast(row[j] - c)
                 row[j] = e
                 w = e * cr[j] * cr[j]
                 if uJ is None:
@@ -1368,6 +1367,40 @@ def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
         for j in range(b2):
             s0J[j] += c0[j]
             siJ[j] += c0[j] + c1[j]
+
+
+@njit(nogil=True, fastmath=_FM, **_OPTS)
+def _blas_tile_libm(L, C, c, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
+    """:func:`_blas_tile` with libm's exponential (``fast_exp=False``, the validation form):
+    E = e^{L − c} in place first, then the same row and column sums in plain loops."""
+    b1, b2 = L.shape
+    if cs is not None:
+        cs[:, :b2] = 0.0
+    for r in range(b1):
+        row = L[r]
+        jend = min(b2, r + 1) if causal_diag else b2
+        for j in range(jend):
+            row[j] = math.exp(row[j] - c)
+        for j in range(jend, b2):
+            row[j] = 0.0
+        ur = 1.0 if uI is None else uI[r]
+        t = 0.0
+        ti = 0.0
+        for j in range(jend):
+            e = row[j]
+            w = 0.0 if C is None else e * C[r, j] * C[r, j]
+            uj = 1.0 if uJ is None else uJ[j]
+            t += e * uj
+            ti += w * uj
+            if cs is not None:
+                cs[0, j] += e * ur
+                cs[1, j] += w * ur
+        s0I[r] += t
+        siI[r] += t + ti
+    if cs is not None:
+        for j in range(b2):
+            s0J[j] += cs[0, j]
+            siJ[j] += cs[0, j] + cs[1, j]
 
 
 @njit(nogil=True, **_OPTS)
@@ -1577,7 +1610,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     SX[...] = 0.0
     RS[...] = shift[:, :, None]
     empty, none1 = np.empty((0, 0)), np.empty(0)  # unused arguments
-    libm = None if fast else 1
+    libm = not fast
 
     def blk(I):
         return I * T, min(n, I * T + T)
