@@ -585,7 +585,9 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
     x2 = Xt[p, 2]
     for h in range(H):
         if rowmax[p, h]:
-            _tile_sums3(Xt[p], D[p, h], X, beta, shift[p, h], True, causal, want_ito, p, h,
+            # rowmax[p, h] (True here), not the literal: a literal would compile another
+            # specialisation of _tile_sums3 besides _tile_sums64's
+            _tile_sums3(Xt[p], D[p, h], X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h,
                         i0, i1, buf, q, S0, SX, SI, RS)
             continue
         _rows3_fixed(x0, x1, x2, D[p, h], X, beta, shift[p, h], causal, want_ito, p, h, i0, i1,
@@ -1032,8 +1034,9 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
                 C[:, 0:] = 0.0
                 _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                            bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS)
-                _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part, dEp,
-                               acc)
+                # the band's rows (0, n), not literals: one specialisation with the unfused form
+                _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI, RS,
+                               part, dEp, acc)
             for b in range(nt):
                 i0 = b * R
                 i1 = min(n, i0 + R)
@@ -1973,11 +1976,12 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            if d == 3 and fast and U.shape[1] == 0:  # every head in one call (no per-head calls)
+            if d == 3 and fast and U.shape[1] == 0:  # every head's pair sums in one call
                 _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
                                   buf, q, S0, SX, SI, RS)
-                _head_epilogue3(X, D, V, lap, norm, causal, p, b, 0, H, i0, i1, S0, SX, SI, RS,
-                                part, dEp, acc, U)
+                for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
+                    _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
+                                    SI, RS, part, dEp, acc, U)
             else:
                 for h in range(H):
                     _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
