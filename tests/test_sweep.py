@@ -383,8 +383,11 @@ def test_run_sweep_api_and_streams(tmp_path):
 
 def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
     """Dask may run a task twice: an attempt finding its file locked by the other waits, then
-    finds the result complete and skips it."""
+    finds the result complete and skips it. The attempt's pause between tries is replaced by
+    one that reports it (the attempt found the file locked and is waiting) and returns once the
+    lock is released, instead of sleeping a fixed second of wall time."""
     import threading
+    import types
 
     from wflow.lab import sweep as sw
     from wflow.storage._h5 import _Lock
@@ -393,11 +396,25 @@ def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
     path = tmp_path / f"{name}.h5"
     lock = _Lock(sw._part(path)).acquire(path)
     monkeypatch.setattr(sw, "LOCK_WAIT", 60.0)
+    waiting, released, pauses = threading.Event(), threading.Event(), []
+
+    def pause(seconds):
+        pauses.append(seconds)
+        waiting.set()
+        released.wait(60)
+
+    monkeypatch.setattr(sw, "time", types.SimpleNamespace(
+        sleep=pause, monotonic=time.monotonic, perf_counter=time.perf_counter,
+        time=time.time, time_ns=time.time_ns))
     done = {}
     th = threading.Thread(target=lambda: done.update(sw.run_task(name, cfg, path)))
     th.start()
-    time.sleep(1.5)
-    assert th.is_alive()  # waiting for the lock
+    while not waiting.wait(0.05) and th.is_alive():
+        pass
+    assert waiting.is_set(), done  # the attempt found the file locked and waits
+    assert th.is_alive() and not done and io.file_status(path) is None
     lock.release()
+    released.set()
     th.join(60)
+    assert pauses and pauses[0] > 0
     assert done["action"] == "ran" and io.file_status(path) == "complete"
