@@ -34,6 +34,13 @@ def res2():
     return wflow.simulate(_cfg(d=2))
 
 
+@pytest.fixture(scope="module")
+def h5_run(tmp_path_factory):
+    """A result file (T = 0.2), written once for the tests that plot or animate from a file."""
+    return driver.run_to_file(_cfg(**{"solver.T": 0.2}),
+                              path=tmp_path_factory.mktemp("h5") / "run.h5")
+
+
 def _check_png(path, kind):
     with Image.open(path) as im:
         w, h = plotting.FIGSIZE[kind]
@@ -222,13 +229,13 @@ def test_animation_frame_count(request, tmp_path, which, max_frames):
         assert im.size == (round(w * plotting.ANIMATION_DPI), round(h * plotting.ANIMATION_DPI))
 
 
-def test_mp4_out_of_the_box(res3, tmp_path, capsys):
+def test_mp4_out_of_the_box(h5_run, tmp_path, capsys):
     """`wflow animate -o tokens.mp4` with the ffmpeg that imageio-ffmpeg bundles."""
     import imageio_ffmpeg
 
     from wflow.cli import main
 
-    path = driver.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+    path = h5_run
     from wflow.storage import io
 
     records = len(io.read(path)[1]["t"])
@@ -260,8 +267,8 @@ def test_animation_output_errors(res2, tmp_path, monkeypatch):
         plotting.animate(res2, out=tmp_path / "tokens.avi")
 
 
-def test_hdf5_round_trip(tmp_path):
-    path = driver.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+def test_hdf5_round_trip(h5_run, tmp_path):
+    path = h5_run
     files = plotting.plot(path, kind=["G2", "snapshots"], outdir=tmp_path, formats=("png",))
     _check_png(files[0], "G2")
     _check_png(files[1], "snapshots")
@@ -335,16 +342,19 @@ def test_clustering_shows_no_offset_notation(res3, tmp_path, figs):
         assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()
 
 
-def test_snapshot_colours_are_explained(res3, res2, tmp_path, figs):
+def test_snapshot_colours_are_explained(res3, res2, tmp_path, built):
     for res, where in ((res3, "hue = azimuth, brightness = height"),
                        (res2, "hue = angle on the circle")):
         plotting.plot(res, kind="snapshots", outdir=tmp_path, formats=("png",))
-        texts = [t.get_text() for t in figs["snapshots"].texts]
+        texts = [t.get_text() for t in built["snapshots"].texts]
         assert any(t.startswith("colour: each token's position at $t = 0$") and where in t
                    for t in texts), texts
 
 
-def test_G2_shows_negative_dissipation_and_the_window(res3, tmp_path, figs):
+def test_G2_shows_negative_dissipation_and_the_window(res3, tmp_path, built):
+    """The axis scale, legend, window patch and limits, as the figure is built (``built``:
+    the limits are autoscaled on request, without drawing)."""
+    figs = built
     plotting.plot(res3, kind="G2", outdir=tmp_path, formats=("png",))
     (ax,) = figs["G2"].axes
     assert ax.get_yscale() == "log"
