@@ -69,19 +69,33 @@ def _check_both_formats(files, kinds, tmp_path):
         _check_pdf(tmp_path / f"{kind}.pdf")
 
 
-def test_every_kind_renders(res3, tmp_path):
-    """kind = "all" from a (config, arrays) pair: every particle kind as a PNG (its size, not a
-    single colour); two kinds (lines and bands, a 3-D scatter) as a PNG then a PDF, each figure
-    drawn once and saved in both formats. Every kind in both formats: the slow twin below
-    (the PDF's TrueType font subsetting costs ~1 s per figure)."""
-    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path / "png",
-                          formats=("png",))
+def test_every_kind_renders(res3, tmp_path, monkeypatch):
+    """kind = "all" from a (config, arrays) pair builds every particle kind, each saved in the
+    formats asked for; every particle kind drawn once, as a PNG (its size, not a single colour);
+    two kinds (lines and bands, a 3-D scatter) as a PNG then a PDF, each figure drawn once and
+    saved in both formats. Every kind in both formats: the slow twin below (the PDF's TrueType
+    font subsetting costs ~1 s per figure)."""
+    made = {}
+
+    def capture(fig, outdir, kind, formats):  # "all": what is built and saved, undrawn
+        made[kind] = fig
+        return [Path(outdir) / f"{kind}.{fmt}" for fmt in formats]
+
+    with monkeypatch.context() as m:
+        m.setattr(plotting, "_save", capture)
+        files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path / "png",
+                              formats=("png",))
     assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in PARTICLE_KINDS)
-    for kind in PARTICLE_KINDS:
+    assert sorted(made) == sorted(PARTICLE_KINDS) and all(f.axes for f in made.values())
+    both = ["G2", "snapshots"]
+    png_only = [k for k in PARTICLE_KINDS if k not in both]
+    files = plotting.plot((res3.config, res3.arrays), kind=png_only, outdir=tmp_path / "png",
+                          formats=("png",))
+    assert [f.name for f in files] == [f"{k}.png" for k in png_only]
+    for kind in png_only:
         _check_png(tmp_path / "png" / f"{kind}.png", kind)
-    kinds = ["G2", "snapshots"]
-    files = plotting.plot((res3.config, res3.arrays), kind=kinds, outdir=tmp_path)
-    _check_both_formats(files, kinds, tmp_path)
+    files = plotting.plot((res3.config, res3.arrays), kind=both, outdir=tmp_path)
+    _check_both_formats(files, both, tmp_path)
 
 
 @pytest.mark.slow
