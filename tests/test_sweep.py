@@ -91,7 +91,7 @@ def test_section6_tasks_follow_spec():
 
 def test_quick_study_pipeline(tmp_path):
     r = run_study("section6", tmp_path, scale="quick", formats=(),
-                  overrides=["model.n=20", "solver.T=0.1", "solver.backend=numpy"])
+                  overrides=["model.n=8", "solver.T=0.05", "solver.backend=numpy"])
     assert "fit G2 = a H^b" in r.text and "oscillating" in r.text
     assert (tmp_path / "summary.txt").read_text().strip() == r.text
     rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
@@ -193,9 +193,10 @@ def test_cli_study_writes_results_and_figures(tmp_path):
     itself is tested in test_plotting."""
     from wflow.cli import main
 
-    fast = ["--set", "model.n=16", "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]
+    fast = ["--set", "model.n=8", "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]
     out = tmp_path / "s6"
-    assert main(["study", "section6", "--quick", "-q", "--no-plots", "-o", str(out), *fast]) == 0
+    s6 = ["--set", "model.n=8", "--set", "solver.T=0.05", "--set", "solver.backend=numpy"]
+    assert main(["study", "section6", "--quick", "-q", "--no-plots", "-o", str(out), *s6]) == 0
     assert len(list(out.glob("*.h5"))) == 6 + 1  # the runs and the sweep summary
     assert (out / "sweep_summary.h5").exists() and not (out / "figures").exists()
     assert (out / "summary.csv").stat().st_size > 0
