@@ -399,12 +399,10 @@ def _kill_when(proc, path, k_min, timeout=60.0):
 def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, capsys, monkeypatch):
     """Two runs killed by SIGKILL (child processes), then resumed to the end: the records
     are those of the uninterrupted run. The last two resumes run in this process (``main``:
-    the killed runs are what need a process of their own). 120 steps: the first kill after
-    checkpoint 20, the second 30 steps later, leave at least 60 steps (≥ 0.24 s of the
-    children's sleeps, polled every 0.05 s) before the end."""
+    the killed runs are what need a process of their own)."""
     from wflow.cli import main
 
-    cfg = tiny(**{"solver.T": 1.2, "output.checkpoint_every": 10, "output.store_weights": True})
+    cfg = tiny(**{"solver.T": 2.0, "output.checkpoint_every": 10, "output.store_weights": True})
     ref = reference("long", cfg)
     cfg_file = tmp_path / "cfg.toml"
     cfg_file.write_text(_toml(cfg))
@@ -416,10 +414,10 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, capsys, monke
         return subprocess.Popen([sys.executable, str(script), *args], cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    k1 = _kill_when(start("run", str(cfg_file), "-o", str(out), "-q"), out, 20)
+    k1 = _kill_when(start("run", str(cfg_file), "-o", str(out), "-q"), out, 30)
     assert status(out) != "complete"
     # a second kill, this time of the resumed run
-    k2 = _kill_when(start("resume", str(out), "-q"), out, k1 + 30)
+    k2 = _kill_when(start("resume", str(out), "-q"), out, k1 + 50)
     assert k2 > k1 and status(out) != "complete"
     n_before = len(record_datasets(out)["t"])
     assert n_before >= k2 // 5  # records of the checkpoint are on disk
@@ -428,7 +426,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, reference, capsys, monke
     rc = main(["resume", str(out), "-q"])
     stdout, err = capsys.readouterr()
     assert rc == 0, err
-    assert f"from step {k2} of 120" in stdout
+    assert f"from step {k2} of 200" in stdout
     assert status(out) == "complete"
     assert_same_records(out, ref)
     with h5py.File(out, "r") as f:
