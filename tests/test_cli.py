@@ -29,6 +29,13 @@ def cfg_file(tmp_path):
     return p
 
 
+@pytest.fixture(scope="module")
+def result_file(tmp_path_factory):
+    """A complete result of ``cfg_file``'s run, written once for the tests that only read it
+    (info, plot, animate): ``run`` itself is tested on fresh files."""
+    return driver.run_to_file(tiny(), tmp_path_factory.mktemp("result") / "o.h5")
+
+
 def run_cli(capsys, *argv):
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -203,9 +210,8 @@ def test_bad_result_files_exit_2(tmp_path, capsys, cmd):
     assert rc == 2 and "not a wflow result" in one_line(err)
 
 
-def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch):
-    out = tmp_path / "o.h5"
-    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch, result_file):
+    out = result_file
     rc, stdout, err = run_cli(capsys, "info", out)
     assert rc == 0 and err == ""
     assert "status         complete" in stdout
@@ -310,12 +316,11 @@ def fake_plotting(monkeypatch):
     return calls
 
 
-def test_plot_and_animate_wiring(tmp_path, cfg_file, capsys, fake_plotting):
-    out = tmp_path / "o.h5"
-    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+def test_plot_and_animate_wiring(tmp_path, capsys, fake_plotting, result_file):
+    out = result_file
     rc, stdout, _ = run_cli(capsys, "plot", out)
     assert rc == 0
-    default_dir = tmp_path / "o_plots"
+    default_dir = out.parent / "o_plots"
     assert fake_plotting == [("plot", out, "energy", default_dir),
                              ("plot", out, "snapshots", default_dir)]
     assert str(default_dir / "energy.png") in stdout
@@ -326,7 +331,7 @@ def test_plot_and_animate_wiring(tmp_path, cfg_file, capsys, fake_plotting):
     assert rc == 2 and "'nope'" in one_line(err) and "'energy'" in err
     fake_plotting.clear()
     rc, stdout, _ = run_cli(capsys, "animate", out, "--fps", "7")
-    assert rc == 0 and fake_plotting == [("animate", out, tmp_path / "o.gif", 7)]
+    assert rc == 0 and fake_plotting == [("animate", out, out.parent / "o.gif", 7)]
     rc, _, err = run_cli(capsys, "animate", out, "--fps", "0")
     assert rc == 2 and "--fps" in one_line(err)
 
@@ -364,10 +369,9 @@ def _unwritable_argv(cmd, result, outdir):
 
 
 @pytest.mark.parametrize("cmd", ["plot", "animate", "study", "sweep", "run"])
-def test_unwritable_output_exit_2_one_line(tmp_path, cfg_file, capsys, monkeypatch, cmd,
-                                           fake_plotting):
-    result = tmp_path / "o.h5"
-    run_cli(capsys, "run", cfg_file, "-o", result, "-q")
+def test_unwritable_output_exit_2_one_line(tmp_path, capsys, monkeypatch, cmd, fake_plotting,
+                                           result_file):
+    result = result_file
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a directory should be")
     outdir = blocker / "out"
@@ -391,11 +395,10 @@ def test_unwritable_output_exit_2_one_line(tmp_path, cfg_file, capsys, monkeypat
     assert fake_plotting == []
 
 
-def test_write_errors_deep_inside_are_exit_2(tmp_path, cfg_file, capsys, fake_plotting):
+def test_write_errors_deep_inside_are_exit_2(tmp_path, capsys, fake_plotting, result_file):
     import errno
 
-    out = tmp_path / "o.h5"
-    run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    out = result_file
 
     def animate(path, dest, fps):
         raise OSError(errno.EROFS, "Read-only file system", str(dest))
@@ -489,7 +492,8 @@ def test_jko_head_normalisation_warns(tmp_path, cfg_file, capsys, caplog, norm, 
 
     caplog.set_level(logging.WARNING, logger="wflow")
     rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "j.h5", "-q",
-                         "--set", "solver.method=\"jko\"", "--set", "solver.T=0.05",
+                         "--set", "solver.method=\"jko\"", "--set", "solver.T=0.01",
+                         "--set", "solver.record_every=1",  # one step: the warning is the test
                          "--set", f"model.normalization=\"{norm}\"", "--set", f"model.heads={heads}")
     assert rc == 0, err
     msgs = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -581,7 +585,8 @@ def test_dask_quiet_silences_the_scheduler_and_workers(tmp_path, capsys, caplog)
     """`-q` with Dask: no INFO record of distributed's scheduler, nanny or client (they used to
     print ~25 lines: distributed sets its loggers to INFO whatever the CLI's level)."""
     argv = ["sweep", "--grid", "model.heads=[1, 2]", "--set", "model.n=12",
-            "--set", "solver.T=0.05", "--set", "solver.paths=1", "--executor", "dask",
+            "--set", "solver.T=0.05", "--set", "solver.paths=1", "--set", "solver.backend=numpy",
+            "--executor", "dask",
             "--workers", "1", "-q", "-o", str(tmp_path / "sw")]
     rc, out, err = run_cli(capsys, *argv)
     assert rc == 0, err
@@ -593,13 +598,17 @@ def test_dask_quiet_silences_the_scheduler_and_workers(tmp_path, capsys, caplog)
 
 def test_numerical_failure_is_one_line_on_the_real_stderr(tmp_path):
     """NumPy's overflow warnings (the numpy backend at beta = 500) do not add lines to the
-    one-line error; -v shows them."""
-    argv = [sys.executable, "-m", "wflow.cli", "run", "--set", "model.beta=500",
-            "--set", "solver.T=0.05", "--set", "solver.backend=\"numpy\"", "--set", "model.n=20",
-            "-q", "-o", str(tmp_path / "b.h5")]
+    one-line error on the real stderr (a process of its own: the warning filters are the
+    process's); -v lets them through (in this process: Python's warning machinery receives
+    them, which pytest records instead of printing)."""
+    sets = ["--set", "model.beta=500", "--set", "solver.T=0.05", "--set", "solver.backend=\"numpy\"",
+            "--set", "model.n=20", "-q"]
+    argv = [sys.executable, "-m", "wflow.cli", "run", *sets, "-o", str(tmp_path / "b.h5")]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1
     assert one_line(p.stderr).startswith("wflow: error: non-finite energy at step 0 (t = 0)")
-    p = subprocess.run(argv[:4] + ["-v"] + argv[4:-1] + [str(tmp_path / "v.h5")],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 1 and "RuntimeWarning: overflow encountered" in p.stderr
+    with pytest.warns(RuntimeWarning) as shown:
+        rc = main(["run", "-v", *sets, "-o", str(tmp_path / "v.h5")])
+    assert rc == 1
+    assert any("overflow encountered" in str(w.message) for w in shown), [str(w.message)
+                                                                         for w in shown]

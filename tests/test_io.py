@@ -137,8 +137,8 @@ def test_to_xarray(reference):
     assert ds["energy"].dims == ("record", "path")
 
 
-def test_same_config_twice_identical(tmp_path):
-    a = driver.run_to_file(tiny(), tmp_path / "a.h5")
+def test_same_config_twice_identical(tmp_path, reference):
+    a = reference("plain", tiny())  # the same configuration, run before (or now) elsewhere
     b = driver.run_to_file(tiny(), tmp_path / "b.h5")
     da, db = all_datasets(a), all_datasets(b)
     assert sorted(da) == sorted(db)
@@ -483,8 +483,8 @@ def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
 
 
 # ------------------------------------------------------------------ integrity, format, provenance
-def test_datasets_are_checksummed_and_provenance_recorded(tmp_path):
-    p = driver.run_to_file(tiny(), tmp_path / "r.h5")
+def test_datasets_are_checksummed_and_provenance_recorded(reference):
+    p = reference("plain", tiny())
     with h5py.File(p, "r") as f:
         assert f.attrs["format"] == io.FORMAT == "wflow-results/2"
         assert f.attrs["format_version"] == 2

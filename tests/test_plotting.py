@@ -34,6 +34,13 @@ def res2():
     return wflow.simulate(_cfg(d=2))
 
 
+@pytest.fixture(scope="module")
+def h5_run(tmp_path_factory):
+    """A result file (T = 0.2), written once for the tests that plot or animate from a file."""
+    return driver.run_to_file(_cfg(**{"solver.T": 0.2}),
+                              path=tmp_path_factory.mktemp("h5") / "run.h5")
+
+
 def _check_png(path, kind):
     with Image.open(path) as im:
         w, h = plotting.FIGSIZE[kind]
@@ -62,19 +69,33 @@ def _check_both_formats(files, kinds, tmp_path):
         _check_pdf(tmp_path / f"{kind}.pdf")
 
 
-def test_every_kind_renders(res3, tmp_path):
-    """kind = "all" from a (config, arrays) pair: every particle kind as a PNG (its size, not a
-    single colour); two kinds (lines and bands, a 3-D scatter) as a PNG then a PDF, each figure
-    drawn once and saved in both formats. Every kind in both formats: the slow twin below
-    (the PDF's TrueType font subsetting costs ~1 s per figure)."""
-    files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path / "png",
-                          formats=("png",))
+def test_every_kind_renders(res3, tmp_path, monkeypatch):
+    """kind = "all" from a (config, arrays) pair builds every particle kind, each saved in the
+    formats asked for; every particle kind drawn once, as a PNG (its size, not a single colour);
+    two kinds (lines and bands, a 3-D scatter) as a PNG then a PDF, each figure drawn once and
+    saved in both formats. Every kind in both formats: the slow twin below (the PDF's TrueType
+    font subsetting costs ~1 s per figure)."""
+    made = {}
+
+    def capture(fig, outdir, kind, formats):  # "all": what is built and saved, undrawn
+        made[kind] = fig
+        return [Path(outdir) / f"{kind}.{fmt}" for fmt in formats]
+
+    with monkeypatch.context() as m:
+        m.setattr(plotting, "_save", capture)
+        files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path / "png",
+                              formats=("png",))
     assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in PARTICLE_KINDS)
-    for kind in PARTICLE_KINDS:
+    assert sorted(made) == sorted(PARTICLE_KINDS) and all(f.axes for f in made.values())
+    both = ["G2", "snapshots"]
+    png_only = [k for k in PARTICLE_KINDS if k not in both]
+    files = plotting.plot((res3.config, res3.arrays), kind=png_only, outdir=tmp_path / "png",
+                          formats=("png",))
+    assert [f.name for f in files] == [f"{k}.png" for k in png_only]
+    for kind in png_only:
         _check_png(tmp_path / "png" / f"{kind}.png", kind)
-    kinds = ["G2", "snapshots"]
-    files = plotting.plot((res3.config, res3.arrays), kind=kinds, outdir=tmp_path)
-    _check_both_formats(files, kinds, tmp_path)
+    files = plotting.plot((res3.config, res3.arrays), kind=both, outdir=tmp_path)
+    _check_both_formats(files, both, tmp_path)
 
 
 @pytest.mark.slow
@@ -222,13 +243,13 @@ def test_animation_frame_count(request, tmp_path, which, max_frames):
         assert im.size == (round(w * plotting.ANIMATION_DPI), round(h * plotting.ANIMATION_DPI))
 
 
-def test_mp4_out_of_the_box(res3, tmp_path, capsys):
+def test_mp4_out_of_the_box(h5_run, tmp_path, capsys):
     """`wflow animate -o tokens.mp4` with the ffmpeg that imageio-ffmpeg bundles."""
     import imageio_ffmpeg
 
     from wflow.cli import main
 
-    path = driver.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+    path = h5_run
     from wflow.storage import io
 
     records = len(io.read(path)[1]["t"])
@@ -260,8 +281,8 @@ def test_animation_output_errors(res2, tmp_path, monkeypatch):
         plotting.animate(res2, out=tmp_path / "tokens.avi")
 
 
-def test_hdf5_round_trip(tmp_path):
-    path = driver.run_to_file(_cfg(**{"solver.T": 0.2}), path=tmp_path / "run.h5")
+def test_hdf5_round_trip(h5_run, tmp_path):
+    path = h5_run
     files = plotting.plot(path, kind=["G2", "snapshots"], outdir=tmp_path, formats=("png",))
     _check_png(files[0], "G2")
     _check_png(files[1], "snapshots")
@@ -335,16 +356,19 @@ def test_clustering_shows_no_offset_notation(res3, tmp_path, figs):
         assert ax.yaxis.get_offset_text().get_text() == "", ax.get_title()
 
 
-def test_snapshot_colours_are_explained(res3, res2, tmp_path, figs):
+def test_snapshot_colours_are_explained(res3, res2, tmp_path, built):
     for res, where in ((res3, "hue = azimuth, brightness = height"),
                        (res2, "hue = angle on the circle")):
         plotting.plot(res, kind="snapshots", outdir=tmp_path, formats=("png",))
-        texts = [t.get_text() for t in figs["snapshots"].texts]
+        texts = [t.get_text() for t in built["snapshots"].texts]
         assert any(t.startswith("colour: each token's position at $t = 0$") and where in t
                    for t in texts), texts
 
 
-def test_G2_shows_negative_dissipation_and_the_window(res3, tmp_path, figs):
+def test_G2_shows_negative_dissipation_and_the_window(res3, tmp_path, built):
+    """The axis scale, legend, window patch and limits, as the figure is built (``built``:
+    the limits are autoscaled on request, without drawing)."""
+    figs = built
     plotting.plot(res3, kind="G2", outdir=tmp_path, formats=("png",))
     (ax,) = figs["G2"].axes
     assert ax.get_yscale() == "log"

@@ -49,15 +49,22 @@ def _tasks():
     return expand_grid(base, {"model.heads": [1, 3]})
 
 
-def test_serial_then_skip(tmp_path):
-    rows = run_sweep(_tasks(), tmp_path).rows
-    assert [r["action"] for r in rows] == ["ran", "ran"]
-    rows = run_sweep(_tasks(), tmp_path).rows
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The serial sweep of ``_tasks()`` into a fresh directory (its report and directory)."""
+    out = tmp_path_factory.mktemp("serial")
+    return run_sweep(_tasks(), out), out
+
+
+def test_serial_then_skip(serial):
+    rep, out = serial
+    assert [r["action"] for r in rep.rows] == ["ran", "ran"]
+    rows = run_sweep(_tasks(), out).rows
     assert [r["action"] for r in rows] == ["skipped (complete)"] * 2
 
 
-def test_dask_equals_serial(tmp_path, dask_client):
-    a = run_sweep(_tasks(), tmp_path / "serial").rows
+def test_dask_equals_serial(tmp_path, dask_client, serial):
+    a = serial[0].rows
     b = run_sweep(_tasks(), tmp_path / "dask", executor="dask", client=dask_client).rows
     for ra, rb in zip(a, b):
         _, xa, _ = io.read(ra["path"])
@@ -84,7 +91,7 @@ def test_section6_tasks_follow_spec():
 
 def test_quick_study_pipeline(tmp_path):
     r = run_study("section6", tmp_path, scale="quick", formats=(),
-                  overrides=["model.n=20", "solver.T=0.1", "solver.backend=numpy"])
+                  overrides=["model.n=8", "solver.T=0.05", "solver.backend=numpy"])
     assert "fit G2 = a H^b" in r.text and "oscillating" in r.text
     assert (tmp_path / "summary.txt").read_text().strip() == r.text
     rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
@@ -186,9 +193,10 @@ def test_cli_study_writes_results_and_figures(tmp_path):
     itself is tested in test_plotting."""
     from wflow.cli import main
 
-    fast = ["--set", "model.n=16", "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]
+    fast = ["--set", "model.n=8", "--set", "solver.T=0.1", "--set", "solver.backend=numpy"]
     out = tmp_path / "s6"
-    assert main(["study", "section6", "--quick", "-q", "--no-plots", "-o", str(out), *fast]) == 0
+    s6 = ["--set", "model.n=8", "--set", "solver.T=0.05", "--set", "solver.backend=numpy"]
+    assert main(["study", "section6", "--quick", "-q", "--no-plots", "-o", str(out), *s6]) == 0
     assert len(list(out.glob("*.h5"))) == 6 + 1  # the runs and the sweep summary
     assert (out / "sweep_summary.h5").exists() and not (out / "figures").exists()
     assert (out / "summary.csv").stat().st_size > 0
@@ -220,6 +228,14 @@ def _mc_tasks(**grid):
     return expand_grid(base, grid or {"model.heads": [1, 2]})
 
 
+@pytest.fixture(scope="module")
+def mc_serial(tmp_path_factory):
+    """The serial, unbatched sweep of ``_mc_tasks()`` (its report and directory), run once: the
+    reference of the executor, batching, restart and worker-loss tests."""
+    out = tmp_path_factory.mktemp("mc") / "serial"
+    return run_sweep(_mc_tasks(), out), out
+
+
 def _same_summary(a, b):
     assert list(a.data_vars) == list(b.data_vars)
     assert list(a["point"].values) == list(b["point"].values)
@@ -247,8 +263,8 @@ def test_path_streams_depend_on_seed_and_index_only():
     assert not np.array_equal(whole.X[0, 0], whole.X[0, 1])  # per-path tokens differ
 
 
-def test_summary_identical_across_executors_and_batches(tmp_path, dask_client):
-    serial = run_sweep(_mc_tasks(), tmp_path / "serial")
+def test_summary_identical_across_executors_and_batches(tmp_path, dask_client, mc_serial):
+    serial, serial_dir = mc_serial
     k1 = run_sweep(_mc_tasks(), tmp_path / "k1", executor="dask", client=dask_client,
                    paths_per_task=1)
     kall = run_sweep(_mc_tasks(), tmp_path / "kall", executor="dask", client=dask_client,
@@ -265,7 +281,7 @@ def test_summary_identical_across_executors_and_batches(tmp_path, dask_client):
     assert (tmp_path / "k1" / "sweep_summary.csv").read_text().splitlines()[0].startswith(
         "point,path,model.heads,G2")
     # the joined grid-point file equals the unbatched one, series by series
-    _, xa, _ = io.read(tmp_path / "serial" / "run-heads=2.h5")
+    _, xa, _ = io.read(serial_dir / "run-heads=2.h5")
     _, xb, attrs = io.read(tmp_path / "k1" / "run-heads=2.h5")
     assert attrs["status"] == "complete" and sorted(xa) == sorted(xb)
     assert not (tmp_path / "k1" / "run-heads=2.batches").exists()
@@ -296,7 +312,7 @@ def test_failed_point_is_reported_and_others_complete(tmp_path, dask_client, cap
     assert main([*args, "--paths-per-task", "0"]) == 2  # bad input: nothing runs
 
 
-def test_rerun_computes_only_missing_tasks(tmp_path):
+def test_rerun_computes_only_missing_tasks(tmp_path, mc_serial):
     """An interrupted sweep (one batch complete, one partial, the rest absent): the rerun
     skips the complete batch, resumes the partial one, runs the others."""
     from wflow.engine import driver, series
@@ -320,11 +336,11 @@ def test_rerun_computes_only_missing_tasks(tmp_path):
     assert "1 skipped (complete), 2 ran, 1 resumed" in rep.describe()
     again = run_sweep(tasks, tmp_path, paths_per_task=2)
     assert again.counts["skipped"] == 4 and again.counts["ran"] == 0
-    ref = run_sweep(tasks, tmp_path / "ref")
-    _same_summary(ref.summary, rep.summary)
+    assert tasks == _mc_tasks()  # the reference's tasks
+    _same_summary(mc_serial[0].summary, rep.summary)
 
 
-def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client):
+def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client, mc_serial):
     """A test hook kills the worker process (os._exit) right after a task's first checkpoint,
     once: Dask reruns the task, which resumes the partial file; the summary is unchanged."""
     marker = tmp_path / "killed"
@@ -333,7 +349,7 @@ def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client):
     assert marker.exists() and not rep.failed and rep.counts["tasks"] == 4
     assert [r["status"] for r in rep.rows] == ["complete"] * 4
     assert not list((tmp_path / "out").rglob("*.part"))
-    _same_summary(run_sweep(_mc_tasks(), tmp_path / "serial").summary, rep.summary)
+    _same_summary(mc_serial[0].summary, rep.summary)
 
 
 def test_worker_lost_beyond_retries_is_a_failed_point(tmp_path):
@@ -383,8 +399,11 @@ def test_run_sweep_api_and_streams(tmp_path):
 
 def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
     """Dask may run a task twice: an attempt finding its file locked by the other waits, then
-    finds the result complete and skips it."""
+    finds the result complete and skips it. The attempt's pause between tries is replaced by
+    one that reports it (the attempt found the file locked and is waiting) and returns once the
+    lock is released, instead of sleeping a fixed second of wall time."""
     import threading
+    import types
 
     from wflow.lab import sweep as sw
     from wflow.storage._h5 import _Lock
@@ -393,11 +412,25 @@ def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
     path = tmp_path / f"{name}.h5"
     lock = _Lock(sw._part(path)).acquire(path)
     monkeypatch.setattr(sw, "LOCK_WAIT", 60.0)
+    waiting, released, pauses = threading.Event(), threading.Event(), []
+
+    def pause(seconds):
+        pauses.append(seconds)
+        waiting.set()
+        released.wait(60)
+
+    monkeypatch.setattr(sw, "time", types.SimpleNamespace(
+        sleep=pause, monotonic=time.monotonic, perf_counter=time.perf_counter,
+        time=time.time, time_ns=time.time_ns))
     done = {}
     th = threading.Thread(target=lambda: done.update(sw.run_task(name, cfg, path)))
     th.start()
-    time.sleep(1.5)
-    assert th.is_alive()  # waiting for the lock
+    while not waiting.wait(0.05) and th.is_alive():
+        pass
+    assert waiting.is_set(), done  # the attempt found the file locked and waits
+    assert th.is_alive() and not done and io.file_status(path) is None
     lock.release()
+    released.set()
     th.join(60)
+    assert pauses and pauses[0] > 0
     assert done["action"] == "ran" and io.file_status(path) == "complete"
