@@ -23,7 +23,6 @@ The optimisation starts from the better of U = 0 and the explicit step
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 
 from wflow.core import sphere
 from wflow.stepping.integrators import StepContext, register_stepper
@@ -103,6 +102,8 @@ class JKO:
         u_exp = -(tau * b[:, None]) * g0.reshape(n, d)  # g0 = -σ n G at U = 0
         Je, _ = J(u_exp.ravel())
         u0 = u_exp.ravel() if Je < J0 else np.zeros(n * d)
+        from scipy.optimize import minimize  # here: 0.7 s of import for every process otherwise
+
         res = minimize(J, u0, jac=True, method="L-BFGS-B",
                        options={"maxiter": self.maxiter, "gtol": self.tol, "ftol": 1e-15,
                                 "maxcor": 20})
