@@ -1081,8 +1081,8 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
     X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch; U (P, n_pad) relative column masses
-    or (P, 0) for uniform masses (weighted rows take the chunked loop, also for d = 3, except d = 2 with the
-    polynomial exponential: :func:`_row_sums2w`)."""
+    or (P, 0) for uniform masses (weighted rows take the chunked loop, also for d = 3,
+    except d = 2 with the polynomial exponential: :func:`_row_sums2w`)."""
     d = X.shape[2]
     n = X.shape[1]
     Xp = Xt[p]
