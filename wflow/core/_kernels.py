@@ -2151,6 +2151,54 @@ def _sym3_norms(D, out):
             out[p_, h] = max(abs(l1), abs(l3))
 
 
+@njit(**_OPTS)
+def _root(parent, i):
+    """Root of i in a union–find forest, halving the path on the way."""
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+@njit(**_OPTS)
+def graph_components(G, threshold):
+    r"""Number of connected components of the graph on m vertices with an edge i ∼ j when
+    :math:`G_{ij} \ge` ``threshold``, for each of P graphs.
+
+    Union–find over the pairs i < j (union by smaller index, path halving): O(m²) comparisons
+    and no n × n index arrays. Only the upper triangle is read (G symmetric, e.g. a Gram matrix).
+
+    Parameters
+    ----------
+    G : (P, m, m) float64, C-contiguous.
+    threshold : float.
+
+    Returns
+    -------
+    (P,) int64 component counts (m for a graph without edges).
+    """
+    P, m = G.shape[0], G.shape[1]
+    out = np.empty(P, dtype=np.int64)
+    parent = np.empty(m, dtype=np.int64)
+    for p in range(P):
+        for i in range(m):
+            parent[i] = i
+        count = m
+        for i in range(m):
+            for j in range(i + 1, m):
+                if G[p, i, j] >= threshold:
+                    a = _root(parent, i)
+                    b = _root(parent, j)
+                    if a != b:
+                        if a < b:
+                            parent[b] = a
+                        else:
+                            parent[a] = b
+                        count -= 1
+        out[p] = count
+    return out
+
+
 def _columns(X, width, dtype=np.float64):
     """The tokens as structure of arrays ``(P, d, n_pad)``, columns zero-padded to a multiple
     of ``width`` (the pair loops' vector granularity)."""
