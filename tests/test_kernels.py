@@ -495,6 +495,32 @@ def test_weighted_pass_matches_reference(d):
             check(out, refs, causal)
 
 
+def test_blas_combine_matches_compiled_combine(monkeypatch):
+    """From d = BLAS_EPILOGUE_MIN_D the combine after the BLAS pair pass runs as matmuls per
+    row block; on the same pair sums it agrees with the compiled per-row combine within twice
+    the conditioning bound (each normalisation, tied and untied values, a Laplacian head, the
+    causal mask), and with point masses it equals the weighted reference."""
+    rng = np.random.default_rng(33)
+    d = K.BLAS_EPILOGUE_MIN_D
+    P, n, H = 2, K.BLAS_MIN_N + 57, 3
+    X, D, V = make_case(rng, P, n, d, H)
+    W = masses(rng, P, n)
+    lap = np.array([True, False, False])
+    calls = []
+    orig = K._epilogue_blas
+    monkeypatch.setattr(K, "_epilogue_blas", lambda *a: (calls.append(1), orig(*a))[1])
+    for code, tied, causal in [(0, True, False), (1, False, True), (2, False, False)]:
+        a = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied)
+        monkeypatch.setattr(K, "BLAS_EPILOGUE_MIN_D", 10**9)
+        b = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied)
+        monkeypatch.setattr(K, "BLAS_EPILOGUE_MIN_D", d)
+        check_agree(a, b, X, D, V, 1.0, code, lap, causal, tied)
+    assert len(calls) == 3  # the matmul combine ran (and only for d ≥ BLAS_EPILOGUE_MIN_D)
+    refs = weighted_reference(X, D, V, 1.0, "joint", lap, False, False, W)
+    check(K.fused_pass(X, D, V, 1.0, 1, lap, False, False, weights=W), refs, False)
+    assert len(calls) == 4
+
+
 @pytest.mark.parametrize("d", [2, 3, 16])
 def test_integer_weights_equal_repeated_particles(d):
     """Integer multiplicities k_j (normalised, w_j = k_j / Σk) give the field of the point set

@@ -29,7 +29,9 @@ its rows *and* of its columns (e_ij = e_ji): half the logits and exponentials. A
 in cache between its three steps. OpenBLAS results depend on its thread count (measured),
 so BLAS is limited to one thread during the pass (threadpoolctl; without threadpoolctl the
 numba pair pass is used) and the tiles run in a pool of ``numba.get_num_threads()`` Python
-threads, in rounds of disjoint block pairs (fixed order of every sum).
+threads, in rounds of disjoint block pairs (fixed order of every sum). From d ≥
+:data:`BLAS_EPILOGUE_MIN_D` the combine runs as matmuls per row block too
+(:func:`_epilogue_blas`: Ȳ V_hᵀ, SX D_hᵀ and the ∂_D E partial (e X)ᵀ SX per head).
 
 *Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift), d = 3:
 :func:`_sym_pass3` computes each unordered pair once (used when :func:`_use_sym` holds:
@@ -1681,6 +1683,94 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
                     pass
 
 
+#: From this d on the combine after the BLAS pair pass runs as matmuls per row block
+#: (:func:`_epilogue_blas`): its per-row work is 3d² multiply-adds per head (V_h ȳ, D_h SX and
+#: the ∂_D E outer product), which the compiled row loop ran at ≈ 4·10⁹/s (55 of 342 ms at
+#: (2048, 8, 64), one thread) and BLAS runs ≈ 8× faster; below it NumPy's per-call overhead
+#: (≈ 15 calls per block and head) costs more than the loop.
+BLAS_EPILOGUE_MIN_D = 32
+
+
+def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, S0, SX, SI, RS,
+                   vel, part, grad, bhat, er, energy, diss, G2, G2hm, ito_sum, dEdD, limits):
+    r"""The combine of :func:`_epilogue_pass` for large d, with matmuls on blocks of rows.
+
+    For a block I of rows and each head h in order (:math:`e_i = e^{c_{hi}}`, the row's shift):
+
+    .. math::
+        Z_{hi} = e_i S0_{hi}/n,\quad
+        a_{hi} = V_h \bar y_{hi},\ \bar y_{hi} = SX_{hi}/S0_{hi}\ (\text{or } V_h x_i - a_{hi}),
+        \quad g_i \mathrel{+}= e_i D_h SX_{hi},\quad
+        \partial_{D_h}E \mathrel{+}= \textstyle\sum_{i\in I} e_i u_i\, x_i SX_{hi}^\top,
+
+    as ``Ȳ V_hᵀ``, ``SX D_hᵀ`` and ``(e u X)_Iᵀ SX_I``; the row terms then go through the same
+    :func:`_rows_epilogue` and :func:`_finish` as the compiled combine (∂_D E: block partials
+    summed in block order). Items are (path, row block) in the BLAS pass's thread pool with
+    BLAS on one thread; each item adds its heads in order, so the results do not depend on
+    the thread count. ``U`` (P, ≥ n) relative masses, or None."""
+    P, n, d = X.shape
+    H = D.shape[1]
+    T = _blas_tile_size(n)
+    nb = -(-n // T)
+    dEp = np.zeros((P, nb, H, d, d))
+    acc_all = np.zeros((P, n, 2 * d + 3))
+
+    def item(p, b):
+        i0, i1 = b * T, min(n, b * T + T)
+        x = X[p, i0:i1]
+        acc = acc_all[p, i0:i1]
+        vacc = acc[:, :d]
+        gacc = acc[:, d:2 * d]
+        w = np.empty((i1 - i0, d))
+        t = np.empty((i1 - i0, d))
+        for h in range(H):
+            es = np.exp(RS[p, h, i0:i1])
+            s0 = S0[p, h, i0:i1]
+            sx = SX[p, h, i0:i1]
+            Z = es * s0
+            Z /= n
+            part[p, h, i0:i1] = Z
+            acc[:, 2 * d] += Z
+            acc[:, 2 * d + 1] += 1.0 / Z
+            np.matmul(sx, V[p, h].T, out=w)  # V_h SX_i, then / S0_i: V_h ȳ_i
+            if not causal:
+                if V is D:  # tied values: the same product gives D_h SX_i
+                    np.multiply(w, es[:, None], out=t)
+                else:
+                    np.matmul(sx, D[p, h].T, out=t)
+                    t *= es[:, None]
+                gacc += t
+            w /= s0[:, None]
+            if lap[h]:
+                np.subtract(x @ V[p, h].T, w, out=w)
+            np.multiply(x, np.einsum("ij,ij->i", w, x)[:, None], out=t)
+            w -= t
+            if norm != 0:
+                w *= Z[:, None]
+            vacc += w
+            if not causal:
+                np.multiply(x, (es if U is None else es * U[p, i0:i1])[:, None], out=t)
+                np.matmul(t.T, sx, out=dEp[p, b, h])
+                acc[:, 2 * d + 2] += es * SI[p, h, i0:i1]
+
+    jobs = [(p, b) for p in range(P) for b in range(nb)]
+    nt = max(1, numba.get_num_threads())
+    with limits:
+        if nt == 1 or len(jobs) == 1:
+            for job in jobs:
+                item(*job)
+        else:
+            for _ in _blas_executor(nt).map(lambda job: item(*job), jobs):
+                pass
+    v = np.empty(d)
+    g = np.empty(d)
+    for p in range(P):
+        _rows_epilogue(X, H, norm, causal, p, 0, n, acc_all[p], vel, grad, bhat, er, v, g)
+    if not causal:
+        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD,
+                np.zeros((P, 0)) if U is None else U)
+
+
 # ---------------------------------------------------------------------------------------------
 # Combine
 # ---------------------------------------------------------------------------------------------
@@ -2360,8 +2450,13 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
                         S0, SX, SI, RS, limits, U)
-        _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, Uk,
-                       S0, SX, SI, RS, *outs)
+        if d >= BLAS_EPILOGUE_MIN_D:
+            _epilogue_blas(X, D, V, lap, norm_code, causal, want_ito, beta, U, S0, SX, SI, RS,
+                           vel, part, grad, bhat, er, energy, diss, G2, G2hm, ito, dEdD,
+                           _blas_limits())
+        else:
+            _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, Uk,
+                           S0, SX, SI, RS, *outs)
     elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
