@@ -1543,14 +1543,15 @@ _SYM_ENABLED = True
 _SYM_FUSE = True
 
 
-def _use_sym(n, d, single, fast_exp, U, causal, D, shift):
+def _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric=None):
     """Whether fused_pass takes the symmetric d = 3 pass: float64, polynomial exp, uniform masses,
     no mask, n ≤ :data:`SYM_MAX_N`, symmetric D (e_ij = e_ji) and the fixed shift on every head
-    (a function of the inputs, never of the thread count)."""
+    (a function of the inputs, never of the thread count). ``symmetric``: :func:`_is_symmetric`
+    (D), if known."""
     return (_SYM_ENABLED and d == 3 and not single and fast_exp and U is None and not causal
             and 0 < n <= SYM_MAX_N and D.shape[1] > 0
-            and bool(np.all(2.0 * shift < FIXED_SHIFT_LIMIT))
-            and np.array_equal(D, np.swapaxes(D, -1, -2)))
+            and bool((2.0 * shift < FIXED_SHIFT_LIMIT).all())
+            and (_is_symmetric(D) if symmetric is None else symmetric))
 
 
 def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits,
@@ -2298,19 +2299,36 @@ def _columns(X, width, dtype=np.float64):
     return Xt
 
 
-def _spectral_norm(D):
+def _is_symmetric(D):
+    """Whether every D_h (…, d, d) equals its transpose exactly."""
+    return bool(np.array_equal(D, np.swapaxes(D, -1, -2)))
+
+
+def _spectral_norm(D, symmetric=None):
     """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric (closed form for d = 3), else
-    the largest singular value."""
+    the largest singular value. ``symmetric``: :func:`_is_symmetric` (D), if known."""
     P, H, d, _ = D.shape
     if H == 0 or d == 0:
         return np.zeros((P, H))
-    if np.array_equal(D, np.swapaxes(D, -1, -2)):
+    if _is_symmetric(D) if symmetric is None else symmetric:
         if d == 3:
             out = np.empty((P, H))
             _sym3_norms(np.ascontiguousarray(D), out)
             return out
         return np.ascontiguousarray(np.abs(np.linalg.eigvalsh(D)).max(axis=-1))
     return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
+
+
+def _nan_arrays(*shapes):
+    """NaN-filled C-contiguous arrays of these shapes, views of one allocation (one call
+    instead of one per array: the Python side of a small field evaluation)."""
+    sizes = [math.prod(s) for s in shapes]
+    buf = np.full(sum(sizes), np.nan)
+    out, k = [], 0
+    for shape, m in zip(shapes, sizes):
+        out.append(buf[k:k + m].reshape(shape))
+        k += m
+    return out
 
 
 def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=True,
@@ -2403,20 +2421,14 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
 
     Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
     # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]
-    shift = beta * _spectral_norm(D)
+    symmetric = _is_symmetric(D)
+    shift = beta * _spectral_norm(D, symmetric)
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
-    nan = np.nan
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
-    grad = np.full((P, n, d), nan)
-    bhat = np.full((P, n), nan)
-    er = np.full((5, P, n), nan)  # row terms of 𝒟, G², G²_hm, E, Itô
-    energy = np.full(P, nan)
-    diss = np.full(P, nan)
-    G2 = np.full(P, nan)
-    G2hm = np.full(P, nan)
-    ito = np.full(P, nan)
-    dEdD = np.full((P, H, d, d), nan)
+    # the outputs a causal pass leaves undefined: NaN-filled views of one allocation
+    grad, bhat, er, energy, diss, G2, G2hm, ito, dEdD = _nan_arrays(
+        (P, n, d), (P, n), (5, P, n), (P,), (P,), (P,), (P,), (P,), (P, H, d, d))
     R = _tile_rows(d)
     dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
     # [next work item, worker threads] of the parallel pass (numba.get_num_threads in
@@ -2424,7 +2436,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
-    if _use_sym(n, d, single, fast_exp, U, causal, D, shift):
+    if _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric):
         Xt = _columns(X, _VW)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
