@@ -752,7 +752,7 @@ def _sym_sums(X, D, beta, bands):
     nb = bands.size - 1
     Cb = np.full((P, H, nb, 5, -(-n // K._VQ) * K._VQ), np.nan)  # every used slot is zeroed
     counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
-    K._sym_pass3(Xt, D, beta, shift, bands, counter, Cb, *out)
+    K._sym_pass3(Xt, D, beta, shift, bands, counter, Cb, *out, True)
     if nb > 1:
         K._sym_reduce3(bands, Cb, out[0], out[1], out[2])
     np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))
@@ -859,6 +859,27 @@ def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
         numba.set_num_threads(old)
     for a, b in zip(*res):
         for name, x, y in zip(NAMES, a, b):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+@pytest.mark.parametrize("n, H, P, fuse", [(203, 3, 2, True), (203, 3, 2, False),
+                                           (1100, 1, 1, False)])
+def test_sym_pass_without_ito_same_bits(monkeypatch, n, H, P, fuse):
+    """Without the Itô sum the symmetric pass compiles a loop without ⟨x_i, x_j⟩²; every other
+    output keeps its bits (the sums it shares with the Itô loop are the same operations in the
+    same order): fused and unfused forms, one band and two (n = 1100, H = 1)."""
+    rng = np.random.default_rng(95 + n)
+    X, D, V = make_case(rng, P, n, 3, H)
+    lap = np.zeros(H, dtype=bool)
+    lap[0] = True
+    monkeypatch.setattr(K, "_SYM_FUSE", fuse)
+    assert K._use_sym(n, 3, False, True, None, False, D, 1.0 * K._spectral_norm(D))
+    assert K.sym_band_count(n, H) == (2 if n == 1100 else 1)
+    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True)
+    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=False)
+    assert np.all(np.isfinite(a.ito_sum)) and np.all(np.isnan(b.ito_sum))
+    for name, x, y in zip(NAMES, a, b):
+        if name != "ito_sum":
             np.testing.assert_array_equal(x, y, err_msg=name)
 
 

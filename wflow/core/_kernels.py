@@ -751,7 +751,7 @@ def _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, s, b0, b1, b2, g):
 
 
 @njit(fastmath=_FM, **_OPTS)
-def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS):
+def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, ito):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
@@ -771,7 +771,13 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     against the row pass, half the exponentials and logits (measured 1.5–1.6× at n = 4096,
     1.2–1.3× at n = 200, one thread, AVX2). The column loop starts at index 0 of slices, so
     LLVM sees no wrap-around in the addresses and vectorises the read-modify-write.
+
+    ``ito`` (a literal: each value compiles its own loop) adds the Itô sums; without them the
+    loop skips ⟨x_i, x_j⟩² and two accumulators per row (measured 12% less time at n = 200 and
+    10% at n = 4096, one thread): the evaluations that need no Itô sum (the ledger's second
+    pass, Runge–Kutta stages, weights without Brownian noise) take it.
     """
+    numba.literally(ito)
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
     d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
     d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
@@ -844,39 +850,40 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
             eb = _exp_shifted(((mc + qb0 * u0) + qb1 * u1) + qb2 * u2) * mb[j]
             ec = _exp_shifted(((mc + qc0 * u0) + qc1 * u1) + qc2 * u2) * mcc[j]
             ed = _exp_shifted(((mc + qd0 * u0) + qd1 * u1) + qd2 * u2) * md[j]
-            ca = ya0 * u0 + ya1 * u1 + ya2 * u2
-            cb = yb0 * u0 + yb1 * u1 + yb2 * u2
-            cc = yc0 * u0 + yc1 * u1 + yc2 * u2
-            cd = yd0 * u0 + yd1 * u1 + yd2 * u2
-            ga = ea * ca * ca
-            gb = eb * cb * cb
-            gc = ec * cc * cc
-            gd = ed * cd * cd
             sa += ea
             aa0 += ea * u0
             aa1 += ea * u1
             aa2 += ea * u2
-            ia_ += ga
             sb += eb
             ab0 += eb * u0
             ab1 += eb * u1
             ab2 += eb * u2
-            ib_ += gb
             sc += ec
             ac0 += ec * u0
             ac1 += ec * u1
             ac2 += ec * u2
-            ic_ += gc
             sd += ed
             ad0 += ed * u0
             ad1 += ed * u1
             ad2 += ed * u2
-            id2 += gd
             w0[j] += ea + eb + ec + ed
             w1[j] += ea * ya0 + eb * yb0 + ec * yc0 + ed * yd0
             w2[j] += ea * ya1 + eb * yb1 + ec * yc1 + ed * yd1
             w3[j] += ea * ya2 + eb * yb2 + ec * yc2 + ed * yd2
-            w4[j] += ga + gb + gc + gd
+            if ito:  # a literal: the loop without the Itô sums is compiled separately
+                ca = ya0 * u0 + ya1 * u1 + ya2 * u2
+                cb = yb0 * u0 + yb1 * u1 + yb2 * u2
+                cc = yc0 * u0 + yc1 * u1 + yc2 * u2
+                cd = yd0 * u0 + yd1 * u1 + yd2 * u2
+                ga = ea * ca * ca
+                gb = eb * cb * cb
+                gc = ec * cc * cc
+                gd = ed * cd * cd
+                ia_ += ga
+                ib_ += gb
+                ic_ += gc
+                id2 += gd
+                w4[j] += ga + gb + gc + gd
         for r in range(_SYM_ROWS):  # back to 1 (0 beyond n)
             ke = npq if i + r >= i_hi else jh
             for k in range(jb, ke):
@@ -891,11 +898,12 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
 
 
 @njit(parallel=True, **_OPTS)
-def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS):
+def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, want_ito):
     """The symmetric d = 3 pair pass: work items (path p, head h, band b) from the shared
     counter (dynamic schedule); each computes its band with :func:`_sym_band3`. With one band
     the column sums live in a per-thread buffer; with several, band b writes ``Cb[p, h, b]``
-    and :func:`_sym_reduce3` adds them afterwards in band order."""
+    and :func:`_sym_reduce3` adds them afterwards in band order. Without ``want_ito`` the
+    Itô sums are skipped (SI then holds S0 plus zeros)."""
     P = Xt.shape[0]
     H = D.shape[1]
     n = S0.shape[2]
@@ -923,8 +931,12 @@ def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS):
                 C = Cb[p, h, b]
             j0 = (i_lo // _VQ) * _VQ
             C[:, j0:] = 0.0
-            _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo, i_hi,
-                       C, W, nb == 1, p, h, S0, SX, SI, RS)
+            if want_ito:
+                _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
+                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, True)
+            else:
+                _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
+                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, False)
 
 
 @njit(**_OPTS)
@@ -1034,8 +1046,14 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
             acc[:] = 0.0
             for h in range(H):
                 C[:, 0:] = 0.0
-                _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                           bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS)
+                if want_ito:
+                    _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                               bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS,
+                               True)
+                else:
+                    _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                               bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS,
+                               False)
                 # the band's rows (0, n), not literals: one specialisation with the unfused form
                 _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI, RS,
                                part, dEp, acc)
@@ -2446,14 +2464,14 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         else:
             if nb == 1:
                 _sym_pass3(Xt, D, beta, shift, bands, counter, np.empty((0, 0, 0, 5, 0)),
-                           S0, SX, SI, RS)
+                           S0, SX, SI, RS, want_ito)
             else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
                 Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
                 for q in range(P):
                     s = slice(q, q + 1)
                     counter[0] = 0
                     _sym_pass3(Xt[s], D[s], beta, shift[s], bands, counter, Cb,
-                               S0[s], SX[s], SI[s], RS[s])
+                               S0[s], SX[s], SI[s], RS[s], want_ito)
                     _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
             _sym_epilogue_pass(X, D, V, lap, norm_code, want_ito, beta, R, counter,
