@@ -11,11 +11,11 @@ from wflow.lab.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field
 
 def test_run_bench_tiny():
     rows = run_bench(tiny=True, torch=False)
-    assert len(rows) == 3 * len(TINY_CASES)
+    assert len(rows) == 4 * len(TINY_CASES)
     for r in rows:
         assert set(COLUMNS) <= set(r)
     impls = [r["impl"] for r in rows]
-    assert impls == ["wflow", "numpy", "torch"] * len(TINY_CASES)
+    assert impls == ["wflow", "wflow, no Itô", "numpy", "torch"] * len(TINY_CASES)
     for r in rows:
         if r["impl"] == "torch":
             assert r["status"].startswith("skipped")
@@ -23,9 +23,11 @@ def test_run_bench_tiny():
             assert r["status"] == "ok"
             assert r["time_per_step_s"] > 0
             assert r["pair_heads_per_s"] > 0
-    for r in rows[1::3]:  # the numpy baseline agrees with the kernel
+    for r in rows[2::4]:  # the numpy baseline agrees with the kernel
         assert r["max_rel_diff_velocity"] < 1e-10
-    for r in rows[0::3]:
+    for r in rows[1::4]:  # the velocity does not depend on the Itô sum
+        assert r["max_rel_diff_velocity"] == 0.0
+    for r in rows[0::4] + rows[1::4]:
         assert r["wflow_speedup_vs_numpy"] > 0
         assert r["exp_rate"] > 0 and r["exp_bound_fraction"] > 0
     table = format_table(rows)
@@ -47,9 +49,9 @@ def test_skip_rule_for_large_dense():
 
 def test_explicit_cases_and_formatting():
     rows = run_bench(cases=[(40, 2, 3)], torch=True, repeats=1)
-    assert [r["impl"] for r in rows] == ["wflow", "numpy", "torch"]
+    assert [r["impl"] for r in rows] == ["wflow", "wflow, no Itô", "numpy", "torch"]
     assert rows[0]["P"] == 1
-    assert rows[2]["status"].startswith(("ok", "skipped"))
+    assert rows[3]["status"].startswith(("ok", "skipped"))
     assert "(40, 2, 3) P=1" in format_table(rows)
 
 

@@ -253,7 +253,7 @@ def run_bench(tiny=False, cases=None, torch=True, repeats=None, seed=0, beta=1.0
     exp_rate = _kernels.fast_exp_rate()
     for case in cases:
         for r in _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
-            if r["impl"] == "wflow":
+            if r["impl"].startswith("wflow"):
                 r["exp_rate"] = exp_rate
                 r["exp_bound_fraction"] = r["pair_heads_per_s"] / exp_rate
             rows.append(r)
@@ -263,7 +263,7 @@ def run_bench(tiny=False, cases=None, torch=True, repeats=None, seed=0, beta=1.0
 
 
 def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
-    """The three rows (wflow, numpy, torch) of one case."""
+    """The four rows (wflow, wflow without the Itô sum, numpy, torch) of one case."""
     from wflow.core import _kernels
 
     n, H, d, P = case
@@ -277,12 +277,17 @@ def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
     work = float(P) * n * n * H
     reps = repeats if repeats is not None else _repeats(work)
 
-    def run_wflow(m=n):
-        return _kernels.fused_pass(X[:, :m], D, None, beta, 0, lap, False, True, want_ito=True)
+    def run_wflow(m=n, ito=True):
+        return _kernels.fused_pass(X[:, :m], D, None, beta, 0, lap, False, True, want_ito=ito)
 
     # warm-up: compilation (on a slice when the case is big)
     t_w, out_w, tr_w = _time(run_wflow, reps, lambda: run_wflow(min(n, 512)))
     r_w = _row(case, "wflow", "ok", t_w, work, tr_w)
+    # the same evaluation without the Itô sum (a drift evaluation: the ledger's second pass,
+    # Runge–Kutta stages, weights without Brownian noise)
+    t_d, out_d, tr_d = _time(lambda: run_wflow(ito=False), reps,
+                             lambda: run_wflow(min(n, 512), False))
+    r_d = _row(case, "wflow, no Itô", "ok", t_d, work, tr_d, _rel(out_d[0], out_w[0]))
 
     need = _numpy_bytes(n, H, d, P)
     if need > DENSE_LIMIT_BYTES:
@@ -295,6 +300,7 @@ def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
         t_n, out_n, tr_n = _time(run_numpy, max(1, min(reps, 3)))
         r_n = _row(case, "numpy", "ok", t_n, work, tr_n, _rel(out_n[0], out_w[0]))
         r_w["wflow_speedup_vs_numpy"] = t_n / t_w
+        r_d["wflow_speedup_vs_numpy"] = t_n / t_d
 
     need = _torch_bytes(n, H, d, P)
     if torch_mod is None:
@@ -319,7 +325,8 @@ def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
             rel = _rel(a, np.stack([_kernels_a(X[p], D[p], beta) for p in range(P)]))
         r_t = _row(case, "torch", "ok (attention outputs only)", t_t, work, rel=rel)
         r_w["wflow_speedup_vs_torch"] = t_t / t_w
-    return [r_w, r_n, r_t]
+        r_d["wflow_speedup_vs_torch"] = t_t / t_d
+    return [r_w, r_d, r_n, r_t]
 
 
 def _kernels_a(X, D, beta):
@@ -387,7 +394,10 @@ def format_table(rows) -> str:
         "same run" + (f" ({rows[0].get('exp_rate', float('nan')):.3g}/s)" if rows else "") + ";",
         "traced MB: tracemalloc peak (NumPy/Python allocations) of one untimed call;",
         "maxrss MB: process high-water mark so far (getrusage), an upper bound;",
-        "rel diff v: ‖baseline − wflow‖/‖wflow‖ for v (numpy), or ‖a_h − dense a_h‖ (torch);",
+        "rel diff v: ‖baseline − wflow‖/‖wflow‖ for v (numpy, wflow no Itô), or ‖a_h − dense a_h‖"
+        " (torch);",
+        "wflow, no Itô: the same evaluation without the Itô sum (want_ito=False: the ledger's",
+        "second pass, Runge–Kutta stages, weights without Brownian noise);",
         "torch computes the attention outputs only (no projection, no diagnostics).",
     ]
     return "\n".join(lines)
