@@ -345,11 +345,17 @@ def _append_records(f, name, data, n0):
 def _put(g, name, value):
     """Overwrite dataset ``name`` in place when shape and dtype match, else recreate it."""
     value = np.asarray(value)
-    ds = g.get(name)
-    if ds is not None and ds.shape == value.shape and ds.dtype == value.dtype:
-        ds[...] = value
+    try:  # h5py's low-level calls: a checkpoint overwrites a few dozen small arrays
+        dsid = h5py.h5d.open(g.id, name.encode("utf-8"))
+    except KeyError:
+        dsid = None
+    if dsid is not None and dsid.shape == value.shape and dsid.dtype == value.dtype:
+        if value.dtype.kind in "fiu" and value.size:
+            dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(value))
+        else:
+            h5py.Dataset(dsid)[...] = value
         return
-    if ds is not None:
+    if dsid is not None:
         del g[name]
     if value.ndim and value.size:  # checksummed (the filter needs a chunked layout)
         g.create_dataset(name, data=value, chunks=True, fletcher32=True)
