@@ -69,6 +69,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     READABLE_FORMATS,
     RUNNING,
     SLOTS,
+    _append_records,
     _attr_str,
     _best_checkpoint,
     _check_format,
@@ -286,20 +287,19 @@ class H5Recorder:
         if not rows:
             return
         n0, b = self.n_records, len(rows)
-        keys = list(rows[0])
-        for key in keys:
-            data = np.stack([np.asarray(r[key]) for r in rows])
+        present = set(_record_keys(f))  # one listing, not a lookup per missing series
+        for key in rows[0]:
+            data = np.stack([r[key] for r in rows])
             name = _dataset_name(key)
-            ds = f.get(name)
-            if ds is None:
-                ds = _create_record_dataset(f, name, key, data, n0, self.describe)
-            elif ds.shape[1:] != data.shape[1:]:
+            if name not in present:  # created at its full size, written once
+                _create_record_dataset(f, name, key, data, n0, self.describe)
+                continue
+            held = _append_records(f, name, data, n0)
+            if held is not None:
                 raise WflowError(
                     f"{self.path}: record {key!r} has shape {data.shape[1:]}, "
-                    f"the file holds {ds.shape[1:]}"
+                    f"the file holds {held}"
                 )
-            ds.resize(n0 + b, axis=0)
-            ds[n0:n0 + b] = data
         f.flush()
         self.n_records = n0 + b
         self._buffer = []
