@@ -2340,7 +2340,8 @@ def _spectral_norm(D, symmetric=None):
 
 def _nan_arrays(*shapes):
     """NaN-filled C-contiguous arrays of these shapes, views of one allocation (one call
-    instead of one per array: the Python side of a small field evaluation)."""
+    instead of one per array: the Python side of a small field evaluation). Only for arrays
+    returned together: the allocation lives as long as any of them."""
     sizes = [math.prod(s) for s in shapes]
     buf = np.full(sum(sizes), np.nan)
     out, k = [], 0
@@ -2445,9 +2446,10 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
-    # the outputs a causal pass leaves undefined: NaN-filled views of one allocation
-    grad, bhat, er, energy, diss, G2, G2hm, ito, dEdD = _nan_arrays(
-        (P, n, d), (P, n), (5, P, n), (P,), (P,), (P,), (P,), (P,), (P, H, d, d))
+    er = np.full((5, P, n), np.nan)  # row terms of 𝒟, G², G²_hm, E, Itô (not returned)
+    # the returned outputs a causal pass leaves undefined: NaN-filled views of one allocation
+    grad, bhat, energy, diss, G2, G2hm, ito, dEdD = _nan_arrays(
+        (P, n, d), (P, n), (P,), (P,), (P,), (P,), (P,), (P, H, d, d))
     R = _tile_rows(d)
     dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
     # [next work item, worker threads] of the parallel pass (numba.get_num_threads in
