@@ -773,9 +773,10 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     LLVM sees no wrap-around in the addresses and vectorises the read-modify-write.
 
     ``ito`` (a literal: each value compiles its own loop) adds the Itô sums; without them the
-    loop skips ⟨x_i, x_j⟩² and two accumulators per row (measured 12% less time at n = 200 and
-    10% at n = 4096, one thread): the evaluations that need no Itô sum (the ledger's second
-    pass, Runge–Kutta stages, weights without Brownian noise) take it.
+    loop skips ⟨x_i, x_j⟩² and two accumulators per row (10–16% less time at n = 200 and
+    n = 4096: the band alone on one thread, and ``wflow bench``'s two rows): the evaluations
+    that need no Itô sum (the ledger's second pass, Runge–Kutta stages, weights without
+    Brownian noise) take it.
     """
     numba.literally(ito)
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
