@@ -2339,19 +2339,6 @@ def _spectral_norm(D, symmetric=None):
     return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
 
 
-def _nan_arrays(*shapes):
-    """NaN-filled C-contiguous arrays of these shapes, views of one allocation (one call
-    instead of one per array: the Python side of a small field evaluation). Only for arrays
-    returned together: the allocation lives as long as any of them."""
-    sizes = [math.prod(s) for s in shapes]
-    buf = np.full(sum(sizes), np.nan)
-    out, k = [], 0
-    for shape, m in zip(shapes, sizes):
-        out.append(buf[k:k + m].reshape(shape))
-        k += m
-    return out
-
-
 def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=True,
                fast_exp=True, weights=None):
     r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
@@ -2447,10 +2434,19 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
-    er = np.full((5, P, n), np.nan)  # row terms of 𝒟, G², G²_hm, E, Itô (not returned)
-    # the returned outputs a causal pass leaves undefined: NaN-filled views of one allocation
-    grad, bhat, energy, diss, G2, G2hm, ito, dEdD = _nan_arrays(
-        (P, n, d), (P, n), (P,), (P,), (P,), (P,), (P,), (P, H, d, d))
+    # NaN where a causal pass leaves them undefined. Separate allocations on purpose: views of
+    # one buffer would keep all of them alive while a caller keeps any one (e.g. a record
+    # holding ``energy`` would hold ``gradient`` too)
+    nan = np.nan
+    grad = np.full((P, n, d), nan)
+    bhat = np.full((P, n), nan)
+    er = np.full((5, P, n), nan)  # row terms of 𝒟, G², G²_hm, E, Itô
+    energy = np.full(P, nan)
+    diss = np.full(P, nan)
+    G2 = np.full(P, nan)
+    G2hm = np.full(P, nan)
+    ito = np.full(P, nan)
+    dEdD = np.full((P, H, d, d), nan)
     R = _tile_rows(d)
     dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
     # [next work item, worker threads] of the parallel pass (numba.get_num_threads in
