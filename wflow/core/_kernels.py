@@ -900,6 +900,16 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
             _sym_row_out(S0, SX, SI, RS, C, p, h, i + 3, c, own, sd, ad0, ad1, ad2, id2)
 
 
+@njit(inline="always", **_OPTS)
+def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS,
+                   want_ito):
+    """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito``."""
+    if want_ito:
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, True)
+    else:
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, False)
+
+
 @njit(parallel=True, **_OPTS)
 def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, want_ito):
     """The symmetric d = 3 pair pass: work items (path p, head h, band b) from the shared
@@ -934,12 +944,8 @@ def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, want_ito)
                 C = Cb[p, h, b]
             j0 = (i_lo // _VQ) * _VQ
             C[:, j0:] = 0.0
-            if want_ito:
-                _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
-                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, True)
-            else:
-                _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
-                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, False)
+            _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
+                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, want_ito)
 
 
 @njit(**_OPTS)
@@ -1049,14 +1055,9 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
             acc[:] = 0.0
             for h in range(H):
                 C[:, 0:] = 0.0
-                if want_ito:
-                    _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                                bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS,
-                               True)
-                else:
-                    _sym_band3(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                               bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS,
-                               False)
+                               want_ito)
                 # the band's rows (0, n), not literals: one specialisation with the unfused form
                 _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI, RS,
                                part, dEp, acc)
