@@ -779,6 +779,29 @@ def test_sym_pass_pair_sums(n, bands):
         assert np.all(err <= b), (name, float(np.max(err / b)))
 
 
+@pytest.mark.parametrize("vq", [4, 8])
+def test_sym_weights_table(monkeypatch, vq):
+    """Without padding columns the symmetric pass reads its pair weights from a fixed table:
+    for every group of rows i..i+3 (first column jb = vq⌊i/vq⌋), ``W[o, r, m]`` with
+    o = (i − jb)/4 is the weight of the pair (i + r, jb + m): 0 before the diagonal, 1/2 on
+    it, 1 after. With padding, ``W[0]`` is 1 before n and 0 after (each group writes its own
+    diagonal). Both vector widths (AVX2 and AVX-512), whatever this machine compiles."""
+    monkeypatch.setattr(K, "_VQ", vq)
+    for n in (vq, 2 * vq, 200, 4096, 203, 13):
+        npq = -(-n // vq) * vq
+        W = K._sym_weights.py_func(n, npq)
+        assert W.shape == (vq // 4, 4, npq)
+        if npq != n:
+            np.testing.assert_array_equal(W[0], np.broadcast_to(np.arange(npq) < n, (4, npq)))
+            continue
+        for i in range(0, n, 4):
+            jb = (i // vq) * vq
+            k = np.arange(jb, npq)
+            for r in range(4):
+                rule = np.where(k > i + r, 1.0, np.where(k == i + r, 0.5, 0.0))
+                np.testing.assert_array_equal(W[(i - jb) // 4, r, : npq - jb], rule)
+
+
 def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
     """fused_pass through the symmetric pass equals the NumPy reference within the conditioning
     bounds, and the row pass within twice them, for every normalisation, tied and untied

@@ -752,6 +752,26 @@ def _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, s, b0, b1, b2, g):
     RS[p, h, i] = c
 
 
+@njit(inline="always", **_OPTS)
+def _sym_weights(n, npq):
+    r"""The pair weights ω_rj of :func:`_sym_band3`, shape (_VQ/4, 4, npq). Without padding
+    columns (n a multiple of the vector, npq = n) a fixed table: the group of rows i..i+3
+    reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4, with
+    ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]`` holds
+    ones (zeros beyond n), and each group writes its own weights and restores them."""
+    W = np.ones((_VQ // _SYM_ROWS, _SYM_ROWS, npq))
+    if npq == n:
+        for o in range(_VQ // _SYM_ROWS):
+            for r in range(_SYM_ROWS):
+                m = o * _SYM_ROWS + r
+                if m < npq:
+                    W[o, r, :m] = 0.0
+                    W[o, r, m] = 0.5
+    else:
+        W[:, :, n:] = 0.0
+    return W
+
+
 @njit(fastmath=_FM, **_OPTS)
 def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, ito):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
@@ -760,7 +780,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = e_{ji},\qquad q_i = \beta D_h x_i .
 
     Four rows ``i..i+3`` share one loop over the columns ``j ≥ 4⌊i/4⌋`` (whole vectors), with
-    weights ω_rj from ``W[r]``: 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
+    weights ω_rj (:func:`_sym_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
     weighted e is added to the row sums of i+r (registers) and to the column sums of j in ``C``
     (5, n_pad): Σ e, Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row
     i gets e_ii once. After the loop the column sums of the four rows are complete for this band
@@ -785,29 +805,36 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
     d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
     mc = -c
-    npq = W.shape[1]
+    npq = W.shape[2]
     C0 = C[0]
     C1 = C[1]
     C2 = C[2]
     C3 = C[3]
     C4 = C[4]
+    table = npq == n  # no padding columns: the weights are a fixed table (_sym_weights)
     for i in range(i_lo, i_hi, _SYM_ROWS):
         jb = (i // _VQ) * _VQ
         jh = min(npq, i + _SYM_ROWS + _VQ)  # the weights that differ from 1 (before n)
-        for r in range(_SYM_ROWS):
-            ir = i + r
-            if ir >= i_hi:  # the band's last group is short: this row adds nothing
-                W[r, jb:] = 0.0
-                continue
-            for k in range(jb, jh):
-                if k >= n:
-                    W[r, k] = 0.0
-                elif k > ir:
-                    W[r, k] = 1.0
-                elif k == ir:
-                    W[r, k] = 0.5
-                else:
-                    W[r, k] = 0.0
+        if table:  # the group's weights from column jb on: W[o, r, 0:]
+            o = (i - jb) // _SYM_ROWS
+            base = 0
+        else:  # written into W[0, r, jb:jh] here, back to 1 (0 beyond n) after the loop
+            o = 0
+            base = jb
+            for r in range(_SYM_ROWS):
+                ir = i + r
+                if ir >= i_hi:  # the band's last group is short: this row adds nothing
+                    W[0, r, jb:] = 0.0
+                    continue
+                for k in range(jb, jh):
+                    if k >= n:
+                        W[0, r, k] = 0.0
+                    elif k > ir:
+                        W[0, r, k] = 1.0
+                    elif k == ir:
+                        W[0, r, k] = 0.5
+                    else:
+                        W[0, r, k] = 0.0
         ia = i
         ib = min(i + 1, i_hi - 1)
         ic = min(i + 2, i_hi - 1)
@@ -837,10 +864,11 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
         w2 = C2[jb:npq]
         w3 = C3[jb:npq]
         w4 = C4[jb:npq]
-        ma = W[0, jb:npq]
-        mb = W[1, jb:npq]
-        mcc = W[2, jb:npq]
-        md = W[3, jb:npq]
+        we = base + npq - jb
+        ma = W[o, 0, base:we]
+        mb = W[o, 1, base:we]
+        mcc = W[o, 2, base:we]
+        md = W[o, 3, base:we]
         sa = aa0 = aa1 = aa2 = ia_ = 0.0
         sb = ab0 = ab1 = ab2 = ib_ = 0.0
         sc = ac0 = ac1 = ac2 = ic_ = 0.0
@@ -887,10 +915,11 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
                 ic_ += gc
                 id2 += gd
                 w4[j] += ga + gb + gc + gd
-        for r in range(_SYM_ROWS):  # back to 1 (0 beyond n)
-            ke = npq if i + r >= i_hi else jh
-            for k in range(jb, ke):
-                W[r, k] = 1.0 if k < n else 0.0
+        if not table:
+            for r in range(_SYM_ROWS):  # back to 1 (0 beyond n)
+                ke = npq if i + r >= i_hi else jh
+                for k in range(jb, ke):
+                    W[0, r, k] = 1.0 if k < n else 0.0
         _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, sa, aa0, aa1, aa2, ia_)
         if i + 1 < i_hi:
             _sym_row_out(S0, SX, SI, RS, C, p, h, i + 1, c, own, sb, ab0, ab1, ab2, ib_)
@@ -925,8 +954,7 @@ def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, want_ito)
     items = P * H * nb
     nw = max(1, min(counter[1], items))
     for _ in prange(nw):
-        W = np.ones((_SYM_ROWS, npq))
-        W[:, n:] = 0.0
+        W = _sym_weights(n, npq)
         Cw = np.empty((5, npq))
         while True:
             t = _fetch_add(counter)
@@ -1042,8 +1070,7 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
     npq = ((n + _VQ - 1) // _VQ) * _VQ
     nw = max(1, min(counter[1], P))
     for _ in prange(nw):
-        W = np.ones((_SYM_ROWS, npq))
-        W[:, n:] = 0.0
+        W = _sym_weights(n, npq)
         C = np.empty((5, npq))
         acc = np.empty((n, 2 * d + 3))
         v = np.empty(d)
