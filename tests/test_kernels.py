@@ -414,16 +414,32 @@ def test_threading_defaults_leave_user_settings():
     """Passive OpenMP waiting by default; whatever the user set wins."""
     import wflow
 
+    omp_first = {"NUMBA_THREADING_LAYER_PRIORITY": "omp tbb workqueue"}
     env = {}
     wflow._threading_defaults(env)
-    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0"}
+    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0", **omp_first}
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
     wflow._threading_defaults(env)
-    assert env == {"OMP_WAIT_POLICY": "ACTIVE"}
-    env = {"KMP_BLOCKTIME": "200"}
+    assert env == {"OMP_WAIT_POLICY": "ACTIVE", **omp_first}
+    env = {"KMP_BLOCKTIME": "200", "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue"}
     wflow._threading_defaults(env)
-    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "200"}
+    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "200",
+                   "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue"}
     assert os.environ.get("OMP_WAIT_POLICY")  # set (or kept) at import
+
+
+def test_threading_layer_priority_reaches_numba():
+    """numba, imported after wflow in a fresh process, tries OpenMP before TBB (it would take
+    TBB first wherever TBB is installed: slower beside busy processes)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER")}
+    code = ("import wflow\nfrom numba.core import config\n"
+            "print(' '.join(config.THREADING_LAYER_PRIORITY))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["omp", "tbb", "workqueue"]
 
 
 def test_tile_partition_is_fixed():
