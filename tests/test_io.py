@@ -257,7 +257,7 @@ def test_unreadable_newest_slot_falls_back(tmp_path, monkeypatch, reference):
     cfg = tiny()
     ref = reference("plain", cfg)
     p = tmp_path / "r.h5"
-    _fail_after_calls(monkeypatch, 25, interrupt=True)  # ~ step 12: checkpoints 0, 4, 8, 12
+    _fail_after_calls(monkeypatch, 26, interrupt=True)  # in step 12: checkpoints 0, 4, 8, 12
     with pytest.raises(Interrupted):
         driver.run_to_file(cfg, p)
     monkeypatch.undo()

@@ -770,7 +770,7 @@ def _sym_sums(X, D, beta, bands):
     nb = bands.size - 1
     Cb = np.full((P, H, nb, 5, -(-n // K._VQ) * K._VQ), np.nan)  # every used slot is zeroed
     counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
-    K._sym_pass3(Xt, D, beta, shift, bands, counter, Cb, *out, True)
+    K._sym_pass3(Xt, D, beta, shift, bands, counter, Cb, *out, np.ones(P, dtype=bool))
     if nb > 1:
         K._sym_reduce3(bands, Cb, out[0], out[1], out[2])
     np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))
@@ -923,6 +923,29 @@ def test_sym_pass_without_ito_same_bits(monkeypatch, n, H, P, fuse):
     for name, x, y in zip(NAMES, a, b):
         if name != "ito_sum":
             np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+@pytest.mark.parametrize("n, d, P, fuse", [(203, 3, 3, True), (203, 3, 3, False),
+                                           (40, 8, 2, True)])
+def test_per_path_ito_flags(monkeypatch, n, d, P, fuse):
+    """``want_ito`` per path: the paths that want it get the Itô sum of an all-paths call, the
+    others NaN, and every other output keeps its bits: the symmetric pass (fused and unfused
+    forms, which skip the Itô loop path by path) and the row pass (d = 8, all paths)."""
+    rng = np.random.default_rng(96 + n + d)
+    X, D, V = make_case(rng, P, n, d, 2)
+    lap = np.array([True, False])
+    monkeypatch.setattr(K, "_SYM_FUSE", fuse)
+    assert K.takes_sym_pass(X, D, 1.0) == (d == 3)
+    flags = np.arange(P) % 2 == 0
+    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True)
+    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=flags)
+    np.testing.assert_array_equal(b.ito_sum[flags], a.ito_sum[flags])
+    assert np.all(np.isfinite(a.ito_sum)) and np.all(np.isnan(b.ito_sum[~flags]))
+    for name, x, y in zip(NAMES, a, b):
+        if name != "ito_sum":
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    with pytest.raises(ValueError, match="want_ito has shape"):
+        K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=np.ones(P + 1, bool))
 
 
 def test_sym3_spectral_norm_closed_form():

@@ -183,3 +183,33 @@ def test_per_step_ledger_sums_to_the_cumulative_series():
                       ("step_ito_realised", "ito_realised"), ("step_ledger_residual", "ledger_residual")):
         run = np.cumsum(np.nansum(res[step], axis=1), axis=0)
         np.testing.assert_allclose(run, res[cum], rtol=0, atol=1e-13, err_msg=step)
+
+
+@pytest.mark.parametrize("over", [{}, {"model.d": 4}, {"model.normalization": "joint",
+                                                   "solver.method": "heun"}])
+def test_paired_evaluations_same_bits(monkeypatch, over):
+    """With the ledger on, the run loop evaluates (X_{k+1}; D_k) and the next step's
+    (X_{k+1}; D_{k+1}) as one batch of 2P paths where that is exact (the symmetric d = 3 pass;
+    d = 4 takes two calls): every recorded series equals, bit for bit, a run with two calls."""
+    from wflow.core import _kernels as K
+    from wflow.model.attention import AttentionModel
+
+    batches = []
+    fused = K.fused_pass
+
+    def spy(X, *a, **kw):
+        batches.append(np.shape(X)[0])
+        return fused(X, *a, **kw)
+
+    monkeypatch.setattr(K, "fused_pass", spy)
+    cfg = small_config(**over)
+    a = wflow.simulate(cfg)
+    P = cfg["solver"]["paths"]
+    assert (2 * P in batches) == (over.get("model.d", 3) == 3)
+    monkeypatch.delattr(AttentionModel, "evaluate_pair")
+    batches.clear()
+    b = wflow.simulate(cfg)
+    assert 2 * P not in batches
+    assert set(a.keys()) == set(b.keys())
+    for k in a.keys():
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)

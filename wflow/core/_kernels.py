@@ -134,7 +134,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate", "sym_band_count"]
+__all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate", "sym_band_count",
+           "takes_sym_pass"]
 
 
 class FieldPass(NamedTuple):
@@ -943,12 +944,12 @@ def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, 
 
 
 @njit(parallel=True, **_OPTS)
-def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, want_ito):
+def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, ito):
     """The symmetric d = 3 pair pass: work items (path p, head h, band b) from the shared
     counter (dynamic schedule); each computes its band with :func:`_sym_band3`. With one band
     the column sums live in a per-thread buffer; with several, band b writes ``Cb[p, h, b]``
-    and :func:`_sym_reduce3` adds them afterwards in band order. Without ``want_ito`` the
-    Itô sums are skipped (SI then holds S0 plus zeros)."""
+    and :func:`_sym_reduce3` adds them afterwards in band order. ``ito`` (P,) bool: the paths
+    whose Itô sums are wanted; the others skip them (SI then holds S0 plus zeros)."""
     P = Xt.shape[0]
     H = D.shape[1]
     n = S0.shape[2]
@@ -976,7 +977,7 @@ def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, want_ito)
             j0 = (i_lo // _VQ) * _VQ
             C[:, j0:] = 0.0
             _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
-                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, want_ito)
+                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p])
 
 
 @njit(**_OPTS)
@@ -1057,7 +1058,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
 
 
 @njit(parallel=True, **_OPTS)
-def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter,
+def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
                 S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
                 energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass with one band, fused with its epilogue: work items are paths;
@@ -1066,7 +1067,8 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
     the head's row sums are in cache; then the per-row outputs. Every row adds its heads in the
     order h = 0, 1, … and every tile partial is the same sum as in
     :func:`_sym_epilogue_pass`: the same bits as the unfused pass (:func:`_sym_pass3` then
-    :func:`_sym_epilogue_pass`), which runs when there are fewer paths than threads."""
+    :func:`_sym_epilogue_pass`), which runs when there are fewer paths than threads. ``ito``
+    (P,) bool: the paths whose Itô sums are wanted (:func:`_sym_pass3`)."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -1087,7 +1089,7 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
                 C[:, 0:] = 0.0
                 _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                                bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS,
-                               want_ito)
+                               ito[p])
                 # the band's rows (0, n), not literals: one specialisation with the unfused form
                 _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI, RS,
                                part, dEp, acc)
@@ -1096,7 +1098,8 @@ def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, want_ito, R, counter
                 i1 = min(n, i0 + R)
                 _rows_epilogue(X, H, norm, False, p, i0, i1, acc[i0:i1], vel, grad, bhat, er,
                                v, g)
-    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, np.empty((1, 0)))
+    _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
+            np.empty((1, 0)))
 
 
 @njit(parallel=True, **_OPTS)
@@ -2374,6 +2377,19 @@ def _spectral_norm(D, symmetric=None):
     return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
 
 
+def takes_sym_pass(X, D, beta, fast_exp=True, weights=None, causal=False):
+    """Whether :func:`fused_pass` evaluates (X (P, n, d) float64; D (P, H, d, d)) with the
+    symmetric d = 3 pass. Its paths are independent and it skips the Itô loop path by path, so
+    two batches that both take it may be evaluated as one, with the same bits."""
+    X = np.asarray(X)
+    D = np.asarray(D, dtype=np.float64)
+    P, n, d = X.shape
+    symmetric = _is_symmetric(D)
+    shift = float(beta) * _spectral_norm(D, symmetric)
+    return _use_sym(n, d, X.dtype == np.float32, fast_exp, weights, bool(causal), D, shift,
+                    symmetric)
+
+
 def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=True,
                fast_exp=True, weights=None):
     r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
@@ -2401,7 +2417,9 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     laplacian_mask : (H,) bool, True for the Laplacian heads.
     causal : token i attends to j ≤ i.
     tied : values tied to the interaction matrices (V_h = D_h).
-    want_ito : also compute ``ito_sum`` (else NaN).
+    want_ito : also compute ``ito_sum`` (else NaN): a bool, or (P,) bool per path. The
+        symmetric d = 3 pass skips the Itô loop on the paths without it (same bits for every
+        other output); the other routes compute it for all paths when any path wants it.
     fast_exp : polynomial exponential (vectorised) instead of libm.
     weights : (P, n) or (n,) point masses w_j ≥ 0 (not renormalised: E is quadratic in w),
         or None (uniform 1/n). Inside, the relative masses :math:`u_j = n w_j` multiply the
@@ -2448,7 +2466,13 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     lap = np.zeros(H, dtype=np.bool_)
     lap[:] = np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1) if np.size(laplacian_mask) else False
     causal = bool(causal)
-    want_ito = bool(want_ito) and not causal
+    ito_p = np.zeros(P, dtype=np.bool_)  # the paths whose Itô sum is wanted
+    try:
+        ito_p[:] = False if causal else want_ito
+    except ValueError:
+        raise ValueError(f"want_ito has shape {np.shape(want_ito)}: expected a bool or "
+                         f"({P},)") from None
+    want_ito = bool(ito_p.any())
     U = None
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -2494,19 +2518,19 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         bands = _sym_bands(n, H)
         nb = bands.size - 1
         if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
-            _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, want_ito, R, counter,
+            _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, counter,
                         S0, SX, SI, RS, *outs)
         else:
             if nb == 1:
                 _sym_pass3(Xt, D, beta, shift, bands, counter, np.empty((0, 0, 0, 5, 0)),
-                           S0, SX, SI, RS, want_ito)
+                           S0, SX, SI, RS, ito_p)
             else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
                 Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
                 for q in range(P):
                     s = slice(q, q + 1)
                     counter[0] = 0
                     _sym_pass3(Xt[s], D[s], beta, shift[s], bands, counter, Cb,
-                               S0[s], SX[s], SI[s], RS[s], want_ito)
+                               S0[s], SX[s], SI[s], RS[s], ito_p[s])
                     _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
             _sym_epilogue_pass(X, D, V, lap, norm_code, want_ito, beta, R, counter,
@@ -2533,4 +2557,6 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         Xt = _columns(X, _VW)
         _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
                  bool(fast_exp), R, counter, Uk, S0, SX, SI, RS, *outs)
+    if want_ito and not ito_p.all():  # the other routes computed every path's Itô sum
+        ito[~ito_p] = np.nan
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)

@@ -16,6 +16,10 @@ Exact ledger (per step, with :math:`E' = E(X_{k+1}; D_k)`):
 
     R = \sum_k \text{token part} - \sigma\sum_k\Delta t\,\tfrac12(\mathcal D_k + \mathcal D'_k).
 
+E' needs a second evaluation per step, at (X_{k+1}; D_k); it is done together with the next
+step's (X_{k+1}; D_{k+1}) (``AttentionModel.evaluate_pair``: one batch of 2P paths where that
+gives the same bits as two calls).
+
 The paper's balance uses left-point sums at (X_k; D_k):
 :math:`\text{paper\_residual} = \Delta E - \sigma\sum\Delta t\,G^2 - \sum\Delta t\,\partial_tE
 - \sum\Delta t\,\text{Itô}_{\text{expected}} - M`.
@@ -412,10 +416,18 @@ class Simulation:
         if self._step_ledger and st.step_ledger is None:
             st.step_ledger = np.full((self.record_every, P, len(STEP_LEDGER)), np.nan)
         steps_done = 0
+        # the ledger's (X_{k+1}; D_k) and the next step's (X_{k+1}; D_{k+1}) in one call where
+        # that gives the same bits as two (AttentionModel.evaluate_pair); a resumed run
+        # evaluates its first step alone, to the same bits
+        pair = not self.density and hasattr(self.model, "evaluate_pair")
+        F_next = None
         while True:
             k = st.k
             t = k * dt
-            F = self.model.evaluate(st.X, st.D, want_ito=want_ito)
+            if F_next is None:
+                F = self.model.evaluate(st.X, st.D, want_ito=want_ito)
+            else:
+                F, F_next = F_next, None
             if not self.model.causal:
                 _check_finite(F.energy, "energy", k, t)
             if k == 0:
@@ -456,7 +468,10 @@ class Simulation:
             c["paper_martingale"] += np.einsum("phab,phab->p", F.dE_dD, xi)
             # the exact ledger needs (X_{k+1}; D_k): a second pass
             if self.ledger and not self.model.causal:
-                Fm = self.model.evaluate(X1, Dk, want_ito=False)
+                if pair:
+                    Fm, F_next = self.model.evaluate_pair(X1, Dk, D1, want_ito=(False, want_ito))
+                else:
+                    Fm = self.model.evaluate(X1, Dk, want_ito=False)
                 tok = Fm.energy - F.energy
                 res = tok - sigma * dt * 0.5 * (F.dissipation + Fm.dissipation)
                 c["token_work"] += tok

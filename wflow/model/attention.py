@@ -89,6 +89,10 @@ class Field:
     dE_dD: np.ndarray
     ito_sum: np.ndarray
 
+    def paths(self, sl: slice) -> "Field":
+        """The paths ``sl`` of the batch (views)."""
+        return type(self)(**{k: v[sl] for k, v in self.__dict__.items()})
+
     def path(self, p: int) -> "Field":
         """The single-path view (leading axis dropped, scalars as float)."""
         kw = {}
@@ -184,6 +188,32 @@ class AttentionModel:
         ]
         names = Field.__dataclass_fields__.keys()
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
+
+    def evaluate_pair(self, X, Da, Db, want_ito=(False, True)) -> tuple[Field, Field]:
+        """The fields at (X; Da) and at (X; Db), ``want_ito`` for each: X (P, n, d), Da and Db
+        (P, H, d, d).
+
+        When both batches take the symmetric d = 3 pass
+        (:func:`wflow.core._kernels.takes_sym_pass`) they are evaluated as one batch of 2P
+        paths: one parallel region and one call instead of two, with the same bits as two
+        calls (the pass's paths are independent and it skips the Itô loop path by path).
+        Otherwise two calls. The run loop evaluates the ledger's (X_{k+1}; D_k) and the next
+        step's (X_{k+1}; D_{k+1}) this way."""
+        from wflow.core import _kernels
+
+        X = np.ascontiguousarray(X, dtype=float)
+        Da = np.ascontiguousarray(Da, dtype=float)
+        Db = np.ascontiguousarray(Db, dtype=float)
+        P = X.shape[0]
+        if (self.backend == "numba" and self.precision == "float64" and self.fast_exp
+                and not self.causal and Da.shape == Db.shape
+                and _kernels.takes_sym_pass(X, Da, self.beta)
+                and _kernels.takes_sym_pass(X, Db, self.beta)):
+            ito = np.repeat(np.array([bool(w) for w in want_ito]), P)
+            F = self.evaluate(np.concatenate([X, X]), np.concatenate([Da, Db]), want_ito=ito)
+            return F.paths(slice(0, P)), F.paths(slice(P, 2 * P))
+        return (self.evaluate(X, Da, want_ito=want_ito[0]),
+                self.evaluate(X, Db, want_ito=want_ito[1]))
 
     def velocity(self, X, D, weights=None) -> np.ndarray:
         """σ-free velocity v (P, n, d) (stages of the integrators)."""
