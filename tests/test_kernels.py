@@ -770,7 +770,7 @@ def _sym_sums(X, D, beta, bands):
     nb = bands.size - 1
     Cb = np.full((P, H, nb, 5, -(-n // K._VQ) * K._VQ), np.nan)  # every used slot is zeroed
     counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
-    K._sym_pass3(Xt, D, beta, shift, bands, counter, Cb, *out, np.ones(P, dtype=bool))
+    K._sym_pair_sums(Xt, D, beta, shift, bands, counter, Cb, *out, np.ones(P, dtype=bool))
     if nb > 1:
         K._sym_reduce3(bands, Cb, out[0], out[1], out[2])
     np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))

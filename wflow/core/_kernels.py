@@ -34,7 +34,7 @@ threads, in rounds of disjoint block pairs (fixed order of every sum). From d �
 (:func:`_epilogue_blas`: Ȳ V_hᵀ, SX D_hᵀ and the ∂_D E partial (e X)ᵀ SX per head).
 
 *Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift), d = 3:
-:func:`_sym_pass3` computes each unordered pair once (used when :func:`_use_sym` holds:
+:func:`_sym3` computes each unordered pair once (used when :func:`_use_sym` holds:
 float64, polynomial exp, uniform masses, no mask, every head on the fixed shift,
 n ≤ :data:`SYM_MAX_N`). Four rows share one loop over the columns j ≥ i; each e is added to
 its row sums (registers) and to the column sums of j (a read-modify-write vectorised by LLVM
@@ -86,8 +86,8 @@ loop, in the same compiled function, the sums over rows and over tiles run seque
 (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
 at most its current item instead of a static half of the loop. The symmetric d = 3 pass takes two
 regions (three with several bands) when there are fewer paths than threads: its pair items,
-then the combine items (:func:`_sym_epilogue_pass`), both on the shared counter; otherwise
-one (:func:`_sym_fused3`).
+then the combine items, both on the shared counter; otherwise one (the stages of
+:func:`_sym3`).
 
 *Sharing the machine.* ``wflow/__init__.py`` sets ``OMP_WAIT_POLICY=passive`` (and
 ``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime: idle
@@ -943,43 +943,6 @@ def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, 
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, False)
 
 
-@njit(parallel=True, **_OPTS)
-def _sym_pass3(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, ito):
-    """The symmetric d = 3 pair pass: work items (path p, head h, band b) from the shared
-    counter (dynamic schedule); each computes its band with :func:`_sym_band3`. With one band
-    the column sums live in a per-thread buffer; with several, band b writes ``Cb[p, h, b]``
-    and :func:`_sym_reduce3` adds them afterwards in band order. ``ito`` (P,) bool: the paths
-    whose Itô sums are wanted; the others skip them (SI then holds S0 plus zeros)."""
-    P = Xt.shape[0]
-    H = D.shape[1]
-    n = S0.shape[2]
-    nb = bands.size - 1
-    npq = ((n + _VQ - 1) // _VQ) * _VQ
-    items = P * H * nb
-    nw = max(1, min(counter[1], items))
-    for _ in prange(nw):
-        W = _sym_weights(n, npq)
-        Cw = np.empty((5, npq))
-        while True:
-            t = _fetch_add(counter)
-            if t >= items:
-                break
-            b = t % nb
-            ph = t // nb
-            p = ph // H
-            h = ph - p * H
-            i_lo = bands[b]
-            i_hi = bands[b + 1]
-            if nb == 1:
-                C = Cw
-            else:
-                C = Cb[p, h, b]
-            j0 = (i_lo // _VQ) * _VQ
-            C[:, j0:] = 0.0
-            _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n, i_lo,
-                           i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p])
-
-
 @njit(**_OPTS)
 def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dEp, acc):
     r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
@@ -1055,51 +1018,6 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
         dEp[p, b, h, 2, 0] += es * e20
         dEp[p, b, h, 2, 1] += es * e21
         dEp[p, b, h, 2, 2] += es * e22
-
-
-@njit(parallel=True, **_OPTS)
-def _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
-                S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-                energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The symmetric d = 3 pass with one band, fused with its epilogue: work items are paths;
-    an item runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the
-    head's combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while
-    the head's row sums are in cache; then the per-row outputs. Every row adds its heads in the
-    order h = 0, 1, … and every tile partial is the same sum as in
-    :func:`_sym_epilogue_pass`: the same bits as the unfused pass (:func:`_sym_pass3` then
-    :func:`_sym_epilogue_pass`), which runs when there are fewer paths than threads. ``ito``
-    (P,) bool: the paths whose Itô sums are wanted (:func:`_sym_pass3`)."""
-    P, n, d = X.shape
-    H = D.shape[1]
-    nt = (n + R - 1) // R
-    npq = ((n + _VQ - 1) // _VQ) * _VQ
-    nw = max(1, min(counter[1], P))
-    for _ in prange(nw):
-        W = _sym_weights(n, npq)
-        C = np.empty((5, npq))
-        acc = np.empty((n, 2 * d + 3))
-        v = np.empty(d)
-        g = np.empty(d)
-        while True:
-            p = _fetch_add(counter)
-            if p >= P:
-                break
-            acc[:] = 0.0
-            for h in range(H):
-                C[:, 0:] = 0.0
-                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                               bands[0], bands[1], C, W, bands.size == 2, p, h, S0, SX, SI, RS,
-                               ito[p])
-                # the band's rows (0, n), not literals: one specialisation with the unfused form
-                _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI, RS,
-                               part, dEp, acc)
-            for b in range(nt):
-                i0 = b * R
-                i1 = min(n, i0 + R)
-                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[i0:i1], vel, grad, bhat, er,
-                               v, g)
-    _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
-            np.empty((1, 0)))
 
 
 @njit(parallel=True, **_OPTS)
@@ -1592,8 +1510,9 @@ def _use_blas(n, d, single, fast_exp):
 
 
 #: The symmetric d = 3 pass may be switched off (tests compare it with the row pass), and
-#: its per-path fused form (:func:`_sym_fused3`, used when there are at least as many paths as
-#: threads and one band) may be switched off (tests: the same bits as the unfused form).
+#: its per-path fused form (stage ``_SYM_FUSED`` of :func:`_sym3`, used when there are at
+#: least as many paths as threads and one band) may be switched off (tests: the same bits as
+#: the unfused form).
 _SYM_ENABLED = True
 _SYM_FUSE = True
 
@@ -2212,40 +2131,115 @@ def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
 
 
 
+#: The stages of :func:`_sym3`.
+_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE = 0, 1, 2
+
+
 @njit(parallel=True, **_OPTS)
-def _sym_epilogue_pass(X, D, V, lap, norm, want_ito, beta, R, counter,
-                       S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-                       energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The combine after the unfused symmetric d = 3 pass: items (path, tile of R rows), each
-    head by head with :func:`_sym_epilogue3` (the arithmetic of :func:`_sym_fused3`: the same
-    bits), then the per-row outputs and the sums in a fixed order."""
-    P, n, d = X.shape
+def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb,
+          S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+          energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The symmetric d = 3 pass, one compiled function for its three stages (one parallel
+    region each; the work items come from the shared counter, a dynamic schedule):
+
+    * ``_SYM_FUSED`` (one band, at least as many paths as threads): items are paths; an item
+      runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the head's
+      combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while the
+      head's row sums are in cache; then the per-row outputs and the sums (:func:`_finish`).
+    * ``_SYM_PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
+      the column sums live in a per-thread buffer; with several, band b writes ``Cb[p, h, b]``
+      and :func:`_sym_reduce3` adds them afterwards in band order.
+    * ``_SYM_COMBINE`` (after the pairs): items (path, tile of R rows), each head by head with
+      :func:`_sym_epilogue3`, then the per-row outputs and the sums.
+
+    Every row adds its heads in the order h = 0, 1, … and every tile partial is the same sum in
+    the fused and the unfused (pairs, then combine) forms: the same bits, so the choice may
+    depend on the thread count. ``ito`` (P,) bool: the paths whose Itô sums are wanted; the
+    others skip the Itô loop (SI then holds S0 plus zeros). One function rather than three:
+    numba optimises the code a function links (the two pair loops) again in every function
+    that calls it, which cost ≈ 11 s of compilation."""
+    P = Xt.shape[0]
     H = D.shape[1]
+    n = S0.shape[2]
+    d = 3
+    nb = bands.size - 1
     nt = (n + R - 1) // R
-    items = P * nt
+    npq = ((n + _VQ - 1) // _VQ) * _VQ
+    if stage == _SYM_FUSED:
+        items = P
+    elif stage == _SYM_PAIRS:
+        items = P * H * nb
+    else:
+        items = P * nt
     nw = max(1, min(counter[1], items))
     for _ in prange(nw):
+        W = _sym_weights(n, npq)
+        Cw = np.empty((5, npq))
+        acc = np.empty((n if stage == _SYM_FUSED else R, 2 * d + 3))
         v = np.empty(d)
         g = np.empty(d)
-        acc = np.empty((R, 2 * d + 3))
         while True:
             t = _fetch_add(counter)
             if t >= items:
                 break
-            p = t // nt
-            b = t - p * nt
-            i0 = b * R
-            i1 = min(n, i0 + R)
-            acc[:] = 0.0
-            for h in range(H):
-                _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
-                               dEp, acc)
-            _rows_epilogue(X, H, norm, False, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-    _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, np.empty((1, 0)))
+            if stage == _SYM_FUSED:
+                p = t
+                acc[:] = 0.0
+                for h in range(H):
+                    Cw[:, 0:] = 0.0
+                    _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h],
+                                   n, bands[0], bands[1], Cw, W, bands.size == 2, p, h, S0, SX,
+                                   SI, RS, ito[p])
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI,
+                                   RS, part, dEp, acc)
+                for b in range(nt):
+                    i0 = b * R
+                    i1 = min(n, i0 + R)
+                    _rows_epilogue(X, H, norm, False, p, i0, i1, acc[i0:i1], vel, grad, bhat,
+                                   er, v, g)
+            elif stage == _SYM_PAIRS:
+                b = t % nb
+                ph = t // nb
+                p = ph // H
+                h = ph - p * H
+                i_lo = bands[b]
+                i_hi = bands[b + 1]
+                C = Cw if nb == 1 else Cb[p, h, b]
+                j0 = (i_lo // _VQ) * _VQ
+                C[:, j0:] = 0.0
+                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                               i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p])
+            else:
+                p = t // nt
+                b = t - p * nt
+                i0 = b * R
+                i1 = min(n, i0 + R)
+                acc[:] = 0.0
+                for h in range(H):
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
+                                   dEp, acc)
+                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[0:i1 - i0], vel, grad, bhat,
+                               er, v, g)
+    if stage != _SYM_PAIRS:
+        _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
+                np.empty((1, 0)))
+
+
+def _sym_pair_sums(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, ito):
+    """The pair stage of :func:`_sym3` alone (row sums S0, SX, SI, RS; tests)."""
+    e1, e2, e3, e4 = np.empty(0), np.empty((0, 0)), np.empty((0, 0, 0)), np.empty((0,) * 4)
+    _sym3(_SYM_PAIRS, Xt, D, D, e3, float(beta), shift, bands, np.zeros(D.shape[1], np.bool_),
+          0, ito, _tile_rows(3), counter, Cb, S0, SX, SI, RS, e3, e3, e3, e2, e3,
+          np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
+
 
 # ---------------------------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------------------------
+#: No band column sums (one band: per-thread buffers).
+_NO_CB = np.empty((0, 0, 0, 5, 0))
+
+
 def _tile_rows(d):
     """Rows per work item of the fused pass: 8 for d ≤ 8, then 8·⌈d/8⌉ (a function of d
     only: the tile partial sums of ∂_D E, hence the results, depend on it)."""
@@ -2517,24 +2511,23 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         Xt = _columns(X, _VW)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
+        sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, counter)
         if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
-            _sym_fused3(Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, counter,
-                        S0, SX, SI, RS, *outs)
+            _sym3(_SYM_FUSED, *sym, _NO_CB, S0, SX, SI, RS, *outs)
         else:
             if nb == 1:
-                _sym_pass3(Xt, D, beta, shift, bands, counter, np.empty((0, 0, 0, 5, 0)),
-                           S0, SX, SI, RS, ito_p)
+                _sym3(_SYM_PAIRS, *sym, _NO_CB, S0, SX, SI, RS, *outs)
             else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
                 Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
                 for q in range(P):
                     s = slice(q, q + 1)
                     counter[0] = 0
-                    _sym_pass3(Xt[s], D[s], beta, shift[s], bands, counter, Cb,
-                               S0[s], SX[s], SI[s], RS[s], ito_p[s])
+                    _sym3(_SYM_PAIRS, Xt[s], D[s], V[s], X[s], beta, shift[s], bands, lap,
+                          norm_code, ito_p[s], R, counter, Cb, S0[s], SX[s], SI[s], RS[s],
+                          *outs)  # (the outputs are not touched by this stage)
                     _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
-            _sym_epilogue_pass(X, D, V, lap, norm_code, want_ito, beta, R, counter,
-                               S0, SX, SI, RS, *outs)
+            _sym3(_SYM_COMBINE, *sym, _NO_CB, S0, SX, SI, RS, *outs)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
