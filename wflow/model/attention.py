@@ -201,17 +201,19 @@ class AttentionModel:
         step's (X_{k+1}; D_{k+1}) this way."""
         from wflow.core import _kernels
 
-        X = np.ascontiguousarray(X, dtype=float)
-        Da = np.ascontiguousarray(Da, dtype=float)
-        Db = np.ascontiguousarray(Db, dtype=float)
+        X = np.asarray(X, dtype=float)
+        Da = np.asarray(Da, dtype=float)
+        Db = np.asarray(Db, dtype=float)
         P = X.shape[0]
         if (self.backend == "numba" and self.precision == "float64" and self.fast_exp
-                and not self.causal and Da.shape == Db.shape
-                and _kernels.takes_sym_pass(X, Da, self.beta)
-                and _kernels.takes_sym_pass(X, Db, self.beta)):
-            ito = np.repeat(np.array([bool(w) for w in want_ito]), P)
-            F = self.evaluate(np.concatenate([X, X]), np.concatenate([Da, Db]), want_ito=ito)
-            return F.paths(slice(0, P)), F.paths(slice(P, 2 * P))
+                and not self.causal and Da.shape == Db.shape):
+            X2 = np.concatenate([X, X])
+            D2 = np.concatenate([Da, Db])
+            # every condition of the symmetric pass holds for both batches iff for the two as one
+            if _kernels.takes_sym_pass(X2, D2, self.beta):
+                ito = np.repeat(np.array([bool(w) for w in want_ito]), P)
+                F = self.evaluate(X2, D2, want_ito=ito)
+                return F.paths(slice(0, P)), F.paths(slice(P, 2 * P))
         return (self.evaluate(X, Da, want_ito=want_ito[0]),
                 self.evaluate(X, Db, want_ito=want_ito[1]))
 
