@@ -1671,7 +1671,7 @@ BLAS_EPILOGUE_MIN_D = 32
 
 def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, S0, SX, SI, RS,
                    vel, part, grad, bhat, er, energy, diss, G2, G2hm, ito_sum, dEdD, limits):
-    r"""The combine of :func:`_epilogue_pass` for large d, with matmuls on blocks of rows.
+    r"""The combine of :func:`_fused64` (without pairs) for large d, with matmuls on blocks of rows.
 
     For a block I of rows and each head h in order (:math:`e_i = e^{c_{hi}}`, the row's shift):
 
@@ -2015,11 +2015,14 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
 # output slot and every tile partial is written by one item with the same code, and the
 # reductions run afterwards in a fixed order: results never depend on the schedule.
 @njit(parallel=True, **_OPTS)
-def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, R, counter, U,
-             S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs, R,
+             counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
     """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
-    masses, or (P, 0) for uniform masses)."""
+    masses, or (P, 0) for uniform masses). Without ``pairs`` the pair sums S0, SX, SI, RS are
+    given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
+    (one compiled function for both: numba optimises the epilogue's code once, not in each
+    caller; ≈ 6 s of compilation)."""
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -2044,14 +2047,14 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             i0 = b * R
             i1 = min(n, i0 + R)
             acc[:] = 0.0
-            if d == 3 and fast and U.shape[1] == 0:  # every head's pair sums in one call
+            if pairs and d == 3 and fast and U.shape[1] == 0:  # every head's pair sums at once
                 _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
                                   buf, q, S0, SX, SI, RS)
                 for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
                     _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
                                     SI, RS, part, dEp, acc, U)
             else:
-                for h in range(H):
+                for h in range(H if pairs else 0):
                     _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
                                  i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
                 for h in range(H):
@@ -2095,40 +2098,6 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
             _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
     if not causal:
         _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-
-
-@njit(parallel=True, **_OPTS)
-def _epilogue_pass(X, D, V, lap, norm, causal, want_ito, beta, R, counter, U,
-                   S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-                   energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The epilogue alone, after the BLAS pair pass (same items and order as the fused pass)."""
-    P, n, d = X.shape
-    H = D.shape[1]
-    nt = (n + R - 1) // R
-    items = P * nt
-    nw = max(1, min(counter[1], items))
-    for _ in prange(nw):
-        ybar = np.empty(d)
-        w = np.empty(d)
-        v = np.empty(d)
-        g = np.empty(d)
-        acc = np.empty((R, 2 * d + 3))
-        while True:
-            t = _fetch_add(counter)
-            if t >= items:
-                break
-            p = t // nt
-            b = t - p * nt
-            i0 = b * R
-            i1 = min(n, i0 + R)
-            acc[:] = 0.0
-            for h in range(H):
-                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                               part, dEp, acc, ybar, w, U)
-            _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-    if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-
 
 
 #: The stages of :func:`_sym3`.
@@ -2238,6 +2207,8 @@ def _sym_pair_sums(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, ito):
 # ---------------------------------------------------------------------------------------------
 #: No band column sums (one band: per-thread buffers).
 _NO_CB = np.empty((0, 0, 0, 5, 0))
+#: No token columns (:func:`_fused64` after the BLAS pair pass reads none).
+_NO_XT = np.empty((0, 0, 0))
 
 
 def _tile_rows(d):
@@ -2537,8 +2508,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                            vel, part, grad, bhat, er, energy, diss, G2, G2hm, ito, dEdD,
                            _blas_limits())
         else:
-            _epilogue_pass(X, D, V, lap, norm_code, causal, want_ito, beta, R, counter, Uk,
-                           S0, SX, SI, RS, *outs)
+            _fused64(_NO_XT, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
+                     bool(fast_exp), False, R, counter, Uk, S0, SX, SI, RS, *outs)
     elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
@@ -2549,7 +2520,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         Xt = _columns(X, _VW)
         _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
-                 bool(fast_exp), R, counter, Uk, S0, SX, SI, RS, *outs)
+                 bool(fast_exp), True, R, counter, Uk, S0, SX, SI, RS, *outs)
     if want_ito and not ito_p.all():  # the other routes computed every path's Itô sum
         ito[~ito_p] = np.nan
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)
