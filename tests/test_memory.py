@@ -99,7 +99,7 @@ def test_too_big_is_refused_before_anything_is_written(tmp_path, monkeypatch, ca
     assert rc == 2 and stdout == ""
     lines = err.strip().split("\n")
     assert len(lines) == 1
-    assert lines[0].startswith("wflow: error: the run needs about 259.7 MB of memory (state ")
+    assert lines[0].startswith("wflow: error: the run needs about 473.9 MB of memory (state ")
     assert lines[0].endswith("more than the 100.0 MB available (cgroup limit 100.0 MB, 0 B in "
                              "use): reduce model.n, model.d, model.heads or solver.paths, or keep "
                              "fewer records")

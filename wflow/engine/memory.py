@@ -122,13 +122,19 @@ def estimate(cfg, keep_records=False) -> Estimate:
         # its exponential, π, ...) and the (n, n) mask; the per-path outputs are stacked
         kernel = F8 * (6 * H * n * n + n * n) + F8 * 2 * (nd + Hn)
     else:
-        kernel = F8 * (Hn * (d + 4) + P * n * (3 * d + 7) + P * d * (n + 8))
+        from wflow.core._kernels import SYM_MAX_N, sym_band_count
+
+        # with the ledger, the symmetric pass evaluates (X_{k+1}; D_k) and (X_{k+1}; D_{k+1})
+        # as one batch of 2P paths (AttentionModel.evaluate_pair): twice the buffers
+        Pk = P
+        if (ledger and not density and d == 3 and n <= SYM_MAX_N
+                and s["precision"] == "float64" and s["exp"] == "fast"):
+            Pk = 2 * P
+        kernel = F8 * (Pk * H * n * (d + 4) + Pk * n * (3 * d + 7) + Pk * d * (n + 8))
         from wflow.core._kernels import BLAS_MIN_D, BLAS_MIN_N
 
         if d >= BLAS_MIN_D and n >= BLAS_MIN_N:  # the BLAS pass keeps Q = β X D_hᵀ (P, H, n, d)
             kernel += F8 * Hn * d
-        from wflow.core._kernels import SYM_MAX_N, sym_band_count
-
         nb = sym_band_count(n, H)
         if d == 3 and n <= SYM_MAX_N and nb > 1:  # symmetric pass: band column sums, one path
             kernel += F8 * H * nb * 5 * n

@@ -480,8 +480,9 @@ class Simulation:
                 mart = np.einsum("phab,phab->p", Fm.dE_dD, xi)
                 c["drift_work"] += drift
                 c["martingale"] += mart
-                st.pending = {"E_mid": Fm.energy, "drift": drift, "mart": mart, "tok": tok,
-                              "res": res}
+                st.pending = {"E_mid": Fm.energy.copy(), "drift": drift, "mart": mart,
+                              "tok": tok, "res": res}
+                del Fm  # (with the joint evaluation: its arrays, twice the paths)
             st.X, st.D, st.k = X1, D1, k + 1
             steps_done += 1
             if bar is not None:

@@ -89,9 +89,10 @@ class Field:
     dE_dD: np.ndarray
     ito_sum: np.ndarray
 
-    def paths(self, sl: slice) -> "Field":
-        """The paths ``sl`` of the batch (views)."""
-        return type(self)(**{k: v[sl] for k, v in self.__dict__.items()})
+    def paths(self, sl: slice, copy: bool = False) -> "Field":
+        """The paths ``sl`` of the batch (views, or copies that keep nothing else alive)."""
+        return type(self)(**{k: v[sl].copy() if copy else v[sl]
+                             for k, v in self.__dict__.items()})
 
     def path(self, p: int) -> "Field":
         """The single-path view (leading axis dropped, scalars as float)."""
@@ -198,7 +199,8 @@ class AttentionModel:
         paths: one parallel region and one call instead of two, with the same bits as two
         calls (the pass's paths are independent and it skips the Itô loop path by path).
         Otherwise two calls. The run loop evaluates the ledger's (X_{k+1}; D_k) and the next
-        step's (X_{k+1}; D_{k+1}) this way."""
+        step's (X_{k+1}; D_{k+1}) this way: the second field is a copy, so that it does not keep
+        the first (views of the joint arrays) alive after the step."""
         from wflow.core import _kernels
 
         X = np.asarray(X, dtype=float)
@@ -213,7 +215,7 @@ class AttentionModel:
             if _kernels.takes_sym_pass(X2, D2, self.beta):
                 ito = np.repeat(np.array([bool(w) for w in want_ito]), P)
                 F = self.evaluate(X2, D2, want_ito=ito)
-                return F.paths(slice(0, P)), F.paths(slice(P, 2 * P))
+                return F.paths(slice(0, P)), F.paths(slice(P, 2 * P), copy=True)
         return (self.evaluate(X, Da, want_ito=want_ito[0]),
                 self.evaluate(X, Db, want_ito=want_ito[1]))
 
