@@ -468,11 +468,14 @@ def test_missing_output_directory_is_created(tmp_path):
         driver.run_to_file(tiny(), tmp_path / "file" / "sub" / "r.h5")
 
 
-@pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 2},
+@pytest.mark.parametrize("over", [{"solver.method": "jko", "solver.T": 0.12, "solver.record_every": 2,
+                                   "solver.jko_maxiter": 5},
                                   {"diagnostics.w2": True}])
 def test_resume_carries_memo_jko_and_w2(tmp_path, monkeypatch, reference, over):
     """Records after a resume need the last JKO step's statistics / the previous snapshot
-    (State.memo): they must survive the checkpoint for a bit-identical continuation."""
+    (State.memo): they must survive the checkpoint for a bit-identical continuation. (Five
+    L-BFGS iterations per JKO step: what is checked is the continuation, not the minimiser;
+    a converged minimisation costs ~3x the time.)"""
     cfg = tiny(**over)
     ref = reference("memo-" + "-".join(over), cfg)
     p = tmp_path / "r.h5"
