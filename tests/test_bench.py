@@ -9,7 +9,15 @@ from wflow.core import _kernels
 from wflow.lab.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
 
 
-def test_run_bench_tiny():
+@pytest.fixture
+def quick_exp_rate(monkeypatch):
+    """run_bench's exponential-rate measurement over ~0.02 s instead of ~0.3 s (the tests
+    check that the rate and the fraction of it are reported, not their values)."""
+    real = _kernels.fast_exp_rate
+    monkeypatch.setattr(_kernels, "fast_exp_rate", lambda seconds=0.02: real(seconds=seconds))
+
+
+def test_run_bench_tiny(quick_exp_rate):
     rows = run_bench(tiny=True, torch=False)
     assert len(rows) == 4 * len(TINY_CASES)
     for r in rows:
@@ -47,7 +55,7 @@ def test_skip_rule_for_large_dense():
     assert bench._numpy_bytes(4096, 8, 3, 1) < bench.DENSE_LIMIT_BYTES
 
 
-def test_explicit_cases_and_formatting():
+def test_explicit_cases_and_formatting(quick_exp_rate):
     rows = run_bench(cases=[(40, 2, 3)], torch=True, repeats=1)
     assert [r["impl"] for r in rows] == ["wflow", "wflow, no Itô", "numpy", "torch"]
     assert rows[0]["P"] == 1

@@ -352,25 +352,22 @@ def test_worker_killed_mid_task_sweep_completes(tmp_path, dask_client, mc_serial
     _same_summary(mc_serial[0].summary, rep.summary)
 
 
-def test_worker_lost_beyond_retries_is_a_failed_point(tmp_path):
+def test_worker_lost_beyond_retries_is_a_failed_point(tmp_path, dask_client):
     """A task that kills its worker at every attempt, on a cluster that allows no lost worker
-    per task (``distributed.scheduler.allowed-failures = 0``): Dask gives up with
-    ``KilledWorker``; that grid point is reported failed with its error, the other completes
-    and is kept, and no partial file is counted as a result."""
-    import dask
-    from dask.distributed import Client, LocalCluster
-
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
+    per task (the scheduler's ``allowed_failures = 0``, what
+    ``distributed.scheduler.allowed-failures = 0`` sets; the module's cluster, restored after):
+    Dask gives up with ``KilledWorker``; that grid point is reported failed with its error, the
+    other completes and is kept, and no partial file is counted as a result."""
+    scheduler = dask_client.cluster.scheduler
+    allowed = scheduler.allowed_failures
+    dask_client.wait_for_workers(2, timeout=60)  # a worker killed by an earlier test is back
+    scheduler.allowed_failures = 0
     try:
         tasks = _mc_tasks(**{"model.heads": [1, 2]})
-        rep = run_sweep(tasks, tmp_path, executor="dask", client=client, retries=0,
+        rep = run_sweep(tasks, tmp_path, executor="dask", client=dask_client, retries=0,
                         _exit_at={"run-heads=2": (0, None)})
     finally:
-        client.close()
-        cluster.close()
+        scheduler.allowed_failures = allowed
     assert list(rep.failed) == ["run-heads=2"] and "KilledWorker" in rep.failed["run-heads=2"]
     status = dict(zip(rep.table["point"], rep.table["status"]))
     assert status == {"run-heads=1": "complete", "run-heads=2": "failed"}
