@@ -18,7 +18,9 @@ normalisation, tied values):
 Reported per row: the median wall-clock time of one evaluation ("time per step") over a
 few repeats after a warm-up call (which also compiles the numba kernels), pair-head
 interactions per second (:math:`P n^2 H` / time), the speed-up of wflow over each baseline
-measured in the same run, and memory:
+measured in the same run, and memory. wflow (with and without the Itô sum) and torch are
+timed interleaved (rounds that call each once, in rotating order), so that a drift of a
+shared machine reaches them alike; the slow NumPy baseline after them.
 
 * ``traced_MB``: peak of :mod:`tracemalloc` during one call (an extra untimed one, or the
   timed one for single-repeat cases) — the NumPy (and Python) allocations of that call; not
@@ -172,6 +174,36 @@ def _time(fn, repeats, warmup=None):
     return statistics.median(ts), out, traced
 
 
+def _time_interleaved(fns, warmups, repeats):
+    """(median times, outputs of the last calls, tracemalloc peaks in MB) of ``fns``, timed
+    in rounds that call each once, the order rotated every round: a drift of the machine
+    (other work, the clock) reaches every implementation alike, and their ratios stay
+    comparable. ``warmups`` are called first; the memory peaks as in :func:`_time`."""
+    for w in warmups:
+        w()
+    k = len(fns)
+    ts = [[] for _ in fns]
+    outs = [None] * k
+    traced = [float("nan")] * k
+    trace = repeats == 1
+    for r in range(repeats):
+        for i in range(k):
+            j = (i + r) % k
+            if trace:
+                _trace_start()
+            t0 = time.perf_counter()
+            outs[j] = fns[j]()
+            ts[j].append(time.perf_counter() - t0)
+            if trace:
+                traced[j] = _trace_stop()
+    if repeats > 1:
+        for j, fn in enumerate(fns):
+            _trace_start()
+            fn()
+            traced[j] = _trace_stop()
+    return [statistics.median(t) for t in ts], outs, traced
+
+
 _TRACE_BASE = [0, False]
 
 
@@ -280,14 +312,26 @@ def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
     def run_wflow(m=n, ito=True):
         return _kernels.fused_pass(X[:, :m], D, None, beta, 0, lap, False, True, want_ito=ito)
 
-    # warm-up: compilation (on a slice when the case is big)
-    t_w, out_w, tr_w = _time(run_wflow, reps, lambda: run_wflow(min(n, 512)))
-    r_w = _row(case, "wflow", "ok", t_w, work, tr_w)
-    # the same evaluation without the Itô sum (a drift evaluation: the ledger's second pass,
-    # Runge–Kutta stages, weights without Brownian noise)
-    t_d, out_d, tr_d = _time(lambda: run_wflow(ito=False), reps,
-                             lambda: run_wflow(min(n, 512), False))
-    r_d = _row(case, "wflow, no Itô", "ok", t_d, work, tr_d, _rel(out_d[0], out_w[0]))
+    def run_torch():
+        old = torch_mod.get_num_threads()
+        torch_mod.set_num_threads(max(1, _num_threads()))  # as many threads as numba
+        try:
+            with torch_mod.no_grad():
+                return _torch_sdpa(torch_mod, X, D, beta)
+        finally:
+            torch_mod.set_num_threads(old)
+
+    need_t = _torch_bytes(n, H, d, P)
+    with_torch = torch_mod is not None and need_t <= DENSE_LIMIT_BYTES
+    # wflow, wflow without the Itô sum (a drift evaluation: the ledger's second pass,
+    # Runge–Kutta stages, weights without Brownian noise) and torch, interleaved; the warm-ups
+    # compile (on a slice when the case is big)
+    fns = [run_wflow, lambda: run_wflow(ito=False)] + ([run_torch] if with_torch else [])
+    warm = [lambda: run_wflow(min(n, 512)), lambda: run_wflow(min(n, 512), False)]
+    (t_w, t_d, *t_t), outs, traced = _time_interleaved(fns, warm + fns[2:], reps)
+    out_w, out_d = outs[0], outs[1]
+    r_w = _row(case, "wflow", "ok", t_w, work, traced[0])
+    r_d = _row(case, "wflow, no Itô", "ok", t_d, work, traced[1], _rel(out_d[0], out_w[0]))
 
     need = _numpy_bytes(n, H, d, P)
     if need > DENSE_LIMIT_BYTES:
@@ -302,30 +346,19 @@ def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
         r_w["wflow_speedup_vs_numpy"] = t_n / t_w
         r_d["wflow_speedup_vs_numpy"] = t_n / t_d
 
-    need = _torch_bytes(n, H, d, P)
     if torch_mod is None:
         r_t = _row(case, "torch", torch_reason)
-    elif need > DENSE_LIMIT_BYTES:
-        r_t = _row(case, "torch", f"skipped: SDPA attention weights need ~{need / 1e9:.0f} GB "
-                                  f"(> {DENSE_LIMIT_BYTES / 1e9:.0f} GB)")
+    elif not with_torch:
+        r_t = _row(case, "torch", f"skipped: SDPA attention weights need ~{need_t / 1e9:.0f} "
+                                  f"GB (> {DENSE_LIMIT_BYTES / 1e9:.0f} GB)")
     else:
-        def run_torch():
-            old = torch_mod.get_num_threads()
-            torch_mod.set_num_threads(max(1, _num_threads()))  # as many threads as numba
-            try:
-                with torch_mod.no_grad():
-                    return _torch_sdpa(torch_mod, X, D, beta)
-            finally:
-                torch_mod.set_num_threads(old)
-
-        t_t, a, _ = _time(run_torch, reps)
-        a = a.numpy()  # (P, H, n, d): a_h before projection
+        a = outs[2].numpy()  # (P, H, n, d): a_h before projection
         rel = float("nan")
         if n <= 1024:
             rel = _rel(a, np.stack([_kernels_a(X[p], D[p], beta) for p in range(P)]))
-        r_t = _row(case, "torch", "ok (attention outputs only)", t_t, work, rel=rel)
-        r_w["wflow_speedup_vs_torch"] = t_t / t_w
-        r_d["wflow_speedup_vs_torch"] = t_t / t_d
+        r_t = _row(case, "torch", "ok (attention outputs only)", t_t[0], work, rel=rel)
+        r_w["wflow_speedup_vs_torch"] = t_t[0] / t_w
+        r_d["wflow_speedup_vs_torch"] = t_t[0] / t_d
     return [r_w, r_d, r_n, r_t]
 
 
@@ -388,7 +421,8 @@ def format_table(rows) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
     lines += [
         "",
-        "time/step: median wall time of one field evaluation (after a warm-up call);",
+        "time/step: median wall time of one field evaluation (after a warm-up call; wflow and "
+        "torch interleaved);",
         "pair-heads/s = P·n²·H / time; 'wflow vs X' = time(X) / time(wflow), same run;",
         "of exp bound: pair-heads/s ÷ the polynomial exponential's rate on all threads, "
         "same run" + (f" ({rows[0].get('exp_rate', float('nan')):.3g}/s)" if rows else "") + ";",
