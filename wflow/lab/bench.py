@@ -481,7 +481,9 @@ def _step_config(n, H, d, P, backend, ledger=True):
 
 def time_full_step(n, H, d, P, backend="numba", steps=5, ledger=True):
     """Seconds per full simulation step (Euler, OU weights, every diagnostic and the exact
-    ledger: two field evaluations per step), median-free mean over ``steps`` after a warm-up."""
+    ledger: two field evaluations per step, joined into one call of 2P paths where
+    :meth:`~wflow.model.attention.AttentionModel.evaluate_pair` can), median-free mean over
+    ``steps`` after a warm-up."""
     from wflow.engine.run import Simulation
 
     sim = Simulation(_step_config(n, H, d, P, backend, ledger))
@@ -510,7 +512,8 @@ def format_step_table(rows) -> str:
         lines.append(f"{r['case']:<22}{r['wflow_step_s'] * 1e3:>11.2f} ms"
                      f"{r['numpy_step_s'] * 1e3:>13.1f} ms{r['ratio']:>8.1f}x")
     lines.append("full step = Euler + OU draw + every diagnostic + the exact ledger (2 field "
-                 "evaluations); numpy-ref = the same loop on wflow.core._reference")
+                 "evaluations, one call of 2P paths on the symmetric pass); numpy-ref = the same "
+                 "loop on wflow.core._reference")
     return "\n".join(lines)
 
 
