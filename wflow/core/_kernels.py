@@ -2014,6 +2014,16 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
 # preempted thread delays at most its current item, not a static share of the loop). Every
 # output slot and every tile partial is written by one item with the same code, and the
 # reductions run afterwards in a fixed order: results never depend on the schedule.
+@njit(inline="always", **_OPTS)
+def _tile_item(t, nt, R, n):
+    """Work item t of the tile passes: (path p, tile b, its rows i0..i1−1), nt tiles of R rows
+    per path."""
+    p = t // nt
+    b = t - p * nt
+    i0 = b * R
+    return p, b, i0, min(n, i0 + R)
+
+
 @njit(parallel=True, **_OPTS)
 def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs, R,
              counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
@@ -2042,10 +2052,7 @@ def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast
             t = _fetch_add(counter)
             if t >= items:
                 break
-            p = t // nt
-            b = t - p * nt
-            i0 = b * R
-            i1 = min(n, i0 + R)
+            p, b, i0, i1 = _tile_item(t, nt, R, n)
             acc[:] = 0.0
             if pairs and d == 3 and fast and U.shape[1] == 0:  # every head's pair sums at once
                 _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
@@ -2085,10 +2092,7 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
             t = _fetch_add(counter)
             if t >= items:
                 break
-            p = t // nt
-            b = t - p * nt
-            i0 = b * R
-            i1 = min(n, i0 + R)
+            p, b, i0, i1 = _tile_item(t, nt, R, n)
             acc[:] = 0.0
             for h in range(H):
                 _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
@@ -2179,10 +2183,7 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
                 _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                                i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p])
             else:
-                p = t // nt
-                b = t - p * nt
-                i0 = b * R
-                i1 = min(n, i0 + R)
+                p, b, i0, i1 = _tile_item(t, nt, R, n)
                 acc[:] = 0.0
                 for h in range(H):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
