@@ -355,6 +355,24 @@ def test_interruption_leaves_resumable_file(tmp_path, monkeypatch, reference):
     assert_same_records(p, ref)
 
 
+def test_resume_after_the_joint_evaluation_is_bit_identical(tmp_path, monkeypatch, reference):
+    """numba backend, d = 3: each step evaluates the ledger's (X_{k+1}; D_k) and the next
+    (X_{k+1}; D_{k+1}) as one batch of 2P paths; a resumed run evaluates its first step alone
+    (P paths) and must end with the same bytes."""
+    cfg = tiny(**{"solver.backend": "numba"})
+    ref = reference("numba", cfg)
+    p = tmp_path / "r.h5"
+    # call 1 is (X_0; D_0), then one joint call per step: call 9 is step 7's, before the
+    # checkpoint at k = 8 is written
+    _fail_after_calls(monkeypatch, 9, interrupt=True)
+    with pytest.raises(Interrupted):
+        driver.run_to_file(cfg, p)
+    monkeypatch.undo()
+    assert io.inspect(p)["checkpoint_step"] == 4
+    assert driver.resume(p).from_step == 4
+    assert_same_records(p, ref)
+
+
 # ------------------------------------------------------------------ SIGKILL
 SLOW_CLI = textwrap.dedent(
     """
