@@ -442,6 +442,28 @@ def test_threading_layer_priority_reaches_numba():
     assert out == ["omp", "tbb", "workqueue"]
 
 
+def test_spectral_norm_runs_lapack_on_one_blas_thread(monkeypatch):
+    """From d = SPECTRAL_LIMIT_D on, the shift's eigenvalues are computed with BLAS limited to
+    one thread (at d = 64 LAPACK otherwise wakes OpenBLAS's workers, which then spin for
+    ≈ 0.1 s beside the pair pass); the values are LAPACK's either way."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    seen = []
+    eig = np.linalg.eigvalsh
+
+    def spy(a):
+        seen.append(max(i["num_threads"] for i in threadpoolctl.threadpool_info()
+                        if i["user_api"] == "blas"))
+        return eig(a)
+
+    monkeypatch.setattr(np.linalg, "eigvalsh", spy)
+    rng = np.random.default_rng(97)
+    for d in (K.SPECTRAL_LIMIT_D, 64):
+        A = rng.normal(size=(1, 2, d, d))
+        D = A + np.swapaxes(A, -1, -2)
+        np.testing.assert_array_equal(K._spectral_norm(D), np.abs(eig(D)).max(axis=-1))
+    assert seen == [1, 1]
+
+
 def test_tile_partition_is_fixed():
     """The work items depend on d only (never on the thread count or the path batch)."""
     assert K._tile_rows(3) == 8 and K._tile_rows(8) == 8 and K._tile_rows(9) == 16

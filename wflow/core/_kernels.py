@@ -125,6 +125,7 @@ polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from typing import NamedTuple
@@ -2328,19 +2329,29 @@ def _is_symmetric(D):
     return bool(np.array_equal(D, np.swapaxes(D, -1, -2)))
 
 
+#: From this d on, :func:`_spectral_norm` calls LAPACK with BLAS limited to one thread.
+SPECTRAL_LIMIT_D = 32
+
+
 def _spectral_norm(D, symmetric=None):
     """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric (closed form for d = 3), else
     the largest singular value. ``symmetric``: :func:`_is_symmetric` (D), if known."""
     P, H, d, _ = D.shape
     if H == 0 or d == 0:
         return np.zeros((P, H))
-    if _is_symmetric(D) if symmetric is None else symmetric:
-        if d == 3:
-            out = np.empty((P, H))
-            _sym3_norms(np.ascontiguousarray(D), out)
-            return out
-        return np.ascontiguousarray(np.abs(np.linalg.eigvalsh(D)).max(axis=-1))
-    return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
+    sym = _is_symmetric(D) if symmetric is None else symmetric
+    if sym and d == 3:
+        out = np.empty((P, H))
+        _sym3_norms(np.ascontiguousarray(D), out)
+        return out
+    # LAPACK on one BLAS thread from d = SPECTRAL_LIMIT_D on: at d = 64 the eigensolver runs
+    # OpenBLAS's worker threads, which then spin ≈ 0.1 s (114 ms of CPU after a 1.5 ms
+    # eigvalsh) and take a core from the pair pass that follows
+    limits = _blas_limits() if d >= SPECTRAL_LIMIT_D else None
+    with limits if limits is not None else contextlib.nullcontext():
+        if sym:
+            return np.ascontiguousarray(np.abs(np.linalg.eigvalsh(D)).max(axis=-1))
+        return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
 
 
 def takes_sym_pass(X, D, beta, fast_exp=True, weights=None, causal=False):
