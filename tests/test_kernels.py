@@ -411,20 +411,24 @@ def test_float32_large_logits():
 
 
 def test_threading_defaults_leave_user_settings():
-    """Passive OpenMP waiting by default; whatever the user set wins."""
+    """Passive OpenMP waiting, OpenMP first, OpenBLAS workers that sleep at once, by default;
+    whatever the user set wins."""
     import wflow
 
-    omp_first = {"NUMBA_THREADING_LAYER_PRIORITY": "omp tbb workqueue"}
+    omp_first = {"NUMBA_THREADING_LAYER_PRIORITY": "omp tbb workqueue",
+                 "OPENBLAS_THREAD_TIMEOUT": "4"}
     env = {}
     wflow._threading_defaults(env)
     assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0", **omp_first}
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
     wflow._threading_defaults(env)
     assert env == {"OMP_WAIT_POLICY": "ACTIVE", **omp_first}
-    env = {"KMP_BLOCKTIME": "200", "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue"}
+    env = {"KMP_BLOCKTIME": "200", "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue",
+           "OPENBLAS_THREAD_TIMEOUT": "28"}
     wflow._threading_defaults(env)
     assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "200",
-                   "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue"}
+                   "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue",
+                   "OPENBLAS_THREAD_TIMEOUT": "28"}
     assert os.environ.get("OMP_WAIT_POLICY")  # set (or kept) at import
 
 

@@ -95,7 +95,8 @@ OpenMP threads sleep instead of spinning (GNU OpenMP spins ≈ 300 000 iteration
 ms, at every barrier by default, which made runs 10–40× slower beside other work). It also
 puts OpenMP before TBB in numba's threading-layer order (numba takes TBB first wherever it is
 installed; under TBB a default run beside two busy processes took 2.43× its time alone,
-against 1.54× under OpenMP).
+against 1.54× under OpenMP), and ``OPENBLAS_THREAD_TIMEOUT=4`` (idle OpenBLAS workers
+sleep instead of spinning ≈ 0.1 s after each threaded call).
 
 *Determinism.* Each output slot (and each tile partial) is written by exactly one work
 item, every row's sums are computed by the same code whatever the schedule, and the
