@@ -1429,27 +1429,19 @@ def _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm, uI
 def _blas_sym_item(X, Xu, Q, bDT, shift, p, I, J, T, h0, h1, ito, libm, U, S0, SI, SX):
     """One item of the symmetric pass: tile (I, J) (I = J: a diagonal tile) for heads
     h0..h1−1, the Gram tile once for all of them when ``ito`` is not None, the masses U
-    (P, ≥ n) or None."""
+    (P, ≥ n) (ones for uniform masses)."""
     n = X.shape[1]
     i0 = I * T
     i1 = min(n, i0 + T)
     j0 = J * T
     j1 = min(n, j0 + T)
     if ito is None:
-        if U is None:
-            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, None, libm,
-                            None, None, S0, SI, SX)
-        else:
-            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, None, libm,
-                            U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
+        _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, None, libm,
+                        U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
     else:
         C = np.dot(X[p, i0:i1], X[p, j0:j1].T)
-        if U is None:
-            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm,
-                            None, None, S0, SI, SX)
-        else:
-            _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm,
-                            U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
+        _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm,
+                        U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
 
 
 _blas_controller = None
@@ -1599,9 +1591,6 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     def blk(I):
         return I * T, min(n, I * T + T)
 
-    def uvec(p, i0, i1):
-        return None if U is None else U[p, i0:i1]
-
     ito = 1 if want_ito else None
 
     def sym_item(p, I, J, hs):
@@ -1619,14 +1608,14 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
             if rowmax[p, h]:  # the whole row block: the shift is each row's maximum
                 L = QI @ XT[p, :, :m]
                 _blas_block_rows(L, C, i0, shift[p, h], True, causal, want_ito, fast,
-                                 S0[p, h], SI[p, h], RS[p, h], uvec(p, 0, m))
+                                 S0[p, h], SI[p, h], RS[p, h], U[p, :m])
                 SX[p, h, i0:i1] = L @ X[p, :m]
                 continue
             for J in range(I + 1 if causal else nb):
                 j0, j1 = blk(J)
                 L = QI @ XT[p, :, j0:j1]
                 _blas_tile(L, C[:, j0:j1] if want_ito else None, shift[p, h], libm,
-                           causal and J == I, None, uvec(p, j0, j1), S0[p, h, i0:i1],
+                           causal and J == I, None, U[p, j0:j1], S0[p, h, i0:i1],
                            SI[p, h, i0:i1], none1, none1, None)
                 np.matmul(L, Xu[p, j0:j1], out=t)
                 SX[p, h, i0:i1] += t
@@ -2355,17 +2344,22 @@ def _spectral_norm(D, symmetric=None):
         return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
 
 
+def _shift_and_route(n, d, D, beta, single, fast_exp, U, causal):
+    """The logit bound c_h = β‖D_h‖₂ (P, H) [model §2] and whether :func:`fused_pass` takes
+    the symmetric d = 3 pass (:func:`_use_sym`): one symmetry test of D for both."""
+    symmetric = _is_symmetric(D)
+    shift = beta * _spectral_norm(D, symmetric)
+    return shift, _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric)
+
+
 def takes_sym_pass(X, D, beta, fast_exp=True, weights=None, causal=False):
     """Whether :func:`fused_pass` evaluates (X (P, n, d) float64; D (P, H, d, d)) with the
     symmetric d = 3 pass. Its paths are independent and it skips the Itô loop path by path, so
     two batches that both take it may be evaluated as one, with the same bits."""
     X = np.asarray(X)
-    D = np.asarray(D, dtype=np.float64)
     P, n, d = X.shape
-    symmetric = _is_symmetric(D)
-    shift = float(beta) * _spectral_norm(D, symmetric)
-    return _use_sym(n, d, X.dtype == np.float32, fast_exp, weights, bool(causal), D, shift,
-                    symmetric)
+    return _shift_and_route(n, d, np.asarray(D, dtype=np.float64), float(beta),
+                            X.dtype == np.float32, fast_exp, weights, bool(causal))[1]
 
 
 def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=True,
@@ -2465,9 +2459,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         single = False  # the weighted pair loop is float64
 
     Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
-    # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]
-    symmetric = _is_symmetric(D)
-    shift = beta * _spectral_norm(D, symmetric)
+    # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]; the route
+    shift, use_sym = _shift_and_route(n, d, D, beta, single, fast_exp, U, causal)
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
@@ -2491,7 +2484,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
-    if _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric):
+    if use_sym:
         Xt = _columns(X, _VW)
         bands = _sym_bands(n, H)
         nb = bands.size - 1

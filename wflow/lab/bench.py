@@ -148,30 +148,15 @@ def _repeats(work):
 
 
 def _time(fn, repeats, warmup=None):
-    """(median time, output of the last call, tracemalloc peak in MB).
+    """(median time, output of the last call, tracemalloc peak in MB) of ``fn`` alone
+    (:func:`_time_interleaved` with one function).
 
     ``warmup`` (default ``fn``) is called first (compilation). The memory peak comes from one
     extra untimed call, or, for a single repeat (the big cases), from the timed call itself
     (tracing then only sees the few large NumPy allocations of the wrapper).
     """
-    (warmup or fn)()
-    ts = []
-    out = None
-    traced = float("nan")
-    trace = repeats == 1
-    for _ in range(repeats):
-        if trace:
-            _trace_start()
-        t0 = time.perf_counter()
-        out = fn()
-        ts.append(time.perf_counter() - t0)
-        if trace:
-            traced = _trace_stop()
-    if repeats > 1:
-        _trace_start()
-        fn()
-        traced = _trace_stop()
-    return statistics.median(ts), out, traced
+    (t,), (out,), (traced,) = _time_interleaved([fn], [warmup or fn], repeats)
+    return t, out, traced
 
 
 def _time_interleaved(fns, warmups, repeats):
