@@ -488,6 +488,11 @@ def test_pad_granularity(monkeypatch):
     assert K._pad_granularity() == 16
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f")
     assert K._pad_granularity() == 32
+    # AVX-512 without FP16 (AMD Zen 4): "-avx512fp16" is not "-avx512f"
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f,-avx512fp16,+avx512vl")
+    assert K._pad_granularity() == 32
+    monkeypatch.setattr(config, "CPU_FEATURES", "-avx512fp16,-avx512f")
+    assert K._pad_granularity() == 16
     assert K._VW in (16, 32) and K._VW32 == 2 * K._VW and K._CH % K._VW32 == 0
 
 

@@ -186,7 +186,9 @@ def _pad_granularity():
             feats = ll.get_host_cpu_features().flatten()
     except Exception:  # pragma: no cover - unknown target: the safe (wider) padding
         return 32
-    if name == "generic" or "-avx512f" in (feats or ""):
+    # whole tokens: the host's list holds "-avx512fp16" on AVX-512 CPUs without FP16 (AMD Zen 4),
+    # which a substring test would read as "-avx512f"
+    if name == "generic" or "-avx512f" in (feats or "").split(","):
         return 16
     return 32
 
