@@ -95,6 +95,40 @@ def test_n_clusters_batched_equals_per_path(n):
     assert len(set(got)) > 3  # the cases differ
 
 
+@pytest.mark.parametrize("d", [2, 3, 5])
+def test_pair_statistics_one_pass_against_the_gram_matrix(d):
+    """The one-pass pair statistics (no Gram matrix) against NumPy's Gram matrix: the smallest
+    cosine (diagonal included) within 2·d·u (two d-term dot products of unit rows), the
+    components against scipy and the merged pairs i < j at thresholds from empty to full;
+    ``clustering_series`` gives the same values as the separate functions."""
+    from wflow.core._kernels import pair_statistics
+
+    rng = np.random.default_rng(d)
+    P, n = 12, 90
+    C = rng.standard_normal((P, 4, d))
+    lab = rng.integers(0, 4, (P, n))
+    X = np.take_along_axis(C, lab[..., None], 1) + rng.standard_normal((P, n, d)) * \
+        rng.choice([1e-4, 0.02, 0.1, 1.0], (P, 1, 1))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    G = X @ np.swapaxes(X, 1, 2)
+    iu = np.triu_indices(n, 1)
+    seen = set()
+    for cc, cm in [(0.995, 0.9999), (0.9, 0.99), (-2.0, -2.0), (2.0, 2.0)]:
+        low, comps, merged = pair_statistics(X, cc, cm)
+        # unit rows: each d-term dot product is within d·u of the exact one, either order
+        np.testing.assert_allclose(low, G.min(axis=(1, 2)), rtol=0, atol=2 * d * 2.0**-53)
+        want = [connected_components(csr_matrix(g >= cc), directed=False)[0] for g in G]
+        np.testing.assert_array_equal(comps, want)
+        np.testing.assert_array_equal(merged, [(g[iu] > cm).sum() for g in G])
+        seen.update(comps.tolist())
+    assert {1, n} <= seen and len(seen) > 4
+    out = dg.clustering_series(X, 0.1, 2000, 0.999)
+    np.testing.assert_array_equal(out["merged_fraction"], dg.merged_fraction(X, 0.999))
+    np.testing.assert_array_equal(out["n_clusters"], dg.n_clusters(X, 0.1))
+    np.testing.assert_array_equal(out["min_cosine"], dg.min_cosine(X))
+    assert "merged_fraction" not in dg.clustering_series(X, 0.1)
+
+
 def test_graph_components_against_scipy():
     """The union–find kernel counts the components scipy finds, on random graphs from empty
     to connected (edge probability 0 … 0.05 on 300 vertices: the giant component appears near

@@ -538,7 +538,9 @@ def _exp_shifted(x):
     p = p * r + _C2
     p = p * r + _C1
     p = p * r + 1.0
-    return p * _i64_as_f64((_f64_as_i64(t) + 1023) << 52)
+    # p·2^k as an integer add of k to p's exponent field: exact, the same bits as the product
+    # (p ∈ [0.7, 1.42] and k ∈ [−1021, 1023] keep the exponent normal) on the integer pipes
+    return _i64_as_f64(_f64_as_i64(p) + (_f64_as_i64(t) << 52))
 
 
 @njit(fastmath=_FM, **_OPTS)
@@ -2305,6 +2307,66 @@ def graph_components(G, threshold):
                         count -= 1
         out[p] = count
     return out
+
+
+@njit(**_OPTS)
+def pair_statistics(X, cos_cluster, cos_merge):
+    r"""The pairwise clustering statistics of P token clouds in one pass over the pairs, with
+    :math:`c_{ij} = \langle x_i, x_j\rangle` summed in the order k = 0, 1, …, d − 1 (no BLAS: the
+    same bits on every machine):
+
+    .. math::
+        \min_{i, j} c_{ij},\qquad
+        \#\text{components of } \{i \sim j : c_{ij} \ge c_{\text{cluster}}\},\qquad
+        \#\{i < j : c_{ij} > c_{\text{merge}}\}
+
+    (the minimum includes i = j, :math:`|x_i|^2`; components by union–find as in
+    :func:`graph_components`). No m × m Gram matrix is formed.
+
+    Parameters
+    ----------
+    X : (P, m, d) float64 tokens.
+    cos_cluster, cos_merge : float thresholds.
+
+    Returns
+    -------
+    (min_cos (P,) float64, components (P,) int64, merged pairs i < j (P,) int64)
+    """
+    P, m, d = X.shape
+    mins = np.empty(P)
+    comps = np.empty(P, dtype=np.int64)
+    merged = np.empty(P, dtype=np.int64)
+    parent = np.empty(m, dtype=np.int64)
+    for p in range(P):
+        for i in range(m):
+            parent[i] = i
+        count = m
+        low = np.inf
+        pairs = 0
+        for i in range(m):
+            for j in range(i, m):
+                c = 0.0
+                for k in range(d):
+                    c += X[p, i, k] * X[p, j, k]
+                if c < low:
+                    low = c
+                if j == i:
+                    continue
+                if c > cos_merge:
+                    pairs += 1
+                if c >= cos_cluster:
+                    a = _root(parent, i)
+                    b = _root(parent, j)
+                    if a != b:
+                        if a < b:
+                            parent[b] = a
+                        else:
+                            parent[a] = b
+                        count -= 1
+        mins[p] = low
+        comps[p] = count
+        merged[p] = pairs
+    return mins, comps, merged
 
 
 def _columns(X, width, dtype=np.float64):

@@ -9,7 +9,8 @@ r"""How much memory a run needs, estimated from its configuration, and how much 
 * ``records``: every record when they are kept in memory (:func:`wflow.simulate`), or the
   records buffered before each HDF5 write (:func:`wflow.engine.driver.run_to_file`);
 * ``checkpoint``: the copies written into a checkpoint slot (runs into a file);
-* ``diagnostics``: the pairwise (m, m) matrices of the clustering diagnostics and of W₂,
+* ``diagnostics``: the (m, m) matrices of W₂ and the (P, m, d) copies of the clustering
+  diagnostics (their pairwise statistics take one pass and no Gram matrix),
   m = min(n, diagnostics.max_pairwise_n) (computed at a record, after the field's buffers are
   freed: the peak counts the larger of ``kernel`` and ``diagnostics``).
 
@@ -161,8 +162,8 @@ def estimate(cfg, keep_records=False) -> Estimate:
     diag = 0
     if density:  # the token diagnostics are off for a density
         pass
-    elif dg["clustering"]:  # min_cosine: (P, m, m); then n_clusters: (m, m) Gram, boolean, sparse
-        diag = max(diag, F8 * P * mp * mp, 14 * mp * mp)
+    elif dg["clustering"]:  # one pass over the pairs (no Gram matrix); the centred copies
+        diag = max(diag, F8 * 3 * P * mp * d)
     if dg["w2"] and not density:  # cost matrix, its square, the plan (POT)
         diag = max(diag, F8 * 3 * mp * mp)
     parts = {"state": state, "kernel": kernel, "records": records, "checkpoint": checkpoint,

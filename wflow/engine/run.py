@@ -362,7 +362,8 @@ class Simulation:
             row["D"] = state.D.copy()
         if self.clustering:
             dg = self.config["diagnostics"]
-            row.update(clustering_series(state.X, dg["cluster_angle"], dg["max_pairwise_n"]))
+            row.update(clustering_series(state.X, dg["cluster_angle"], dg["max_pairwise_n"],
+                                         dg["merge_cosine"]))
         if self._step_ledger:  # the steps of the interval ending here, then a fresh buffer
             for i, name in enumerate(STEP_LEDGER):
                 row[name] = state.step_ledger[..., i].copy()

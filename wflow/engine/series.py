@@ -39,8 +39,6 @@ from typing import Callable
 
 import numpy as np
 
-from wflow.model.diagnostics import merged_fraction
-
 __all__ = ["Series", "SERIES", "RecordContext", "add_series", "remove_series", "describe",
            "describe_full", "dims", "names"]
 
@@ -215,9 +213,7 @@ for _n, _d, _u in (
     add_series(_n, "point", _d, _u, group="clustering")
 add_series("merged_fraction", "point",
            "fraction of ordered pairs i != j with <x_i, x_j> > diagnostics.merge_cosine",
-           "dimensionless", group="clustering",
-           fn=lambda c: merged_fraction(c.X, c.config["diagnostics"]["merge_cosine"],
-                                        c.config["diagnostics"]["max_pairwise_n"]))
+           "dimensionless", group="clustering")
 
 add_series("w2_step", "point", "W2 between successive records (geodesic cost)", "dimensionless",
            group="w2")

@@ -39,15 +39,18 @@ def variance(X):
     return np.mean(np.sum((X - X.mean(axis=-2, keepdims=True)) ** 2, axis=-1), axis=-1)
 
 
-def _gram(X):
-    r"""Gram matrices :math:`\langle x_i, x_j\rangle` (P, n, n) of a batch (P, n, d)."""
-    return X @ np.swapaxes(X, -1, -2)
+def _pairs(X, max_n, cos_cluster=np.inf, cos_merge=np.inf):
+    """(min cosine, components, merged pairs i < j) per path of the first ``max_n`` tokens, in
+    one pass over the pairs (:func:`wflow.core._kernels.pair_statistics`), and m."""
+    from wflow.core._kernels import pair_statistics
+
+    X = np.ascontiguousarray(np.asarray(X, dtype=np.float64)[..., :max_n, :])
+    return pair_statistics(X, float(cos_cluster), float(cos_merge)), X.shape[-2]
 
 
 def min_cosine(X, max_n=2000):
     r""":math:`\min_{i,j}\langle x_i, x_j\rangle` (1 when fully collapsed)."""
-    X = np.asarray(X)[..., :max_n, :]
-    return _gram(X).min(axis=(1, 2))
+    return _pairs(X, max_n)[0][0]
 
 
 def merged_fraction(X, threshold=0.999, max_n=2000):
@@ -61,37 +64,19 @@ def merged_fraction(X, threshold=0.999, max_n=2000):
     :math:`f = \sum_a m_a(m_a - 1) / (n(n-1))`. Above ``max_n`` tokens the first ``max_n``
     are used.
     """
-    X = np.asarray(X)[..., :max_n, :]
-    m = X.shape[-2]
-    C = _gram(X)
-    idx = np.arange(m)
-    C[:, idx, idx] = -np.inf  # the pairs i = j never count
-    return np.count_nonzero(C > threshold, axis=(1, 2)) / (m * (m - 1))
-
-
-#: n_clusters: the Gram matrices of about this many token pairs (paths × max_n²) at a time
-_PAIRS_PER_BLOCK = 1 << 20
+    (_, _, merged), m = _pairs(X, max_n, cos_merge=threshold)
+    return 2 * merged / (m * (m - 1))
 
 
 def n_clusters(X, angle=0.1, max_n=2000):
     r"""Number of connected components of the graph :math:`\langle x_i, x_j\rangle \ge \cos\alpha`.
 
-    The Gram matrices of a block of paths (NumPy matmul), then union–find over the pairs
-    i < j (:func:`wflow.core._kernels.graph_components`): O(n²) per path, no index arrays
-    (scipy's sparse ``connected_components`` took ≈ 2 ms per record at n = 200, P = 2,
-    13% of a default run). Above ``max_n`` tokens the first ``max_n`` are used.
+    Union–find over the pairs i < j in one pass that forms no Gram matrix
+    (:func:`wflow.core._kernels.pair_statistics`): O(n²) per path (scipy's sparse
+    ``connected_components`` took ≈ 2 ms per record at n = 200, P = 2, 13% of a default run).
+    Above ``max_n`` tokens the first ``max_n`` are used.
     """
-    from wflow.core._kernels import graph_components
-
-    X = np.asarray(X, dtype=np.float64)[..., :max_n, :]
-    P, m = X.shape[0], X.shape[1]
-    ca = float(np.cos(angle))
-    out = np.empty(P)
-    step = max(1, _PAIRS_PER_BLOCK // max(m * m, 1))
-    for p0 in range(0, P, step):
-        G = np.ascontiguousarray(_gram(X[p0:p0 + step]))
-        out[p0:p0 + step] = graph_components(G, ca)
-    return out
+    return _pairs(X, max_n, cos_cluster=np.cos(angle))[0][1].astype(float)
 
 
 def spectral_rank(X, frac=0.99):
@@ -157,15 +142,21 @@ def anova_split(X, labels):
             "between_class": between_class}
 
 
-def clustering_series(X, angle=0.1, max_n=2000):
-    """All clustering diagnostics as a dict of (P,) arrays."""
-    return {
+def clustering_series(X, angle=0.1, max_n=2000, merge_cosine=None):
+    """All clustering diagnostics as a dict of (P,) arrays; with ``merge_cosine`` also
+    ``merged_fraction``. The pairwise ones come from one pass over the pairs."""
+    cm = np.inf if merge_cosine is None else merge_cosine
+    (low, comps, merged), m = _pairs(X, max_n, np.cos(angle), cm)
+    out = {
         "order_parameter": order_parameter(X),
-        "min_cosine": min_cosine(X, max_n),
-        "n_clusters": n_clusters(X, angle, max_n),
+        "min_cosine": low,
+        "n_clusters": comps.astype(float),
         "variance": variance(X),
         "spectral_rank": spectral_rank(X),
     }
+    if merge_cosine is not None:
+        out["merged_fraction"] = 2 * merged / (m * (m - 1))
+    return out
 
 
 def geodesic(X, Y):
