@@ -251,6 +251,18 @@ _C7 = 0.00019841170267682917
 _C8 = 2.4801504368699118e-05
 _C9 = 2.764018186397757e-06
 _C10 = 2.762635356469098e-07
+# 2^r ≈ 1 + r Σ_k E_k r^(k−1), |r| ≤ 1/2: the degree-10 interpolant at the Chebyshev nodes of
+# (2^r − 1)/r (mpmath, 50 digits, rounded to float64); 6.7e-16 relative in float64 Horner
+_E1 = 0.6931471805599462
+_E2 = 0.24022650695910075
+_E3 = 0.05550410866465167
+_E4 = 0.009618129107618665
+_E5 = 0.0013333558200794592
+_E6 = 0.00015403530424776529
+_E7 = 1.5252672924850737e-05
+_E8 = 1.3215451633221434e-06
+_E9 = 1.0205905413765595e-07
+_E10 = 7.070977866508138e-09
 
 
 # The flags must be explicit: numba otherwise inherits the caller's fastmath flags
@@ -543,6 +555,36 @@ def _exp_shifted(x):
     return _i64_as_f64(_f64_as_i64(p) + (_f64_as_i64(t) << 52))
 
 
+@njit(cache=True, error_model="numpy", fastmath=_EXP_FM)
+def _exp2_shifted(y):
+    r""":math:`2^y` for :math:`y \in [-1021, 1023]`: the exponential of the symmetric pair loop,
+    which computes its logits in base 2, :math:`y = (s_{ij} - c_h)\log_2 e` (β log₂e and
+    c_h log₂e folded into its row constants).
+
+    .. math:: 2^y = 2^k\,2^r,\quad k = \operatorname{round}(y),\quad r = y - k \in [-\tfrac12, \tfrac12]
+
+    r is exact (Sterbenz), so there is no ln 2 split: against :func:`_exp_shifted` three vector
+    operations fewer per exponential (one addition instead of a multiply-add and two
+    multiply-adds), the polynomial is the same degree. Relative error 7e-16 for 2^y; the base-2
+    logit carries the rounding of s − c and of its scaling by log₂e, ~|s − c|·2^-52 relative
+    in e^{s − c}, as the natural-base logit does."""
+    t = y + _ROUND_MAGIC
+    k = t - _ROUND_MAGIC
+    r = y - k
+    p = _E10
+    p = p * r + _E9
+    p = p * r + _E8
+    p = p * r + _E7
+    p = p * r + _E6
+    p = p * r + _E5
+    p = p * r + _E4
+    p = p * r + _E3
+    p = p * r + _E2
+    p = p * r + _E1
+    p = p * r + 1.0
+    return _i64_as_f64(_f64_as_i64(p) + (_f64_as_i64(t) << 52))
+
+
 @njit(fastmath=_FM, **_OPTS)
 def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
     """d = 2 with relative column masses u (zero-padded), polynomial exp: the row in one
@@ -787,7 +829,10 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
-    .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = e_{ji},\qquad q_i = \beta D_h x_i .
+    .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = 2^{\langle q'_i, x_j\rangle - c'} = e_{ji},
+        \qquad q'_i = (\beta\log_2 e) D_h x_i,\quad c' = c\log_2 e
+
+    (base 2: :func:`_exp2_shifted`).
 
     Four rows ``i..i+3`` share one loop over the columns ``j ≥ 4⌊i/4⌋`` (whole vectors), with
     weights ω_rj (:func:`_sym_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
@@ -814,7 +859,9 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
     d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
     d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
-    mc = -c
+    # base-2 logits (:func:`_exp2_shifted`): y = (β⟨D_h x_i, x_j⟩ − c)·log₂e
+    mc = -c * _LOG2E
+    bl = beta * _LOG2E
     npq = W.shape[2]
     C0 = C[0]
     C1 = C[1]
@@ -853,18 +900,18 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
         yb0, yb1, yb2 = x0[ib], x1[ib], x2[ib]
         yc0, yc1, yc2 = x0[ic], x1[ic], x2[ic]
         yd0, yd1, yd2 = x0[id_], x1[id_], x2[id_]
-        qa0 = beta * (d00 * ya0 + d01 * ya1 + d02 * ya2)
-        qa1 = beta * (d10 * ya0 + d11 * ya1 + d12 * ya2)
-        qa2 = beta * (d20 * ya0 + d21 * ya1 + d22 * ya2)
-        qb0 = beta * (d00 * yb0 + d01 * yb1 + d02 * yb2)
-        qb1 = beta * (d10 * yb0 + d11 * yb1 + d12 * yb2)
-        qb2 = beta * (d20 * yb0 + d21 * yb1 + d22 * yb2)
-        qc0 = beta * (d00 * yc0 + d01 * yc1 + d02 * yc2)
-        qc1 = beta * (d10 * yc0 + d11 * yc1 + d12 * yc2)
-        qc2 = beta * (d20 * yc0 + d21 * yc1 + d22 * yc2)
-        qd0 = beta * (d00 * yd0 + d01 * yd1 + d02 * yd2)
-        qd1 = beta * (d10 * yd0 + d11 * yd1 + d12 * yd2)
-        qd2 = beta * (d20 * yd0 + d21 * yd1 + d22 * yd2)
+        qa0 = bl * (d00 * ya0 + d01 * ya1 + d02 * ya2)
+        qa1 = bl * (d10 * ya0 + d11 * ya1 + d12 * ya2)
+        qa2 = bl * (d20 * ya0 + d21 * ya1 + d22 * ya2)
+        qb0 = bl * (d00 * yb0 + d01 * yb1 + d02 * yb2)
+        qb1 = bl * (d10 * yb0 + d11 * yb1 + d12 * yb2)
+        qb2 = bl * (d20 * yb0 + d21 * yb1 + d22 * yb2)
+        qc0 = bl * (d00 * yc0 + d01 * yc1 + d02 * yc2)
+        qc1 = bl * (d10 * yc0 + d11 * yc1 + d12 * yc2)
+        qc2 = bl * (d20 * yc0 + d21 * yc1 + d22 * yc2)
+        qd0 = bl * (d00 * yd0 + d01 * yd1 + d02 * yd2)
+        qd1 = bl * (d10 * yd0 + d11 * yd1 + d12 * yd2)
+        qd2 = bl * (d20 * yd0 + d21 * yd1 + d22 * yd2)
         # slices from jb: the loop index starts at 0 (no wrap-around select in the addresses)
         v0 = x0[jb:npq]
         v1 = x1[jb:npq]
@@ -887,10 +934,10 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
             u0 = v0[j]
             u1 = v1[j]
             u2 = v2[j]
-            ea = _exp_shifted(((mc + qa0 * u0) + qa1 * u1) + qa2 * u2) * ma[j]
-            eb = _exp_shifted(((mc + qb0 * u0) + qb1 * u1) + qb2 * u2) * mb[j]
-            ec = _exp_shifted(((mc + qc0 * u0) + qc1 * u1) + qc2 * u2) * mcc[j]
-            ed = _exp_shifted(((mc + qd0 * u0) + qd1 * u1) + qd2 * u2) * md[j]
+            ea = _exp2_shifted(((mc + qa0 * u0) + qa1 * u1) + qa2 * u2) * ma[j]
+            eb = _exp2_shifted(((mc + qb0 * u0) + qb1 * u1) + qb2 * u2) * mb[j]
+            ec = _exp2_shifted(((mc + qc0 * u0) + qc1 * u1) + qc2 * u2) * mcc[j]
+            ed = _exp2_shifted(((mc + qd0 * u0) + qd1 * u1) + qd2 * u2) * md[j]
             sa += ea
             aa0 += ea * u0
             aa1 += ea * u1
