@@ -2356,7 +2356,7 @@ def graph_components(G, threshold):
     return out
 
 
-@njit(**_OPTS)
+@njit(parallel=True, **_OPTS)
 def pair_statistics(X, cos_cluster, cos_merge):
     r"""The pairwise clustering statistics of P token clouds in one pass over the pairs, with
     :math:`c_{ij} = \langle x_i, x_j\rangle` summed in the order k = 0, 1, …, d − 1 (no BLAS: the
@@ -2368,7 +2368,9 @@ def pair_statistics(X, cos_cluster, cos_merge):
         \#\{i < j : c_{ij} > c_{\text{merge}}\}
 
     (the minimum includes i = j, :math:`|x_i|^2`; components by union–find as in
-    :func:`graph_components`). No m × m Gram matrix is formed.
+    :func:`graph_components`, keeping the root of i while j runs, so an edge costs one root
+    search). No m × m Gram matrix is formed; the paths run in parallel (each alone: the same
+    results whatever the thread count).
 
     Parameters
     ----------
@@ -2383,14 +2385,15 @@ def pair_statistics(X, cos_cluster, cos_merge):
     mins = np.empty(P)
     comps = np.empty(P, dtype=np.int64)
     merged = np.empty(P, dtype=np.int64)
-    parent = np.empty(m, dtype=np.int64)
-    for p in range(P):
+    for p in prange(P):
+        parent = np.empty(m, dtype=np.int64)
         for i in range(m):
             parent[i] = i
         count = m
         low = np.inf
         pairs = 0
         for i in range(m):
+            ra = _root(parent, i)
             for j in range(i, m):
                 c = 0.0
                 for k in range(d):
@@ -2402,13 +2405,13 @@ def pair_statistics(X, cos_cluster, cos_merge):
                 if c > cos_merge:
                     pairs += 1
                 if c >= cos_cluster:
-                    a = _root(parent, i)
-                    b = _root(parent, j)
-                    if a != b:
-                        if a < b:
-                            parent[b] = a
+                    rb = _root(parent, j)
+                    if ra != rb:  # union by the smaller root; i's root is the smaller one after
+                        if ra < rb:
+                            parent[rb] = ra
                         else:
-                            parent[a] = b
+                            parent[ra] = rb
+                            ra = rb
                         count -= 1
         mins[p] = low
         comps[p] = count
