@@ -849,6 +849,36 @@ def test_sym_weights_table(monkeypatch, vq):
                 np.testing.assert_array_equal(W[(i - jb) // 4, r, : npq - jb], rule)
 
 
+def test_sym_band_noalias_same_bits():
+    """The symmetric band is compiled with noalias pointer arguments (no runtime overlap checks
+    before its vector loop); this numba supports it, and the band gives the same bits as the
+    same code compiled with the default pipeline (n = 200: table weights; 203: padding)."""
+    from numba import njit
+
+    assert K._NOALIAS, "numba lost Flags.noalias: the symmetric pass keeps its overlap checks"
+    plain = njit(fastmath=K._FM, error_model="numpy", boundscheck=False)(K._sym_band3.py_func)
+    rng = np.random.default_rng(17)
+    for n in (200, 203):
+        X, D, _ = make_case(rng, 1, n, 3, 2)
+        Xt = K._columns(X, K._VW)
+        npq = -(-n // K._VQ) * K._VQ
+        shift = K._spectral_norm(D)
+        outs = []
+        for f in (K._sym_band3, plain):
+            W = K._sym_weights(n, npq)
+            C = np.zeros((5, npq))
+            o = (np.zeros((1, 2, n)), np.zeros((1, 2, n, 3)), np.zeros((1, 2, n)),
+                 np.zeros((1, 2, n)))
+            for h in range(2):
+                C[:] = 0.0
+                f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, 0, n, C[0], C[1],
+                  C[2], C[3], C[4], W, True, 0, h, *o, True)
+            outs.append(o)
+        for a, b in zip(*outs):
+            np.testing.assert_array_equal(a, b)
+        assert np.all(outs[0][0] > 0)
+
+
 def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
     """fused_pass through the symmetric pass equals the NumPy reference within the conditioning
     bounds, and the row pass within twice them, for every normalisation, tied and untied

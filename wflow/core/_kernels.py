@@ -206,6 +206,33 @@ _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
 
 
+def _noalias_pipeline():
+    """A numba compiler pipeline that marks every pointer argument of the function ``noalias``
+    (numba's internal ``Flags.noalias``, which its parallel gufuncs use): LLVM then needs no
+    runtime overlap checks before vectorising a loop that writes some array arguments and
+    reads others. Only for functions whose array arguments never share memory that one of
+    them writes (:func:`_sym_band3`). None (the default pipeline: the same results, the
+    checks kept) if this numba has no such flag."""
+    try:
+        from numba.core.compiler import Compiler, Flags
+
+        if "noalias" not in Flags.options:
+            return None
+    except Exception:  # pragma: no cover - another numba layout
+        return None
+
+    class NoAliasCompiler(Compiler):
+        def define_pipelines(self):
+            self.state.flags.noalias = True
+            return super().define_pipelines()
+
+    return NoAliasCompiler
+
+
+#: The pipeline of :func:`_noalias_pipeline` as ``njit`` options.
+_NOALIAS = {} if _noalias_pipeline() is None else {"pipeline_class": _noalias_pipeline()}
+
+
 # ---------------------------------------------------------------------------------------------
 # Branch-free exponential
 # ---------------------------------------------------------------------------------------------
@@ -792,14 +819,14 @@ def _sym_bands(n, H):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, s, b0, b1, b2, g):
-    """Row i's sums of :func:`_sym_band3`: its row part plus its column part C[:, i]."""
-    s = s + C[0, i]
+def _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, s, b0, b1, b2, g):
+    """Row i's sums of :func:`_sym_band3`: its row part plus its column part C_k[i]."""
+    s = s + C0[i]
     S0[p, h, i] = s
-    SX[p, h, i, 0] = b0 + C[1, i]
-    SX[p, h, i, 1] = b1 + C[2, i]
-    SX[p, h, i, 2] = b2 + C[3, i]
-    g = g + C[4, i]
+    SX[p, h, i, 0] = b0 + C1[i]
+    SX[p, h, i, 1] = b1 + C2[i]
+    SX[p, h, i, 2] = b2 + C3[i]
+    g = g + C4[i]
     SI[p, h, i] = g + s if own else g
     RS[p, h, i] = c
 
@@ -824,8 +851,9 @@ def _sym_weights(n, npq):
     return W
 
 
-@njit(fastmath=_FM, **_OPTS)
-def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, ito):
+@njit(fastmath=_FM, **_OPTS, **_NOALIAS)
+def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, own, p, h, S0, SX,
+               SI, RS, ito):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
@@ -836,10 +864,11 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
 
     Four rows ``i..i+3`` share one loop over the columns ``j ≥ 4⌊i/4⌋`` (whole vectors), with
     weights ω_rj (:func:`_sym_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
-    weighted e is added to the row sums of i+r (registers) and to the column sums of j in ``C``
-    (5, n_pad): Σ e, Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row
+    weighted e is added to the row sums of i+r (registers) and to the column sums of j in
+    ``C0 … C4`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e, Σ e x_{i+r},
+    Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row
     i gets e_ii once. After the loop the column sums of the four rows are complete for this band
-    (later rows touch only later columns): ``S0 = row part + C[0, i]`` etc. are written, and
+    (later rows touch only later columns): ``S0 = row part + C0[i]`` etc. are written, and
     ``SI`` = Σ e⟨x_i,x_j⟩² (+ S0 when ``own``, i.e. the band is the only one; else
     :func:`_sym_reduce3` adds the earlier bands' columns and S0).
 
@@ -848,6 +877,12 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     against the row pass, half the exponentials and logits (measured 1.5–1.6× at n = 4096,
     1.2–1.3× at n = 200, one thread, AVX2). The column loop starts at index 0 of slices, so
     LLVM sees no wrap-around in the addresses and vectorises the read-modify-write.
+
+    Compiled with every pointer argument ``noalias`` (:func:`_noalias_pipeline`): the
+    arguments are separate arrays or disjoint rows of one (the token rows of ``Xt``, the five
+    column-sum rows), so the vector loop needs none of the ≈ 45 runtime overlap checks (90
+    comparisons per group of four rows) LLVM emits otherwise. Measured on one thread, AVX-512:
+    7–8% less time at n = 200, 2–4% at n = 2048, the same bits.
 
     ``ito`` (a literal: each value compiles its own loop) adds the Itô sums; without them the
     loop skips ⟨x_i, x_j⟩² and two accumulators per row (10–16% less time at n = 200 and
@@ -863,11 +898,6 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
     mc = -c * _LOG2E
     bl = beta * _LOG2E
     npq = W.shape[2]
-    C0 = C[0]
-    C1 = C[1]
-    C2 = C[2]
-    C3 = C[3]
-    C4 = C[4]
     table = npq == n  # no padding columns: the weights are a fixed table (_sym_weights)
     for i in range(i_lo, i_hi, _SYM_ROWS):
         jb = (i // _VQ) * _VQ
@@ -977,13 +1007,13 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, 
                 ke = npq if i + r >= i_hi else jh
                 for k in range(jb, ke):
                     W[0, r, k] = 1.0 if k < n else 0.0
-        _sym_row_out(S0, SX, SI, RS, C, p, h, i, c, own, sa, aa0, aa1, aa2, ia_)
+        _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, sa, aa0, aa1, aa2, ia_)
         if i + 1 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C, p, h, i + 1, c, own, sb, ab0, ab1, ab2, ib_)
+            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 1, c, own, sb, ab0, ab1, ab2, ib_)
         if i + 2 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C, p, h, i + 2, c, own, sc, ac0, ac1, ac2, ic_)
+            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 2, c, own, sc, ac0, ac1, ac2, ic_)
         if i + 3 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C, p, h, i + 3, c, own, sd, ad0, ad1, ad2, id2)
+            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 3, c, own, sd, ad0, ad1, ad2, id2)
 
 
 @njit(inline="always", **_OPTS)
@@ -991,9 +1021,11 @@ def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, 
                    want_ito):
     """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito``."""
     if want_ito:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, True)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
+                   p, h, S0, SX, SI, RS, True)
     else:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS, False)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
+                   p, h, S0, SX, SI, RS, False)
 
 
 @njit(**_OPTS)
