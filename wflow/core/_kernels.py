@@ -1028,7 +1028,7 @@ def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, 
                    p, h, S0, SX, SI, RS, False)
 
 
-@njit(**_OPTS)
+@njit(**_OPTS, **_NOALIAS)
 def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dEp, acc):
     r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
     shift :math:`c_h`, uniform masses, no mask): with :math:`\bar y = SX/S0`,
@@ -1039,10 +1039,16 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
         \partial_D E_{\text{tile}} \mathrel{+}= e^{c} \textstyle\sum_{i} x_i SX_i^\top
 
     (ω = 1 for the head normalisation, Z otherwise), and Σ_h Z, Σ_h 1/Z, the Itô row term
-    :math:`e^{c} SI` into the row accumulators ``acc[i − i0]``; the ∂_D E partial of every tile
-    of R rows it covers into ``dEp[p, tile, h]``. :math:`e^{c}` once per head, 1/S0 once per
-    row. The fused per-path form calls it for all rows, the unfused form for one tile: the
-    same arithmetic for every row and tile (the same bits)."""
+    :math:`e^{c} SI` into the row accumulators ``acc[:, i − i0]`` (component-major, (9, rows));
+    the ∂_D E partial of every tile of R rows it covers into ``dEp[p, tile, h]``.
+    :math:`e^{c}` once per head, 1/S0 once per row. The fused per-path form calls it for all
+    rows, the unfused form for one tile: the same arithmetic for every row and tile (the same
+    bits).
+
+    Two loops: the per-row terms (no sum across rows: LLVM vectorises it over rows, each lane
+    the scalar arithmetic, so the bits are those of the scalar loop), then the tile sums of
+    ∂_D E row by row in their fixed order. Compiled with noalias pointer arguments (the
+    arrays it writes, ``part``, ``dEp`` and ``acc``, share no memory with any other)."""
     n = X.shape[1]
     lp = lap[h]
     v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
@@ -1054,36 +1060,57 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
     es = math.exp(RS[p, h, i0])
     zn = es / n
     izn = n / es
+    head = norm == 0
+    m = i1 - i0
+    # flat views: element (r, k) at 3r + k, a stride LLVM knows (with the runtime row stride
+    # of a 2-D view it would vectorise only for stride 1, never taken)
+    Xp = X[p, i0:i1].reshape(3 * (i1 - i0))
+    S0h = S0[p, h, i0:i1]
+    SXh = SX[p, h, i0:i1].reshape(3 * (i1 - i0))
+    SIh = SI[p, h, i0:i1]
+    Ph = part[p, h, i0:i1]
+    a0 = acc[0]
+    a1 = acc[1]
+    a2 = acc[2]
+    a3 = acc[3]
+    a4 = acc[4]
+    a5 = acc[5]
+    a6 = acc[6]
+    a7 = acc[7]
+    a8 = acc[8]
+    for r in range(m):
+        x0, x1, x2 = Xp[3 * r], Xp[3 * r + 1], Xp[3 * r + 2]
+        s0 = S0h[r]
+        rs = 1.0 / s0
+        Z = zn * s0
+        Ph[r] = Z
+        a6[r] += Z
+        a7[r] += izn * rs
+        sx0, sx1, sx2 = SXh[3 * r], SXh[3 * r + 1], SXh[3 * r + 2]
+        y0 = sx0 * rs
+        y1 = sx1 * rs
+        y2 = sx2 * rs
+        w0 = (v00 * y0 + v01 * y1) + v02 * y2
+        w1 = (v10 * y0 + v11 * y1) + v12 * y2
+        w2 = (v20 * y0 + v21 * y1) + v22 * y2
+        if lp:
+            w0 = ((v00 * x0 + v01 * x1) + v02 * x2) - w0
+            w1 = ((v10 * x0 + v11 * x1) + v12 * x2) - w1
+            w2 = ((v20 * x0 + v21 * x1) + v22 * x2) - w2
+        xw = (w0 * x0 + w1 * x1) + w2 * x2
+        om = 1.0 if head else Z
+        a0[r] += om * (w0 - xw * x0)
+        a1[r] += om * (w1 - xw * x1)
+        a2[r] += om * (w2 - xw * x2)
+        a3[r] += es * ((d00 * sx0 + d01 * sx1) + d02 * sx2)
+        a4[r] += es * ((d10 * sx0 + d11 * sx1) + d12 * sx2)
+        a5[r] += es * ((d20 * sx0 + d21 * sx1) + d22 * sx2)
+        a8[r] += es * SIh[r]
     for b in range(i0 // R, (i1 - 1) // R + 1):
         e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
         for i in range(max(i0, b * R), min(i1, b * R + R)):
-            r = i - i0
             x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
-            s0 = S0[p, h, i]
-            rs = 1.0 / s0
-            Z = zn * s0
-            part[p, h, i] = Z
-            acc[r, 6] += Z
-            acc[r, 7] += izn * rs
             sx0, sx1, sx2 = SX[p, h, i, 0], SX[p, h, i, 1], SX[p, h, i, 2]
-            y0 = sx0 * rs
-            y1 = sx1 * rs
-            y2 = sx2 * rs
-            w0 = (v00 * y0 + v01 * y1) + v02 * y2
-            w1 = (v10 * y0 + v11 * y1) + v12 * y2
-            w2 = (v20 * y0 + v21 * y1) + v22 * y2
-            if lp:
-                w0 = ((v00 * x0 + v01 * x1) + v02 * x2) - w0
-                w1 = ((v10 * x0 + v11 * x1) + v12 * x2) - w1
-                w2 = ((v20 * x0 + v21 * x1) + v22 * x2) - w2
-            xw = (w0 * x0 + w1 * x1) + w2 * x2
-            om = 1.0 if norm == 0 else Z
-            acc[r, 0] += om * (w0 - xw * x0)
-            acc[r, 1] += om * (w1 - xw * x1)
-            acc[r, 2] += om * (w2 - xw * x2)
-            acc[r, 3] += es * ((d00 * sx0 + d01 * sx1) + d02 * sx2)
-            acc[r, 4] += es * ((d10 * sx0 + d11 * sx1) + d12 * sx2)
-            acc[r, 5] += es * ((d20 * sx0 + d21 * sx1) + d22 * sx2)
             e00 += x0 * sx0
             e01 += x0 * sx1
             e02 += x0 * sx2
@@ -1093,7 +1120,6 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
             e20 += x2 * sx0
             e21 += x2 * sx1
             e22 += x2 * sx2
-            acc[r, 8] += es * SI[p, h, i]
         dEp[p, b, h, 0, 0] += es * e00
         dEp[p, b, h, 0, 1] += es * e01
         dEp[p, b, h, 0, 2] += es * e02
@@ -2222,7 +2248,7 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
     for _ in prange(nw):
         W = _sym_weights(n, npq)
         Cw = np.empty((5, npq))
-        acc = np.empty((n if stage == _SYM_FUSED else R, 2 * d + 3))
+        acc = np.empty((2 * d + 3, n if stage == _SYM_FUSED else R))  # component-major
         v = np.empty(d)
         g = np.empty(d)
         while True:
@@ -2242,8 +2268,8 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
                 for b in range(nt):
                     i0 = b * R
                     i1 = min(n, i0 + R)
-                    _rows_epilogue(X, H, norm, False, p, i0, i1, acc[i0:i1], vel, grad, bhat,
-                                   er, v, g)
+                    _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0:i1].T, vel, grad,
+                                   bhat, er, v, g)
             elif stage == _SYM_PAIRS:
                 b = t % nb
                 ph = t // nb
@@ -2262,8 +2288,8 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
                 for h in range(H):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
                                    dEp, acc)
-                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[0:i1 - i0], vel, grad, bhat,
-                               er, v, g)
+                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, 0:i1 - i0].T, vel, grad,
+                               bhat, er, v, g)
     if stage != _SYM_PAIRS:
         _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
                 np.empty((1, 0)))
