@@ -552,6 +552,27 @@ def _row_sums3(x0, x1, x2, q0, q1, q2, y0, y1, y2, c, jend, want_ito):
     return s0, a0, a1, a2, si
 
 
+@njit(inline="always", error_model="numpy", fastmath=_EXP_FM)
+def _scaled_poly(r, t, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10):
+    r"""The tail of both exponentials: :math:`p = 1 + r(c_1 + r(c_2 + \dots + r c_{10}))`
+    (Horner), then :math:`p\,2^k` with k the rounded integer held in the low bits of
+    ``t = y + 1.5·2^52``: an integer add of k to p's exponent field, exact (the same bits as
+    the product; p ∈ [0.7, 1.42] and k ∈ [−1021, 1023] keep the exponent normal), on the
+    integer pipes instead of a multiply."""
+    p = c10
+    p = p * r + c9
+    p = p * r + c8
+    p = p * r + c7
+    p = p * r + c6
+    p = p * r + c5
+    p = p * r + c4
+    p = p * r + c3
+    p = p * r + c2
+    p = p * r + c1
+    p = p * r + 1.0
+    return _i64_as_f64(_f64_as_i64(p) + (_f64_as_i64(t) << 52))
+
+
 @njit(cache=True, error_model="numpy", fastmath=_EXP_FM)
 def _exp_shifted(x):
     r""":func:`_exp_fast` without the clamp and the exponent mask, for
@@ -566,20 +587,7 @@ def _exp_shifted(x):
     t = x * _LOG2E + _ROUND_MAGIC
     k = t - _ROUND_MAGIC
     r = (x - k * _LN2_HI) - k * _LN2_LO
-    p = _C10
-    p = p * r + _C9
-    p = p * r + _C8
-    p = p * r + _C7
-    p = p * r + _C6
-    p = p * r + _C5
-    p = p * r + _C4
-    p = p * r + _C3
-    p = p * r + _C2
-    p = p * r + _C1
-    p = p * r + 1.0
-    # p·2^k as an integer add of k to p's exponent field: exact, the same bits as the product
-    # (p ∈ [0.7, 1.42] and k ∈ [−1021, 1023] keep the exponent normal) on the integer pipes
-    return _i64_as_f64(_f64_as_i64(p) + (_f64_as_i64(t) << 52))
+    return _scaled_poly(r, t, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10)
 
 
 @njit(cache=True, error_model="numpy", fastmath=_EXP_FM)
@@ -598,18 +606,7 @@ def _exp2_shifted(y):
     t = y + _ROUND_MAGIC
     k = t - _ROUND_MAGIC
     r = y - k
-    p = _E10
-    p = p * r + _E9
-    p = p * r + _E8
-    p = p * r + _E7
-    p = p * r + _E6
-    p = p * r + _E5
-    p = p * r + _E4
-    p = p * r + _E3
-    p = p * r + _E2
-    p = p * r + _E1
-    p = p * r + 1.0
-    return _i64_as_f64(_f64_as_i64(p) + (_f64_as_i64(t) << 52))
+    return _scaled_poly(r, t, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10)
 
 
 @njit(fastmath=_FM, **_OPTS)
