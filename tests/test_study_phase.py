@@ -81,15 +81,19 @@ def _n_clusters_per_path(X, angle):
                                           directed=False)[0] for x in X], dtype=float)
 
 
+def _clustered_clouds(rng, P, n, d, centres, spreads):
+    """P clouds of n unit tokens around ``centres`` random centres, each cloud with one of
+    ``spreads`` (from one point cluster per centre to no clusters)."""
+    C = rng.standard_normal((P, centres, d))
+    lab = rng.integers(0, centres, (P, n))
+    X = np.take_along_axis(C, lab[..., None], 1) + rng.standard_normal((P, n, d)) * \
+        rng.choice(spreads, (P, 1, 1))
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
 @pytest.mark.parametrize("n", [6, 32, 130])
 def test_n_clusters_batched_equals_per_path(n):
-    rng = np.random.default_rng(n)
-    P, d = 40, 3
-    C = rng.standard_normal((P, 5, d))
-    lab = rng.integers(0, 5, (P, n))
-    X = np.take_along_axis(C, lab[..., None], 1) + rng.standard_normal((P, n, d)) * \
-        rng.choice([1e-3, 0.03, 0.06, 1.0], (P, 1, 1))
-    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    X = _clustered_clouds(np.random.default_rng(n), 40, n, 3, 5, [1e-3, 0.03, 0.06, 1.0])
     got = dg.n_clusters(X, 0.1)
     np.testing.assert_array_equal(got, _n_clusters_per_path(X, 0.1))
     assert len(set(got)) > 3  # the cases differ
@@ -103,13 +107,8 @@ def test_pair_statistics_one_pass_against_the_gram_matrix(d):
     ``clustering_series`` gives the same values as the separate functions."""
     from wflow.core._kernels import pair_statistics
 
-    rng = np.random.default_rng(d)
-    P, n = 12, 90
-    C = rng.standard_normal((P, 4, d))
-    lab = rng.integers(0, 4, (P, n))
-    X = np.take_along_axis(C, lab[..., None], 1) + rng.standard_normal((P, n, d)) * \
-        rng.choice([1e-4, 0.02, 0.1, 1.0], (P, 1, 1))
-    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    n = 90
+    X = _clustered_clouds(np.random.default_rng(d), 12, n, d, 4, [1e-4, 0.02, 0.1, 1.0])
     G = X @ np.swapaxes(X, 1, 2)
     iu = np.triu_indices(n, 1)
     seen = set()
