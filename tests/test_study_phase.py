@@ -128,26 +128,6 @@ def test_pair_statistics_one_pass_against_the_gram_matrix(d):
     assert "merged_fraction" not in dg.clustering_series(X, 0.1)
 
 
-def test_graph_components_against_scipy():
-    """The union–find kernel counts the components scipy finds, on random graphs from empty
-    to connected (edge probability 0 … 0.05 on 300 vertices: the giant component appears near
-    1/300), reading only the upper triangle."""
-    from wflow.core._kernels import graph_components
-
-    rng = np.random.default_rng(7)
-    m = 300
-    U = rng.random((6, m, m))
-    G = np.triu(U, 1) + np.triu(U, 1).transpose(0, 2, 1)
-    got = [graph_components(G, 1.0 - q)[0] for q in (0.0, 1e-3, 3e-3, 0.01, 0.05)]
-    want = [connected_components(csr_matrix(G[0] >= 1.0 - q), directed=False)[0]
-            for q in (0.0, 1e-3, 3e-3, 0.01, 0.05)]
-    assert got == want and got[0] == m and got[-1] == 1 and len(set(got)) == 5
-    np.testing.assert_array_equal(graph_components(G, 0.99),
-                                  [connected_components(csr_matrix(g >= 0.99))[0] for g in G])
-    low = np.tril(np.ones((m, m)))  # only the lower triangle set: no edge is seen
-    assert graph_components(low[None], 0.5)[0] == m
-
-
 def test_n_clusters_chain_and_spectral_rank():
     """A chain of tokens 0.05 apart (angle 0.06) is one cluster whatever its order; tokens on
     a great circle of S² have spectral rank 2, a point cluster 0."""

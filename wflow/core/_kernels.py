@@ -2372,45 +2372,6 @@ def _root(parent, i):
     return i
 
 
-@njit(**_OPTS)
-def graph_components(G, threshold):
-    r"""Number of connected components of the graph on m vertices with an edge i ∼ j when
-    :math:`G_{ij} \ge` ``threshold``, for each of P graphs.
-
-    Union–find over the pairs i < j (union by smaller index, path halving): O(m²) comparisons
-    and no n × n index arrays. Only the upper triangle is read (G symmetric, e.g. a Gram matrix).
-
-    Parameters
-    ----------
-    G : (P, m, m) float64, C-contiguous.
-    threshold : float.
-
-    Returns
-    -------
-    (P,) int64 component counts (m for a graph without edges).
-    """
-    P, m = G.shape[0], G.shape[1]
-    out = np.empty(P, dtype=np.int64)
-    parent = np.empty(m, dtype=np.int64)
-    for p in range(P):
-        for i in range(m):
-            parent[i] = i
-        count = m
-        for i in range(m):
-            for j in range(i + 1, m):
-                if G[p, i, j] >= threshold:
-                    a = _root(parent, i)
-                    b = _root(parent, j)
-                    if a != b:
-                        if a < b:
-                            parent[b] = a
-                        else:
-                            parent[a] = b
-                        count -= 1
-        out[p] = count
-    return out
-
-
 @njit(parallel=True, **_OPTS)
 def pair_statistics(X, cos_cluster, cos_merge):
     r"""The pairwise clustering statistics of P token clouds in one pass over the pairs, with
@@ -2422,10 +2383,10 @@ def pair_statistics(X, cos_cluster, cos_merge):
         \#\text{components of } \{i \sim j : c_{ij} \ge c_{\text{cluster}}\},\qquad
         \#\{i < j : c_{ij} > c_{\text{merge}}\}
 
-    (the minimum includes i = j, :math:`|x_i|^2`; components by union–find as in
-    :func:`graph_components`, keeping the root of i while j runs, so an edge costs one root
-    search). No m × m Gram matrix is formed; the paths run in parallel (each alone: the same
-    results whatever the thread count).
+    (the minimum includes i = j, :math:`|x_i|^2`; components by union–find over the pairs
+    i < j: union by the smaller root, path halving, the root of i kept while j runs, so an edge
+    costs one root search). No m × m Gram matrix is formed; the paths run in parallel (each
+    alone: the same results whatever the thread count).
 
     Parameters
     ----------
