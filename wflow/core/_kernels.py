@@ -230,7 +230,8 @@ def _noalias_pipeline():
 
 
 #: The pipeline of :func:`_noalias_pipeline` as ``njit`` options.
-_NOALIAS = {} if _noalias_pipeline() is None else {"pipeline_class": _noalias_pipeline()}
+_NOALIAS_COMPILER = _noalias_pipeline()
+_NOALIAS = {} if _NOALIAS_COMPILER is None else {"pipeline_class": _NOALIAS_COMPILER}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1061,9 +1062,9 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
     m = i1 - i0
     # flat views: element (r, k) at 3r + k, a stride LLVM knows (with the runtime row stride
     # of a 2-D view it would vectorise only for stride 1, never taken)
-    Xp = X[p, i0:i1].reshape(3 * (i1 - i0))
+    Xp = X[p, i0:i1].reshape(3 * m)
     S0h = S0[p, h, i0:i1]
-    SXh = SX[p, h, i0:i1].reshape(3 * (i1 - i0))
+    SXh = SX[p, h, i0:i1].reshape(3 * m)
     SIh = SI[p, h, i0:i1]
     Ph = part[p, h, i0:i1]
     a0 = acc[0]
@@ -2409,15 +2410,17 @@ def pair_statistics(X, cos_cluster, cos_merge):
         low = np.inf
         pairs = 0
         for i in range(m):
+            c = 0.0
+            for k in range(d):
+                c += X[p, i, k] * X[p, i, k]
+            low = min(low, c)  # the diagonal |x_i|²
             ra = _root(parent, i)
-            for j in range(i, m):
+            for j in range(i + 1, m):
                 c = 0.0
                 for k in range(d):
                     c += X[p, i, k] * X[p, j, k]
                 if c < low:
                     low = c
-                if j == i:
-                    continue
                 if c > cos_merge:
                     pairs += 1
                 if c >= cos_cluster:

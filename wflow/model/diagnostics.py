@@ -65,7 +65,12 @@ def merged_fraction(X, threshold=0.999, max_n=2000):
     are used.
     """
     (_, _, merged), m = _pairs(X, max_n, cos_merge=threshold)
-    return 2 * merged / (m * (m - 1))
+    return _ordered_fraction(merged, m)
+
+
+def _ordered_fraction(pairs, m):
+    """Merged pairs i < j as a fraction of the m(m − 1) ordered pairs i ≠ j."""
+    return 2 * pairs / (m * (m - 1))
 
 
 def n_clusters(X, angle=0.1, max_n=2000):
@@ -155,7 +160,7 @@ def clustering_series(X, angle=0.1, max_n=2000, merge_cosine=None):
         "spectral_rank": spectral_rank(X),
     }
     if merge_cosine is not None:
-        out["merged_fraction"] = 2 * merged / (m * (m - 1))
+        out["merged_fraction"] = _ordered_fraction(merged, m)
     return out
 
 
