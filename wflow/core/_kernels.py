@@ -84,10 +84,11 @@ order h = 0, 1, … as a row-by-row loop would (the same bits). After the
 loop, in the same compiled function, the sums over rows and over tiles run sequentially
 (:func:`_finish`). The worker threads take items from a shared atomic counter
 (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
-at most its current item instead of a static half of the loop. The symmetric d = 3 pass takes two
-regions (three with several bands) when there are fewer paths than threads: its pair items,
-then the combine items, both on the shared counter; otherwise one (the stages of
-:func:`_sym3`).
+at most its current item instead of a static half of the loop. The symmetric d = 3 pass takes one region
+with one band (items: paths with at least as many paths as threads; otherwise (path, head),
+the thread that completes a path's last head running its combine), and with several bands
+two per path for the pair sums and their band reduction, then one for the combine (the
+stages of :func:`_sym3`).
 
 *Sharing the machine.* ``wflow/__init__.py`` sets ``OMP_WAIT_POLICY=passive`` (and
 ``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime: idle
@@ -1613,7 +1614,7 @@ def _use_blas(n, d, single, fast_exp):
 #: The symmetric d = 3 pass may be switched off (tests compare it with the row pass), and
 #: its per-path fused form (stage ``_SYM_FUSED`` of :func:`_sym3`, used when there are at
 #: least as many paths as threads and one band) may be switched off (tests: the same bits as
-#: the unfused form).
+#: the chained form, which then runs).
 _SYM_ENABLED = True
 _SYM_FUSE = True
 
@@ -2112,6 +2113,27 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
 # preempted thread delays at most its current item, not a static share of the loop). Every
 # output slot and every tile partial is written by one item with the same code, and the
 # reductions run afterwards in a fixed order: results never depend on the schedule.
+@intrinsic
+def _fetch_add_at(typingctx, arr, i):
+    """``old = arr[i]; arr[i] += 1`` atomically with acquire-release ordering; int64 array.
+
+    A thread that receives ``old`` sees every write made before the earlier increments of
+    ``arr[i]`` (the release of each increment synchronises with the acquire of the next):
+    the thread that completes the last work item of a group may read what the others wrote."""
+    if (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer)):
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], sig.args[1], types.intp)
+            ptr = builder.gep(a.data, [idx])
+            one = context.get_constant(types.int64, 1)
+            return builder.atomic_rmw("add", ptr, one, "acq_rel")
+
+        return types.int64(arr, i), codegen
+    return None
+
+
 @njit(inline="always", **_OPTS)
 def _tile_item(t, nt, R, n):
     """Work item t of the tile passes: (path p, tile b, its rows i0..i1−1), nt tiles of R rows
@@ -2203,7 +2225,7 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
 
 
 #: The stages of :func:`_sym3`.
-_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE = 0, 1, 2
+_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 
 
 @njit(parallel=True, **_OPTS)
@@ -2217,15 +2239,23 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
       runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the head's
       combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while the
       head's row sums are in cache; then the per-row outputs and the sums (:func:`_finish`).
+    * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
+      head's pair sums; the thread whose item completes path p's last head (an acquire-release
+      counter per path, ``counter[2 + p]``: it sees the other threads' row sums) runs path p's
+      combine for all rows, then its per-row outputs. One parallel region, where the
+      unfused form took two (a single path n = 200, H = 10: 0.31 → 0.235 ms; n = 500, H = 100:
+      9.1 → 8.5 ms; session 10). With at least as many paths as threads the fused form is
+      faster (n = 200, H = 100, P = 10: 14.1 against 14.3–16.4 ms: the chained combine
+      reads 100 heads' row sums back from L3).
     * ``_SYM_PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
-      the column sums live in a per-thread buffer; with several, band b writes ``Cb[p, h, b]``
-      and :func:`_sym_reduce3` adds them afterwards in band order.
+      the column sums live in a per-thread buffer (tests only); with several, band b writes
+      ``Cb[p, h, b]`` and :func:`_sym_reduce3` adds them afterwards in band order.
     * ``_SYM_COMBINE`` (after the pairs): items (path, tile of R rows), each head by head with
       :func:`_sym_epilogue3`, then the per-row outputs and the sums.
 
     Every row adds its heads in the order h = 0, 1, … and every tile partial is the same sum in
-    the fused and the unfused (pairs, then combine) forms: the same bits, so the choice may
-    depend on the thread count. ``ito`` (P,) bool: the paths whose Itô sums are wanted; the
+    the fused, chained and unfused (pairs, then combine) forms: the same bits, so the choice
+    may depend on the thread count. ``ito`` (P,) bool: the paths whose Itô sums are wanted; the
     others skip the Itô loop (SI then holds S0 plus zeros). One function rather than three:
     numba optimises the code a function links (the two pair loops) again in every function
     that calls it, which cost ≈ 11 s of compilation."""
@@ -2238,6 +2268,8 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
     npq = ((n + _VQ - 1) // _VQ) * _VQ
     if stage == _SYM_FUSED:
         items = P
+    elif stage == _SYM_CHAIN:
+        items = P * H
     elif stage == _SYM_PAIRS:
         items = P * H * nb
     else:
@@ -2246,7 +2278,8 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
     for _ in prange(nw):
         W = _sym_weights(n, npq)
         Cw = np.empty((5, npq))
-        acc = np.empty((2 * d + 3, n if stage == _SYM_FUSED else R))  # component-major
+        whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
+        acc = np.empty((2 * d + 3, n if whole else R))  # component-major
         v = np.empty(d)
         g = np.empty(d)
         while True:
@@ -2268,6 +2301,22 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
                     i1 = min(n, i0 + R)
                     _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0:i1].T, vel, grad,
                                    bhat, er, v, g)
+            elif stage == _SYM_CHAIN:
+                p = t // H
+                h = t - p * H
+                Cw[:, 0:] = 0.0
+                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h],
+                               n, 0, n, Cw, W, True, p, h, S0, SX, SI, RS, ito[p])
+                if _fetch_add_at(counter, 2 + p) == H - 1:  # the path's last head is done
+                    acc[:] = 0.0
+                    for hh in range(H):
+                        _sym_epilogue3(X, D, V, lap, norm, p, hh, 0, n, R, S0, SX, SI, RS,
+                                       part, dEp, acc)
+                    for b in range(nt):
+                        i0 = b * R
+                        i1 = min(n, i0 + R)
+                        _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0:i1].T, vel,
+                                       grad, bhat, er, v, g)
             elif stage == _SYM_PAIRS:
                 b = t % nb
                 ph = t // nb
@@ -2612,9 +2661,10 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     dEdD = np.full((P, H, d, d), nan)
     R = _tile_rows(d)
     dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
-    # [next work item, worker threads] of the parallel pass (numba.get_num_threads in
-    # compiled code would prevent caching)
-    counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
+    # [next work item, worker threads, heads done per path (P)] of the parallel pass
+    # (numba.get_num_threads in compiled code would prevent caching)
+    counter = np.zeros(2 + P, dtype=np.int64)
+    counter[1] = numba.get_num_threads()
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
     if use_sym:
@@ -2624,18 +2674,17 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, counter)
         if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
             _sym3(_SYM_FUSED, *sym, _NO_CB, S0, SX, SI, RS, *outs)
-        else:
-            if nb == 1:
-                _sym3(_SYM_PAIRS, *sym, _NO_CB, S0, SX, SI, RS, *outs)
-            else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
-                Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
-                for q in range(P):
-                    s = slice(q, q + 1)
-                    counter[0] = 0
-                    _sym3(_SYM_PAIRS, Xt[s], D[s], V[s], X[s], beta, shift[s], bands, lap,
-                          norm_code, ito_p[s], R, counter, Cb, S0[s], SX[s], SI[s], RS[s],
-                          *outs)  # (the outputs are not touched by this stage)
-                    _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
+        elif nb == 1:  # items (path, head); a path's last head runs its combine
+            _sym3(_SYM_CHAIN, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+        else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
+            Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
+            for q in range(P):
+                s = slice(q, q + 1)
+                counter[0] = 0
+                _sym3(_SYM_PAIRS, Xt[s], D[s], V[s], X[s], beta, shift[s], bands, lap,
+                      norm_code, ito_p[s], R, counter, Cb, S0[s], SX[s], SI[s], RS[s],
+                      *outs)  # (the outputs are not touched by this stage)
+                _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
             _sym3(_SYM_COMBINE, *sym, _NO_CB, S0, SX, SI, RS, *outs)
     elif limits is not None:
