@@ -864,7 +864,10 @@ def test_sym_weights_table(monkeypatch, vq):
 def test_sym_band_noalias_same_bits():
     """The symmetric band is compiled with noalias pointer arguments (no runtime overlap checks
     before its vector loop); this numba supports it, and the band gives the same bits as the
-    same code compiled with the default pipeline (n = 200: table weights; 203: padding)."""
+    same code compiled with the default pipeline (n = 200: table weights; 203: padding). Its
+    Itô sums from the table of ⟨x_i, x_j⟩² (``ito`` = 2) have the same bits as those computed
+    in the loop (``ito`` = 1): both use explicit fused multiply-adds (targets with FMA; the
+    others use no table)."""
     from numba import njit
 
     assert K._NOALIAS, "numba lost Flags.noalias: the symmetric pass keeps its overlap checks"
@@ -875,19 +878,26 @@ def test_sym_band_noalias_same_bits():
         Xt = K._columns(X, K._VW)
         npq = -(-n // K._VQ) * K._VQ
         shift = K._spectral_norm(D)
+        G = np.full((n, npq), np.nan)
+        K._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
+        assert np.all(np.isfinite(G)) and np.all(G[:, n:] == 0.0)
+        # |c| ≤ 1 on the sphere: a 3-term dot product errs ≤ 3u on each side, c² ≤ 2·3u + u
+        np.testing.assert_allclose(G[:, :n], (X[0] @ X[0].T) ** 2, rtol=0, atol=16 * U64)
         outs = []
         for f in (K._sym_band3, plain):
-            W = K._sym_weights(n, npq)
-            C = np.zeros((5, npq))
-            o = (np.zeros((1, 2, n)), np.zeros((1, 2, n, 3)), np.zeros((1, 2, n)),
-                 np.zeros((1, 2, n)))
-            for h in range(2):
-                C[:] = 0.0
-                f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, 0, n, C[0], C[1],
-                  C[2], C[3], C[4], W, True, 0, h, *o, True)
-            outs.append(o)
-        for a, b in zip(*outs):
-            np.testing.assert_array_equal(a, b)
+            for ito in ((1, 2) if K._HAS_FMA else (1,)):  # no table without FMA
+                W = K._sym_weights(n, npq)
+                C = np.zeros((5, npq))
+                o = (np.zeros((1, 2, n)), np.zeros((1, 2, n, 3)), np.zeros((1, 2, n)),
+                     np.zeros((1, 2, n)))
+                for h in range(2):
+                    C[:] = 0.0
+                    f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, 0, n, C[0],
+                      C[1], C[2], C[3], C[4], W, True, 0, h, *o, ito, G)
+                outs.append(o)
+        for other in outs[1:]:
+            for a, b in zip(outs[0], other):
+                np.testing.assert_array_equal(a, b)
         assert np.all(outs[0][0] > 0)
 
 

@@ -134,6 +134,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
@@ -259,6 +260,51 @@ def _f64_as_i64(typingctx, x):
             return builder.bitcast(args[0], context.get_value_type(types.int64))
 
         return types.int64(x), codegen
+    return None
+
+
+def _target_has_fma():
+    """Whether numba's compile target has fused multiply-add instructions (False for
+    ``NUMBA_CPU_NAME=generic`` or a feature list with ``-fma``)."""
+    try:
+        from numba.core import config
+
+        name = config.CPU_NAME or ""
+        feats = config.CPU_FEATURES
+        if feats is None and not name:
+            import llvmlite.binding as ll
+
+            feats = ll.get_host_cpu_features().flatten()
+    except Exception:  # pragma: no cover - unknown target: no FMA (correct everywhere)
+        return False
+    if name == "generic":
+        return False
+    return feats is None or "+fma" in feats.split(",")
+
+
+_HAS_FMA = _target_has_fma()
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """``a·b + c``: one ``llvm.fma.f64`` (rounded once) where the target has FMA instructions,
+    else a multiply and an add (rounded twice; ``llvm.fma`` would be a scalar libm call that
+    stops the vectorisation of the loop around it) flagged ``arcp`` only, so that numba's
+    fast-math pass leaves them alone: never reassociated or contracted with the code around
+    them, the same bits in every loop that uses it, on one target."""
+    if all(isinstance(t, types.Float) and t.bitwidth == 64 for t in (a, b, c)):
+
+        def codegen(context, builder, sig, args):
+            if not _HAS_FMA:  # "arcp" (reciprocals: none here) keeps numba's fast-math
+                # pass, which flags every flagless float operation, off these two
+                return builder.fadd(builder.fmul(args[0], args[1], flags=("arcp",)), args[2],
+                                    flags=("arcp",))
+            ty = context.get_value_type(types.float64)
+            fn = builder.module.declare_intrinsic("llvm.fma", [ty],
+                                                  ir.FunctionType(ty, [ty, ty, ty]))
+            return builder.call(fn, args)
+
+        return types.float64(a, b, c), codegen
     return None
 
 
@@ -852,7 +898,7 @@ def _sym_weights(n, npq):
 
 @njit(fastmath=_FM, **_OPTS, **_NOALIAS)
 def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, own, p, h, S0, SX,
-               SI, RS, ito):
+               SI, RS, ito, G):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
@@ -883,11 +929,16 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
     comparisons per group of four rows) LLVM emits otherwise. Measured on one thread, AVX-512:
     7–8% less time at n = 200, 2–4% at n = 2048, the same bits.
 
-    ``ito`` (a literal: each value compiles its own loop) adds the Itô sums; without them the
-    loop skips ⟨x_i, x_j⟩² and two accumulators per row (10–16% less time at n = 200 and
+    ``ito`` (a literal: each value compiles its own loop) adds the Itô sums: 1 computes
+    ⟨x_{i+r}, x_j⟩² in the loop (:func:`_cos2`), 2 reads it from the table ``G`` (n, n_pad)
+    of the path (:func:`_cos2_table`; the same bits: explicit fused multiply-adds, never
+    reassociated); 0 skips it and two accumulators per row (10–16% less time at n = 200 and
     n = 4096: the band alone on one thread, and ``wflow bench``'s two rows): the evaluations
     that need no Itô sum (the ledger's second pass, Runge–Kutta stages, weights without
-    Brownian noise) take it.
+    Brownian noise) take it. The table is head-independent: the fused stage of
+    :func:`_sym3` fills it once per path for all heads, up to n = :data:`_SYM_TABLE_N`
+    (n = 200, H = 100, P = 10 on one thread, CPU time: 27.6–28.5 → 25.3–26.4 ms, session 10;
+    the loop then has 4 loads instead of 16 floating-point operations per vector of columns).
     """
     numba.literally(ito)
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
@@ -950,6 +1001,13 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
         w2 = C2[jb:npq]
         w3 = C3[jb:npq]
         w4 = C4[jb:npq]
+        if ito == 2:  # rows of the table of ⟨x_i, x_j⟩²
+            ga_ = G[ia, jb:npq]
+            gb_ = G[ib, jb:npq]
+            gc_ = G[ic, jb:npq]
+            gd_ = G[id_, jb:npq]
+        else:  # unused
+            ga_ = gb_ = gc_ = gd_ = w4
         we = base + npq - jb
         ma = W[o, 0, base:we]
         mb = W[o, 1, base:we]
@@ -987,15 +1045,21 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
             w1[j] += ea * ya0 + eb * yb0 + ec * yc0 + ed * yd0
             w2[j] += ea * ya1 + eb * yb1 + ec * yc1 + ed * yd1
             w3[j] += ea * ya2 + eb * yb2 + ec * yc2 + ed * yd2
-            if ito:  # a literal: the loop without the Itô sums is compiled separately
-                ca = ya0 * u0 + ya1 * u1 + ya2 * u2
-                cb = yb0 * u0 + yb1 * u1 + yb2 * u2
-                cc = yc0 * u0 + yc1 * u1 + yc2 * u2
-                cd = yd0 * u0 + yd1 * u1 + yd2 * u2
-                ga = ea * ca * ca
-                gb = eb * cb * cb
-                gc = ec * cc * cc
-                gd = ed * cd * cd
+            if ito == 2:
+                ga = ea * ga_[j]
+                gb = eb * gb_[j]
+                gc = ec * gc_[j]
+                gd = ed * gd_[j]
+                ia_ += ga
+                ib_ += gb
+                ic_ += gc
+                id2 += gd
+                w4[j] += ga + gb + gc + gd
+            elif ito == 1:  # a literal: the loop without the Itô sums is compiled separately
+                ga = _ito_term(ea, ya0, ya1, ya2, u0, u1, u2)
+                gb = _ito_term(eb, yb0, yb1, yb2, u0, u1, u2)
+                gc = _ito_term(ec, yc0, yc1, yc2, u0, u1, u2)
+                gd = _ito_term(ed, yd0, yd1, yd2, u0, u1, u2)
                 ia_ += ga
                 ib_ += gb
                 ic_ += gc
@@ -1015,16 +1079,55 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
             _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 3, c, own, sd, ad0, ad1, ad2, id2)
 
 
+#: The fused symmetric stage reads ⟨x_i, x_j⟩² from a table per path (and worker) up to this
+#: n: n × n_pad floats, 0.5 MB at n = 256, in L2. A machine may choose another limit: the table
+#: and the loop give the same bits (:func:`_cos2`).
+_SYM_TABLE_N = 256
+
+
+@njit(inline="always", **_OPTS)
+def _cos2(y0, y1, y2, u0, u1, u2):
+    """⟨y, u⟩² (d = 3) by explicit fused multiply-adds: the same bits inside any loop (the
+    table :func:`_cos2_table` and the loop of :func:`_sym_band3` agree exactly)."""
+    c = _fma(y2, u2, _fma(y1, u1, y0 * u0))
+    return _fma(c, c, 0.0)
+
+
+@njit(inline="always", fastmath=_FM, **_OPTS)
+def _ito_term(e, y0, y1, y2, u0, u1, u2):
+    """e·⟨y, u⟩²: with :func:`_cos2` where the target has FMA (the bits of the table);
+    elsewhere plain arithmetic (an unflagged multiply-add pair changed how LLVM vectorised
+    the rest of the loop on the generic target, hence the other sums' bits; no table there)."""
+    if _HAS_FMA:
+        return e * _cos2(y0, y1, y2, u0, u1, u2)
+    c = y0 * u0 + y1 * u1 + y2 * u2
+    return e * c * c
+
+
+@njit(**_OPTS)
+def _cos2_table(x0, x1, x2, n, G):
+    """``G[i, j] = ⟨x_i, x_j⟩²`` (:func:`_cos2`) for i < n and every (padded) column j."""
+    for i in range(n):
+        y0, y1, y2 = x0[i], x1[i], x2[i]
+        g = G[i]
+        for j in range(G.shape[1]):
+            g[j] = _cos2(y0, y1, y2, x0[j], x1[j], x2[j])
+
+
 @njit(inline="always", **_OPTS)
 def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS,
-                   want_ito):
-    """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito``."""
-    if want_ito:
+                   want_ito, G):
+    """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito`` and
+    the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
+    if want_ito and G.shape[0] > 0:
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
-                   p, h, S0, SX, SI, RS, True)
+                   p, h, S0, SX, SI, RS, 2, G)
+    elif want_ito:
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
+                   p, h, S0, SX, SI, RS, 1, G)
     else:
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
-                   p, h, S0, SX, SI, RS, False)
+                   p, h, S0, SX, SI, RS, 0, G)
 
 
 @njit(**_OPTS, **_NOALIAS)
@@ -2229,7 +2332,7 @@ _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 
 
 @njit(parallel=True, **_OPTS)
-def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb,
+def _sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb,
           S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its three stages (one parallel
@@ -2239,6 +2342,8 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
       runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the head's
       combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while the
       head's row sums are in cache; then the per-row outputs and the sums (:func:`_finish`).
+      With ``table`` (and an Itô sum wanted) the item first fills the path's table of
+      ⟨x_i, x_j⟩² (:func:`_cos2_table`), which every head's loop reads.
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[2 + p]``: it sees the other threads' row sums) runs path p's
@@ -2282,6 +2387,9 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
         acc = np.empty((2 * d + 3, n if whole else R))  # component-major
         v = np.empty(d)
         g = np.empty(d)
+        tab = table and stage == _SYM_FUSED and ito.any()
+        G = np.empty((n if tab else 0, npq))
+        NOG = np.empty((0, npq))
         while True:
             t = _fetch_add(counter)
             if t >= items:
@@ -2289,11 +2397,13 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
             if stage == _SYM_FUSED:
                 p = t
                 acc[:] = 0.0
+                if tab:
+                    _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
                 for h in range(H):
                     Cw[:, 0:] = 0.0
                     _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h],
                                    n, bands[0], bands[1], Cw, W, bands.size == 2, p, h, S0, SX,
-                                   SI, RS, ito[p])
+                                   SI, RS, ito[p], G)
                     _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI,
                                    RS, part, dEp, acc)
                 for b in range(nt):
@@ -2306,7 +2416,7 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
                 h = t - p * H
                 Cw[:, 0:] = 0.0
                 _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h],
-                               n, 0, n, Cw, W, True, p, h, S0, SX, SI, RS, ito[p])
+                               n, 0, n, Cw, W, True, p, h, S0, SX, SI, RS, ito[p], NOG)
                 if _fetch_add_at(counter, 2 + p) == H - 1:  # the path's last head is done
                     acc[:] = 0.0
                     for hh in range(H):
@@ -2328,7 +2438,7 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
                 j0 = (i_lo // _VQ) * _VQ
                 C[:, j0:] = 0.0
                 _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                               i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p])
+                               i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], NOG)
             else:
                 p, b, i0, i1 = _tile_item(t, nt, R, n)
                 acc[:] = 0.0
@@ -2345,9 +2455,9 @@ def _sym3(stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb
 def _sym_pair_sums(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, ito):
     """The pair stage of :func:`_sym3` alone (row sums S0, SX, SI, RS; tests)."""
     e1, e2, e3, e4 = np.empty(0), np.empty((0, 0)), np.empty((0, 0, 0)), np.empty((0,) * 4)
-    _sym3(_SYM_PAIRS, Xt, D, D, e3, float(beta), shift, bands, np.zeros(D.shape[1], np.bool_),
-          0, ito, _tile_rows(3), counter, Cb, S0, SX, SI, RS, e3, e3, e3, e2, e3,
-          np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
+    _sym3(_SYM_PAIRS, False, Xt, D, D, e3, float(beta), shift, bands,
+          np.zeros(D.shape[1], np.bool_), 0, ito, _tile_rows(3), counter, Cb, S0, SX, SI, RS,
+          e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2673,20 +2783,20 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, counter)
         if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
-            _sym3(_SYM_FUSED, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+            _sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, S0, SX, SI, RS, *outs)
         elif nb == 1:  # items (path, head); a path's last head runs its combine
-            _sym3(_SYM_CHAIN, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+            _sym3(_SYM_CHAIN, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
         else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
             Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
             for q in range(P):
                 s = slice(q, q + 1)
                 counter[0] = 0
-                _sym3(_SYM_PAIRS, Xt[s], D[s], V[s], X[s], beta, shift[s], bands, lap,
+                _sym3(_SYM_PAIRS, False, Xt[s], D[s], V[s], X[s], beta, shift[s], bands, lap,
                       norm_code, ito_p[s], R, counter, Cb, S0[s], SX[s], SI[s], RS[s],
                       *outs)  # (the outputs are not touched by this stage)
                 _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
             counter[0] = 0
-            _sym3(_SYM_COMBINE, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+            _sym3(_SYM_COMBINE, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
