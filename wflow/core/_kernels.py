@@ -2397,7 +2397,7 @@ def _sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, coun
             if stage == _SYM_FUSED:
                 p = t
                 acc[:] = 0.0
-                if tab:
+                if tab and ito[p]:  # (the paths without the Itô sum never read it)
                     _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
                 for h in range(H):
                     Cw[:, 0:] = 0.0
