@@ -2394,59 +2394,65 @@ def _sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, coun
             t = _fetch_add(counter)
             if t >= items:
                 break
+            # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
+            b = 0
+            h0 = 0
+            h1 = H
             if stage == _SYM_FUSED:
                 p = t
-                acc[:] = 0.0
-                if tab and ito[p]:  # (the paths without the Itô sum never read it)
-                    _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
-                for h in range(H):
-                    Cw[:, 0:] = 0.0
-                    _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h],
-                                   n, bands[0], bands[1], Cw, W, bands.size == 2, p, h, S0, SX,
-                                   SI, RS, ito[p], G)
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, bands[0], bands[1], R, S0, SX, SI,
-                                   RS, part, dEp, acc)
-                for b in range(nt):
-                    i0 = b * R
-                    i1 = min(n, i0 + R)
-                    _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0:i1].T, vel, grad,
-                                   bhat, er, v, g)
             elif stage == _SYM_CHAIN:
                 p = t // H
-                h = t - p * H
-                Cw[:, 0:] = 0.0
-                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h],
-                               n, 0, n, Cw, W, True, p, h, S0, SX, SI, RS, ito[p], NOG)
-                if _fetch_add_at(counter, 2 + p) == H - 1:  # the path's last head is done
-                    acc[:] = 0.0
-                    for hh in range(H):
-                        _sym_epilogue3(X, D, V, lap, norm, p, hh, 0, n, R, S0, SX, SI, RS,
-                                       part, dEp, acc)
-                    for b in range(nt):
-                        i0 = b * R
-                        i1 = min(n, i0 + R)
-                        _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0:i1].T, vel,
-                                       grad, bhat, er, v, g)
+                h0 = t - p * H
+                h1 = h0 + 1
             elif stage == _SYM_PAIRS:
                 b = t % nb
                 ph = t // nb
                 p = ph // H
-                h = ph - p * H
-                i_lo = bands[b]
-                i_hi = bands[b + 1]
-                C = Cw if nb == 1 else Cb[p, h, b]
-                j0 = (i_lo // _VQ) * _VQ
-                C[:, j0:] = 0.0
-                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                               i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], NOG)
+                h0 = ph - p * H
+                h1 = h0 + 1
             else:
-                p, b, i0, i1 = _tile_item(t, nt, R, n)
+                p = t // nt
+                h1 = 0
+            fused = stage == _SYM_FUSED
+            if fused:
+                acc[:] = 0.0
+            use_tab = tab and ito[p]  # (the paths without the Itô sum never read it)
+            if use_tab:
+                _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
+            Gp = G if use_tab else NOG
+            i_lo = bands[b]
+            i_hi = bands[b + 1]
+            # one call site of the pair loop for every stage: each one is compiled (and
+            # optimised by LLVM) once per site and Itô variant (≈ 3 s each, cold cache)
+            for h in range(h0, h1):
+                C = Cw if nb == 1 else Cb[p, h, b]
+                C[:, (i_lo // _VQ) * _VQ:] = 0.0
+                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                               i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
+                if fused:  # the head's combine while its row sums are in cache
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part,
+                                   dEp, acc)
+            # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
+            # last head is done (the thread that completes it sees the others' row sums)
+            r0 = 0
+            r1 = n
+            heads = stage == _SYM_COMBINE
+            if heads:
+                r0 = (t - p * nt) * R
+                r1 = min(n, r0 + R)
+            elif stage == _SYM_CHAIN:
+                heads = _fetch_add_at(counter, 2 + p) == H - 1
+            if heads:
                 acc[:] = 0.0
                 for h in range(H):
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part,
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0, SX, SI, RS, part,
                                    dEp, acc)
-                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, 0:i1 - i0].T, vel, grad,
-                               bhat, er, v, g)
+            if heads or fused:
+                for tb in range(r0 // R, (r1 + R - 1) // R):
+                    i0 = tb * R
+                    i1 = min(n, i0 + R)
+                    _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0 - r0:i1 - r0].T,
+                                   vel, grad, bhat, er, v, g)
     if stage != _SYM_PAIRS:
         _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
                 np.empty((1, 0)))
