@@ -287,11 +287,11 @@ _HAS_FMA = _target_has_fma()
 
 @intrinsic
 def _fma(typingctx, a, b, c):
-    """``a·b + c``: one ``llvm.fma.f64`` (rounded once) where the target has FMA instructions,
-    else a multiply and an add (rounded twice; ``llvm.fma`` would be a scalar libm call that
-    stops the vectorisation of the loop around it) flagged ``arcp`` only, so that numba's
-    fast-math pass leaves them alone: never reassociated or contracted with the code around
-    them, the same bits in every loop that uses it, on one target."""
+    """``a·b + c``: one ``llvm.fma.f64`` (rounded once) where the target has FMA instructions:
+    an intrinsic call, never reassociated or contracted with the fast-math code around it, so
+    the same bits in every loop that uses it. Elsewhere a multiply and an add (rounded twice;
+    ``llvm.fma`` would be a scalar libm call) flagged ``arcp`` only, so that numba's fast-math
+    pass leaves them alone; targets without FMA use no cosine table (:func:`_ito_term`)."""
     if all(isinstance(t, types.Float) and t.bitwidth == 64 for t in (a, b, c)):
 
         def codegen(context, builder, sig, args):
