@@ -118,3 +118,18 @@ def test_contention_bench_smoke():
                                          "beside 1 busy process", "3 runs in a row",
                                          "3 runs started together"]
     assert all(r["seconds"] > 0 for r in rows)
+
+
+def test_paired_rates_small_cases():
+    """The paired measurement of the two #10 ratios runs on small cases and reports medians
+    inside their quartiles (no timing checks)."""
+    from wflow.lab.bench import format_paired, paired_rates
+
+    res = paired_rates(cases=((40, 3, 3, 2), (96, 2, 3)), rounds=3, exp_seconds=0.005)
+    assert res["rounds"] == 3 and res["cases"] == [(40, 3, 3, 2), (96, 2, 3, 1)]
+    for key in ("ratio_ab", "ratio_b_exp"):
+        lo, hi = res[key + "_q"]
+        assert 0 < lo <= res[key] <= hi
+    assert min(res["rate_a"], res["rate_b"], res["exp_rate"]) > 0
+    text = format_paired(res)
+    assert "(40, 3, 3) P=2 ÷ (96, 2, 3) P=1 pair rate" in text and "goal ≥ 0.9" in text

@@ -1072,3 +1072,16 @@ def test_sym3_spectral_norm_closed_form():
     assert np.all(np.abs(got - ref) <= bound), float(np.max(np.abs(got - ref) / bound))
     np.testing.assert_array_equal(got[0, :2], [2.0, 3.0])
     assert got[0, 3] == 4.0
+
+
+def test_row_sum_workspace_keeps_two_shapes():
+    """The row-sum workspace of the fused pass keeps the arrays of the last two shapes (calls
+    alternating between two sizes reuse them) and drops older ones."""
+    a = K._row_sum_arrays(2, 3, 40, 3)
+    b = K._row_sum_arrays(1, 2, 50, 3)
+    assert K._row_sum_arrays(2, 3, 40, 3)[0] is a[0]
+    assert K._row_sum_arrays(1, 2, 50, 3)[1] is b[1]
+    assert a[1].shape == (2, 3, 40, 3) and b[0].shape == (1, 2, 50)
+    K._row_sum_arrays(3, 1, 30, 3)  # a third shape: the least recent (2, 3, 40) goes
+    assert K._row_sum_arrays(1, 2, 50, 3)[0] is b[0]
+    assert K._row_sum_arrays(2, 3, 40, 3)[0] is not a[0]

@@ -347,6 +347,8 @@ def cmd_bench(args) -> int:
     if args.tiny:
         return 0
     print()
+    print(bench.format_paired(bench.paired_rates()))
+    print()
     print(bench.format_step_table(bench.step_bench()))
     t, mb = bench.memory_probe()
     print(f"\n(100000, 4, 3), P=1, fresh process: one step with the ledger and the next "

@@ -2484,17 +2484,29 @@ def _tile_rows(d):
 _WORKSPACE = threading.local()
 
 
+#: Shapes whose row-sum arrays one Python thread keeps (:func:`_row_sum_arrays`).
+_WORKSPACE_SHAPES = 2
+
+
 def _row_sum_arrays(P, H, n, d):
     """The intermediate row sums ``S0 (P, H, n), SX (P, H, n, d), SI, RS (P, H, n)`` of
-    :func:`fused_pass`, kept between calls of one Python thread while the shape is the same
-    (every slot is rewritten by each pass; never returned). Fresh arrays of this size cost
-    their page faults at every call: ≈ 5% of a field evaluation at (200, 100, 3), P = 10."""
+    :func:`fused_pass`, kept between calls of one Python thread for the last
+    :data:`_WORKSPACE_SHAPES` shapes (every slot is rewritten by each pass; never returned).
+    Fresh arrays of this size cost their page faults at every call: ≈ 5% of a field
+    evaluation at (200, 100, 3), P = 10, and ≈ 30% when calls alternate between two shapes
+    (session 10: the paired benchmark; a caller of :func:`wflow.field` on two sizes)."""
     key = (P, H, n, d)
-    ws = getattr(_WORKSPACE, "row_sums", None)
-    if ws is None or ws[0] != key:
-        ws = (key, np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)),
-              np.empty((P, H, n)))
-        _WORKSPACE.row_sums = ws
+    kept = getattr(_WORKSPACE, "row_sums", None)
+    if kept is None:
+        kept = _WORKSPACE.row_sums = []
+    for k, ws in enumerate(kept):
+        if ws[0] == key:
+            kept.insert(0, kept.pop(k))  # most recent first
+            return ws[1:]
+    ws = (key, np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)),
+          np.empty((P, H, n)))
+    kept.insert(0, ws)
+    del kept[_WORKSPACE_SHAPES:]
     return ws[1:]
 
 
