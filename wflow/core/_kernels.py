@@ -167,6 +167,21 @@ FIXED_SHIFT_LIMIT_F32 = 80.0
 _CH = 512
 
 
+def _target_features():
+    """(CPU name, feature list) of numba's compile target: ``NUMBA_CPU_NAME`` /
+    ``NUMBA_CPU_FEATURES``, else the host's features; None for the list when a name is set
+    without one (the name's own features, unknown here). Raises if numba cannot say."""
+    from numba.core import config
+
+    name = config.CPU_NAME or ""
+    feats = config.CPU_FEATURES
+    if feats is None and not name:
+        import llvmlite.binding as ll
+
+        feats = ll.get_host_cpu_features().flatten()
+    return name, feats
+
+
 def _pad_granularity():
     """Column padding (float64 elements) for numba's compile target: 16 when the target
     surely lacks AVX-512 (``NUMBA_CPU_NAME=generic``, or the host's or ``NUMBA_CPU_FEATURES``'
@@ -178,14 +193,7 @@ def _pad_granularity():
     8 × 4 with AVX-512. Padding columns carry weight 0 and add exact zeros to the lane sums,
     so the granularity changes speed only, never the results of one machine."""
     try:
-        from numba.core import config
-
-        name = config.CPU_NAME or ""
-        feats = config.CPU_FEATURES
-        if feats is None and not name:
-            import llvmlite.binding as ll
-
-            feats = ll.get_host_cpu_features().flatten()
+        name, feats = _target_features()
     except Exception:  # pragma: no cover - unknown target: the safe (wider) padding
         return 32
     # whole tokens: the host's list holds "-avx512fp16" on AVX-512 CPUs without FP16 (AMD Zen 4),
@@ -267,14 +275,7 @@ def _target_has_fma():
     """Whether numba's compile target has fused multiply-add instructions (False for
     ``NUMBA_CPU_NAME=generic`` or a feature list with ``-fma``)."""
     try:
-        from numba.core import config
-
-        name = config.CPU_NAME or ""
-        feats = config.CPU_FEATURES
-        if feats is None and not name:
-            import llvmlite.binding as ll
-
-            feats = ll.get_host_cpu_features().flatten()
+        name, feats = _target_features()
     except Exception:  # pragma: no cover - unknown target: no FMA (correct everywhere)
         return False
     if name == "generic":
@@ -287,18 +288,13 @@ _HAS_FMA = _target_has_fma()
 
 @intrinsic
 def _fma(typingctx, a, b, c):
-    """``a·b + c``: one ``llvm.fma.f64`` (rounded once) where the target has FMA instructions:
-    an intrinsic call, never reassociated or contracted with the fast-math code around it, so
-    the same bits in every loop that uses it. Elsewhere a multiply and an add (rounded twice;
-    ``llvm.fma`` would be a scalar libm call) flagged ``arcp`` only, so that numba's fast-math
-    pass leaves them alone; targets without FMA use no cosine table (:func:`_ito_term`)."""
+    """``a·b + c`` rounded once (``llvm.fma.f64``): an intrinsic call, never reassociated or
+    contracted with the fast-math code around it, so the same bits in every loop that uses
+    it. The loops use it only where the target has FMA instructions (:func:`_ito_term`);
+    elsewhere it is a libm call (correct, scalar: the cosine table of the tests)."""
     if all(isinstance(t, types.Float) and t.bitwidth == 64 for t in (a, b, c)):
 
         def codegen(context, builder, sig, args):
-            if not _HAS_FMA:  # "arcp" (reciprocals: none here) keeps numba's fast-math
-                # pass, which flags every flagless float operation, off these two
-                return builder.fadd(builder.fmul(args[0], args[1], flags=("arcp",)), args[2],
-                                    flags=("arcp",))
             ty = context.get_value_type(types.float64)
             fn = builder.module.declare_intrinsic("llvm.fma", [ty],
                                                   ir.FunctionType(ty, [ty, ty, ty]))

@@ -279,10 +279,9 @@ def run_bench(tiny=False, cases=None, torch=True, repeats=None, seed=0, beta=1.0
     return rows
 
 
-def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
-    """The four rows (wflow, wflow without the Itô sum, numpy, torch) of one case."""
-    from wflow.core import _kernels
-
+def _case_arrays(case, rng):
+    """Tokens X (P, n, d) on the sphere and weights D = A + Aᵀ (P, H, d, d) of a case
+    (n, H, d, P), drawn from ``rng``."""
     n, H, d, P = case
     X = rng.normal(size=(P, n, d))
     X /= np.linalg.norm(X, axis=-1, keepdims=True)
@@ -290,6 +289,15 @@ def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
     D = A + np.swapaxes(A, -1, -2)
     if d > 8:  # keep β‖D‖₂ moderate so the unshifted dense baseline stays finite
         D /= math.sqrt(d)
+    return X, D
+
+
+def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
+    """The four rows (wflow, wflow without the Itô sum, numpy, torch) of one case."""
+    from wflow.core import _kernels
+
+    n, H, d, P = case
+    X, D = _case_arrays(case, rng)
     lap = np.zeros(H, dtype=bool)
     work = float(P) * n * n * H
     reps = repeats if repeats is not None else _repeats(work)
@@ -356,10 +364,7 @@ def _case_inputs(case, rng, beta):
     from wflow.core import _kernels
 
     n, H, d, P = case
-    X = rng.normal(size=(P, n, d))
-    X /= np.linalg.norm(X, axis=-1, keepdims=True)
-    A = rng.normal(size=(P, H, d, d))
-    D = A + np.swapaxes(A, -1, -2)
+    X, D = _case_arrays(case, rng)
     lap = np.zeros(H, dtype=bool)
     return (lambda: _kernels.fused_pass(X, D, None, beta, 0, lap, False, True),
             float(P) * n * n * H)
