@@ -419,14 +419,15 @@ def test_threading_defaults_leave_user_settings():
                  "OPENBLAS_THREAD_TIMEOUT": "4"}
     env = {}
     wflow._threading_defaults(env)
-    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "0", **omp_first}
+    assert env == {"OMP_WAIT_POLICY": "passive", "WFLOW_OMP_DEFAULTS": "1", "KMP_BLOCKTIME": "0",
+                   **omp_first}
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
     wflow._threading_defaults(env)
     assert env == {"OMP_WAIT_POLICY": "ACTIVE", **omp_first}
     env = {"KMP_BLOCKTIME": "200", "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue",
            "OPENBLAS_THREAD_TIMEOUT": "28"}
     wflow._threading_defaults(env)
-    assert env == {"OMP_WAIT_POLICY": "passive", "KMP_BLOCKTIME": "200",
+    assert env == {"OMP_WAIT_POLICY": "passive", "WFLOW_OMP_DEFAULTS": "1", "KMP_BLOCKTIME": "200",
                    "NUMBA_THREADING_LAYER_PRIORITY": "tbb omp workqueue",
                    "OPENBLAS_THREAD_TIMEOUT": "28"}
     assert os.environ.get("OMP_WAIT_POLICY")  # set (or kept) at import
@@ -812,8 +813,8 @@ def _sym_sums(X, D, beta, bands):
     Xt[:, :, :n] = X.transpose(0, 2, 1)
     nb = bands.size - 1
     Cb = np.full((P, H, nb, 5, -(-n // K._VQ) * K._VQ), np.nan)  # every used slot is zeroed
-    counter = np.array([0, numba.get_num_threads()], dtype=np.int64)
-    K._sym_pair_sums(Xt, D, beta, shift, bands, counter, Cb, *out, np.ones(P, dtype=bool))
+    K._sym_pair_sums(Xt, D, beta, shift, bands, numba.get_num_threads(), Cb, *out,
+                     np.ones(P, dtype=bool))
     if nb > 1:
         K._sym_reduce3(bands, Cb, out[0], out[1], out[2])
     np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))

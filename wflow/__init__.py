@@ -22,7 +22,11 @@ def _threading_defaults(environ=os.environ):
     working ones, and runs were 10–40× slower. ``KMP_BLOCKTIME`` is the same for the
     Intel/LLVM runtime. Child processes inherit the settings.
     """
-    environ.setdefault("OMP_WAIT_POLICY", "passive")
+    if "OMP_WAIT_POLICY" not in environ:
+        environ["OMP_WAIT_POLICY"] = "passive"
+        # wflow's own worker threads (wflow.core._pool) read the policy too: a passive policy
+        # set by the user means no spinning, this default does not
+        environ["WFLOW_OMP_DEFAULTS"] = "1"
     if environ["OMP_WAIT_POLICY"].strip().lower() == "passive":
         environ.setdefault("KMP_BLOCKTIME", "0")
     # numba takes TBB first when it is installed; beside two busy processes a default run took

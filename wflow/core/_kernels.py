@@ -138,6 +138,8 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from wflow.core import _pool
+
 __all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate", "sym_band_count",
            "takes_sym_pass"]
 
@@ -2327,12 +2329,30 @@ def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, c
 _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 
 
-@njit(parallel=True, **_OPTS)
-def _sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter, Cb,
-          S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+#: The slots of a job's counter (:func:`_job_counter`): next work item, threads, items
+#: complete, the address of ``usleep`` and the master's patience in cycles
+#: (:func:`wflow.core._pool.wait_done`), then per path the heads done (chained stage).
+_C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_PATH = 0, 1, 2, 3, 4, 5
+
+
+def _job_counter(P, threads):
+    """A fresh counter for one job of :func:`_sym3` (fresh: a worker of the pool that arrives
+    after its job is over must find that job's items exhausted, not the next job's)."""
+    counter = np.zeros(_C_PATH + P, dtype=np.int64)
+    counter[_C_THREADS] = threads
+    counter[_C_SLEEP] = _pool.USLEEP_ADDRESS
+    counter[_C_PATIENCE] = _pool.patience_cycles()
+    return counter
+
+
+@njit(nogil=True, **_OPTS)
+def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
+          Cb, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The symmetric d = 3 pass, one compiled function for its three stages (one parallel
-    region each; the work items come from the shared counter, a dynamic schedule):
+    """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
+    of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
+    schedule; the caller's thread, ``role`` of :func:`wflow.core._pool.enter`, then waits until
+    every item is complete and runs the sums of :func:`_finish`):
 
     * ``_SYM_FUSED`` (one band, at least as many paths as threads): items are paths; an item
       runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the head's
@@ -2360,6 +2380,7 @@ def _sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, coun
     others skip the Itô loop (SI then holds S0 plus zeros). One function rather than three:
     numba optimises the code a function links (the two pair loops) again in every function
     that calls it, which cost ≈ 11 s of compilation."""
+    master = _pool.enter(role)
     P = Xt.shape[0]
     H = D.shape[1]
     n = S0.shape[2]
@@ -2375,91 +2396,110 @@ def _sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, coun
         items = P * H * nb
     else:
         items = P * nt
-    nw = max(1, min(counter[1], items))
-    for _ in prange(nw):
-        W = _sym_weights(n, npq)
-        Cw = np.empty((5, npq))
-        whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
-        acc = np.empty((2 * d + 3, n if whole else R))  # component-major
-        v = np.empty(d)
-        g = np.empty(d)
-        tab = table and stage == _SYM_FUSED and ito.any()
-        G = np.empty((n if tab else 0, npq))
-        NOG = np.empty((0, npq))
-        while True:
-            t = _fetch_add(counter)
-            if t >= items:
-                break
-            # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
-            b = 0
-            h0 = 0
-            h1 = H
-            if stage == _SYM_FUSED:
-                p = t
-            elif stage == _SYM_CHAIN:
-                p = t // H
-                h0 = t - p * H
-                h1 = h0 + 1
-            elif stage == _SYM_PAIRS:
-                b = t % nb
-                ph = t // nb
-                p = ph // H
-                h0 = ph - p * H
-                h1 = h0 + 1
-            else:
-                p = t // nt
-                h1 = 0
-            fused = stage == _SYM_FUSED
-            if fused:
-                acc[:] = 0.0
-            use_tab = tab and ito[p]  # (the paths without the Itô sum never read it)
-            if use_tab:
-                _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
-            Gp = G if use_tab else NOG
-            i_lo = bands[b]
-            i_hi = bands[b + 1]
-            # one call site of the pair loop for every stage: each one is compiled (and
-            # optimised by LLVM) once per site and Itô variant (≈ 3 s each, cold cache)
-            for h in range(h0, h1):
-                C = Cw if nb == 1 else Cb[p, h, b]
-                C[:, (i_lo // _VQ) * _VQ:] = 0.0
-                _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                               i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
-                if fused:  # the head's combine while its row sums are in cache
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part,
-                                   dEp, acc)
-            # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
-            # last head is done (the thread that completes it sees the others' row sums)
-            r0 = 0
-            r1 = n
-            heads = stage == _SYM_COMBINE
-            if heads:
-                r0 = (t - p * nt) * R
-                r1 = min(n, r0 + R)
-            elif stage == _SYM_CHAIN:
-                heads = _fetch_add_at(counter, 2 + p) == H - 1
-            if heads:
-                acc[:] = 0.0
-                for h in range(H):
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0, SX, SI, RS, part,
-                                   dEp, acc)
-            if heads or fused:
-                for tb in range(r0 // R, (r1 + R - 1) // R):
-                    i0 = tb * R
-                    i1 = min(n, i0 + R)
-                    _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0 - r0:i1 - r0].T,
-                                   vel, grad, bhat, er, v, g)
-    if stage != _SYM_PAIRS:
-        _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
-                np.empty((1, 0)))
+    # one worker: its scratch, then items until none is left
+    W = _sym_weights(n, npq)
+    Cw = np.empty((5, npq))
+    whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
+    acc = np.empty((2 * d + 3, n if whole else R))  # component-major
+    v = np.empty(d)
+    g = np.empty(d)
+    tab = table and stage == _SYM_FUSED and ito.any()
+    G = np.empty((n if tab else 0, npq))
+    NOG = np.empty((0, npq))
+    while True:
+        t = _fetch_add(counter)
+        if t >= items:
+            break
+        # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
+        b = 0
+        h0 = 0
+        h1 = H
+        if stage == _SYM_FUSED:
+            p = t
+        elif stage == _SYM_CHAIN:
+            p = t // H
+            h0 = t - p * H
+            h1 = h0 + 1
+        elif stage == _SYM_PAIRS:
+            b = t % nb
+            ph = t // nb
+            p = ph // H
+            h0 = ph - p * H
+            h1 = h0 + 1
+        else:
+            p = t // nt
+            h1 = 0
+        fused = stage == _SYM_FUSED
+        if fused:
+            acc[:] = 0.0
+        use_tab = tab and ito[p]  # (the paths without the Itô sum never read it)
+        if use_tab:
+            _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
+        Gp = G if use_tab else NOG
+        i_lo = bands[b]
+        i_hi = bands[b + 1]
+        # one call site of the pair loop for every stage: each one is compiled (and
+        # optimised by LLVM) once per site and Itô variant (≈ 3 s each, cold cache)
+        for h in range(h0, h1):
+            C = Cw if nb == 1 else Cb[p, h, b]
+            C[:, (i_lo // _VQ) * _VQ:] = 0.0
+            _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
+                           i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
+            if fused:  # the head's combine while its row sums are in cache
+                _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part,
+                               dEp, acc)
+        # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
+        # last head is done (the thread that completes it sees the others' row sums)
+        r0 = 0
+        r1 = n
+        heads = stage == _SYM_COMBINE
+        if heads:
+            r0 = (t - p * nt) * R
+            r1 = min(n, r0 + R)
+        elif stage == _SYM_CHAIN:
+            heads = _fetch_add_at(counter, _C_PATH + p) == H - 1
+        if heads:
+            acc[:] = 0.0
+            for h in range(H):
+                _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0, SX, SI, RS, part,
+                               dEp, acc)
+        if heads or fused:
+            for tb in range(r0 // R, (r1 + R - 1) // R):
+                i0 = tb * R
+                i1 = min(n, i0 + R)
+                _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0 - r0:i1 - r0].T,
+                               vel, grad, bhat, er, v, g)
+        _pool.atomic_add(counter, _C_DONE, 1)  # (release: the item's writes)
+    if master:
+        _pool.wait_done(counter, _C_DONE, items, counter[_C_PATIENCE], counter[_C_SLEEP])
+        if stage != _SYM_PAIRS:
+            _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
+                    np.empty((1, 0)))
+        _pool.leave(role, counter[_C_PATIENCE])
 
 
-def _sym_pair_sums(Xt, D, beta, shift, bands, counter, Cb, S0, SX, SI, RS, ito):
-    """The pair stage of :func:`_sym3` alone (row sums S0, SX, SI, RS; tests)."""
+def _sym3_items(stage, P, H, nb, nt):
+    """The number of work items of a :func:`_sym3` stage."""
+    return {_SYM_FUSED: P, _SYM_CHAIN: P * H, _SYM_PAIRS: P * H * nb}.get(stage, P * nt)
+
+
+def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads,
+              Cb, *arrays):
+    """One job of :func:`_sym3` on the pool, with at most ``threads`` threads."""
+    P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
+    items = _sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R)
+    counter = _job_counter(P, threads)
+    _pool.run(_sym3, (stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
+                      counter, Cb, *arrays), min(threads, items))
+
+
+def _sym_pair_sums(Xt, D, beta, shift, bands, threads, Cb, S0, SX, SI, RS, ito):
+    """The pair stage of :func:`_sym3` alone, on ``threads`` threads (row sums S0, SX, SI,
+    RS; tests)."""
     e1, e2, e3, e4 = np.empty(0), np.empty((0, 0)), np.empty((0, 0, 0)), np.empty((0,) * 4)
-    _sym3(_SYM_PAIRS, False, Xt, D, D, e3, float(beta), shift, bands,
-          np.zeros(D.shape[1], np.bool_), 0, ito, _tile_rows(3), counter, Cb, S0, SX, SI, RS,
-          e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
+    _run_sym3(_SYM_PAIRS, False, Xt, D, D, e3, float(beta), shift, bands,
+              np.zeros(D.shape[1], np.bool_), 0, ito, _tile_rows(3), threads, Cb, S0, SX, SI,
+              RS, e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2546,7 +2586,6 @@ def _root(parent, i):
     return i
 
 
-@njit(parallel=True, **_OPTS)
 def pair_statistics(X, cos_cluster, cos_merge):
     r"""The pairwise clustering statistics of P token clouds in one pass over the pairs, with
     :math:`c_{ij} = \langle x_i, x_j\rangle` summed in the order k = 0, 1, …, d − 1 (no BLAS: the
@@ -2559,8 +2598,8 @@ def pair_statistics(X, cos_cluster, cos_merge):
 
     (the minimum includes i = j, :math:`|x_i|^2`; components by union–find over the pairs
     i < j: union by the smaller root, path halving, the root of i kept while j runs, so an edge
-    costs one root search). No m × m Gram matrix is formed; the paths run in parallel (each
-    alone: the same results whatever the thread count).
+    costs one root search). No m × m Gram matrix is formed; the paths are the work items of a
+    job of :mod:`wflow.core._pool` (each alone: the same results whatever the thread count).
 
     Parameters
     ----------
@@ -2571,11 +2610,26 @@ def pair_statistics(X, cos_cluster, cos_merge):
     -------
     (min_cos (P,) float64, components (P,) int64, merged pairs i < j (P,) int64)
     """
-    P, m, d = X.shape
+    X = np.require(X, np.float64, ("C", "W"))
+    P = X.shape[0]
     mins = np.empty(P)
     comps = np.empty(P, dtype=np.int64)
     merged = np.empty(P, dtype=np.int64)
-    for p in prange(P):
+    threads = min(numba.get_num_threads(), P)
+    _pool.run(_pair_statistics, (X, float(cos_cluster), float(cos_merge), _job_counter(0, threads),
+                                 mins, comps, merged), threads)
+    return mins, comps, merged
+
+
+@njit(nogil=True, **_OPTS)
+def _pair_statistics(role, X, cos_cluster, cos_merge, counter, mins, comps, merged):
+    """One thread's part of :func:`pair_statistics`: items are paths."""
+    master = _pool.enter(role)
+    P, m, d = X.shape
+    while True:
+        p = _fetch_add(counter)
+        if p >= P:
+            break
         parent = np.empty(m, dtype=np.int64)
         for i in range(m):
             parent[i] = i
@@ -2608,7 +2662,10 @@ def pair_statistics(X, cos_cluster, cos_merge):
         mins[p] = low
         comps[p] = count
         merged[p] = pairs
-    return mins, comps, merged
+        _pool.atomic_add(counter, _C_DONE, 1)
+    if master:
+        _pool.wait_done(counter, _C_DONE, P, counter[_C_PATIENCE], counter[_C_SLEEP])
+        _pool.leave(role, counter[_C_PATIENCE])
 
 
 def _columns(X, width, dtype=np.float64):
@@ -2795,22 +2852,22 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         Xt = _columns(X, _VW)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
-        sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, counter)
-        if nb == 1 and P >= counter[1] and _SYM_FUSE:  # one item per path: the same bits
-            _sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+        threads = int(counter[1])
+        sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
+        if nb == 1 and P >= threads and _SYM_FUSE:  # one item per path: the same bits
+            _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, S0, SX, SI, RS,
+                      *outs)
         elif nb == 1:  # items (path, head); a path's last head runs its combine
-            _sym3(_SYM_CHAIN, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+            _run_sym3(_SYM_CHAIN, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
         else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
             Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
             for q in range(P):
                 s = slice(q, q + 1)
-                counter[0] = 0
-                _sym3(_SYM_PAIRS, False, Xt[s], D[s], V[s], X[s], beta, shift[s], bands, lap,
-                      norm_code, ito_p[s], R, counter, Cb, S0[s], SX[s], SI[s], RS[s],
-                      *outs)  # (the outputs are not touched by this stage)
+                _run_sym3(_SYM_PAIRS, False, Xt[s], D[s], V[s], X[s], beta, shift[s], bands,
+                          lap, norm_code, ito_p[s], R, threads, Cb, S0[s], SX[s], SI[s],
+                          RS[s], *outs)  # (the outputs are not touched by this stage)
                 _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
-            counter[0] = 0
-            _sym3(_SYM_COMBINE, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+            _run_sym3(_SYM_COMBINE, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),

@@ -1,0 +1,407 @@
+r"""wflow's own worker threads for the field pass: awake between passes while the machine
+is otherwise idle, out of the way when it is not [issue: speed on shared machines].
+
+Why not OpenMP's. On the 2-vCPU VMs of sessions 8–10 an idle vCPU halts at once, and waking
+a sleeping OpenMP worker costs a futex wake, an inter-processor interrupt and the vCPU's
+return: per parallel region the calling thread started 9–13 µs late, the worker 26–30 µs,
+and the call returned 12–15 µs after its last item (spinning threads: 2, 2, 3 µs). A default
+run with sleeping threads (``OMP_WAIT_POLICY=passive``) took 1.08–1.11× its time with
+spinning ones, but spinning threads made runs 10–40× slower beside other work. Neither
+wait policy of the OpenMP runtimes is both.
+
+The pool. ``threads − 1`` daemon threads, each in a loop: wait for the next job, run its
+body (a numba function with ``nogil=True``), wait again. The wait spins for
+``WFLOW_SPIN_US`` microseconds (default :data:`SPIN_US_DEFAULT`) — between two field
+evaluations of a run the Python in between takes far less — and every turn of the spin
+calls ``sched_yield``: a spinning worker gives its core to any other runnable thread of the
+machine at once, so a busy neighbour loses almost nothing to it. After the spin the worker
+sleeps on a condition variable (a job then wakes it as OpenMP would). With
+``OMP_WAIT_POLICY=active`` (and no ``WFLOW_SPIN_US``) the workers spin for good, like
+OpenMP's (the contention benchmark's reference).
+
+The jobs. A body ``body(master, *args)`` takes work items from an atomic counter in
+``args`` (dynamic schedule: fixed per-item outputs, so the bits do not depend on which
+thread ran which item, nor on how many ran), and counts the items it completes; the calling
+thread runs the body too (``master=True``), and after its last item waits until every item
+is complete (spinning, yielding) before the sequential tail. A worker that arrives late
+finds no item left and returns without touching anything (each job has its own counter).
+One job at a time: a call from another Python thread while the pool is busy (Dask threads)
+runs its body alone on its own thread — the same bits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+import threading
+import time
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from wflow.errors import ConfigError
+
+#: Default spin of an idle worker before it sleeps (µs); ``WFLOW_SPIN_US`` overrides.
+SPIN_US_DEFAULT = 2000.0
+#: Spin "for good" (µs): one hour.
+_SPIN_FOREVER_US = 3.6e9
+
+
+def spin_us(environ=os.environ):
+    """The workers' spin before they sleep (µs): ``WFLOW_SPIN_US`` (≥ 0), else for good under
+    ``OMP_WAIT_POLICY=active``, else none under ``OMP_WAIT_POLICY=passive`` set by the user,
+    else :data:`SPIN_US_DEFAULT`. (wflow sets ``OMP_WAIT_POLICY=passive`` for the OpenMP
+    runtime when the user did not, and marks it with ``WFLOW_OMP_DEFAULTS=1``.)"""
+    v = environ.get("WFLOW_SPIN_US")
+    if v is not None:
+        try:
+            us = float(v)
+        except ValueError:
+            us = -1.0
+        if not 0 <= us < float("inf"):
+            raise ConfigError(f"WFLOW_SPIN_US={v!r}: allowed values are microseconds >= 0 "
+                              f"(the idle worker threads' spin before they sleep; 0: none)")
+        return us
+    policy = environ.get("OMP_WAIT_POLICY", "").strip().lower()
+    if policy == "active":
+        return _SPIN_FOREVER_US
+    if policy == "passive" and environ.get("WFLOW_OMP_DEFAULTS") != "1":
+        return 0.0
+    return SPIN_US_DEFAULT
+
+
+# ------------------------------------------------------------------------------ primitives
+@intrinsic
+def atomic_load(typingctx, arr, i):
+    """``arr[i]`` read atomically with acquire ordering (int64 array): never hoisted out of a
+    loop, and the thread sees every write made before the matching release."""
+    if isinstance(arr, types.Array) and arr.dtype == types.int64 and isinstance(i, types.Integer):
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], sig.args[1], types.intp)
+            return builder.load_atomic(builder.gep(a.data, [idx]), "acquire", 8)
+
+        return types.int64(arr, i), codegen
+    return None
+
+
+@intrinsic
+def atomic_store(typingctx, arr, i, v):
+    """``arr[i] = v`` atomically with release ordering (int64 array)."""
+    if (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], sig.args[1], types.intp)
+            val = context.cast(builder, args[2], sig.args[2], types.int64)
+            builder.store_atomic(val, builder.gep(a.data, [idx]), "release", 8)
+            return context.get_dummy_value()
+
+        return types.none(arr, i, v), codegen
+    return None
+
+
+@intrinsic
+def atomic_add(typingctx, arr, i, v):
+    """``old = arr[i]; arr[i] += v`` atomically, acquire-release ordering (int64 array)."""
+    if (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], sig.args[1], types.intp)
+            val = context.cast(builder, args[2], sig.args[2], types.int64)
+            return builder.atomic_rmw("add", builder.gep(a.data, [idx]), val, "acq_rel")
+
+        return types.int64(arr, i, v), codegen
+    return None
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The processor's cycle counter (``llvm.readcyclecounter``; 0 where there is none)."""
+
+    def codegen(context, builder, sig, args):
+        fn = builder.module.declare_intrinsic(
+            "llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
+        return builder.call(fn, [])
+
+    return types.int64(), codegen
+
+
+def _libc_address(name):
+    try:
+        f = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 0
+    return int(ctypes.cast(f, ctypes.c_void_p).value or 0)
+
+
+#: Address of libc's ``usleep`` in this process (0: none). Compiled code takes it as a
+#: runtime argument (a constant would be frozen into numba's cache, and addresses move
+#: between processes).
+USLEEP_ADDRESS = _libc_address("usleep")
+
+
+@intrinsic
+def call_usleep(typingctx, addr, us):
+    """``usleep(us)`` through its address ``addr``; nothing when ``addr`` is 0."""
+    if isinstance(addr, types.Integer) and isinstance(us, types.Integer):
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
+            a = context.cast(builder, args[0], sig.args[0], types.int64)
+            u = context.cast(builder, args[1], sig.args[1], types.int32)
+            with builder.if_then(builder.icmp_signed("!=", a, ir.Constant(a.type, 0))):
+                builder.call(builder.inttoptr(a, fnty.as_pointer()), [u])
+            return context.get_dummy_value()
+
+        return types.none(addr, us), codegen
+    return None
+
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+@intrinsic
+def _pause(typingctx):
+    """The spin-loop hint (``pause`` on x86: the core slows the loop and saves power)."""
+
+    def codegen(context, builder, sig, args):
+        if _X86:
+            fn = builder.module.declare_intrinsic(
+                "llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(nogil=True, cache=True)
+def enter(role):
+    """First call of a job's body: ``role`` is the pool's control array for the calling
+    thread (``role[0]``, the job posted; sets ``role[1]``, the job entered: this thread has
+    released the GIL, the spinning workers may take it), empty for the workers. Returns
+    whether this thread is the caller's (it waits for the items and runs the tail)."""
+    if role.size >= 2:
+        atomic_store(role, 1, role[0])
+    return role.size > 0
+
+
+@njit(nogil=True, cache=True)
+def leave(role, patience):
+    """Last call of a job's body on the caller's thread: wait (at most ``patience`` cycles)
+    until no worker is between the end of its part and its next wait (``role[2]``, workers
+    engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
+    would sleep on the GIL and pay a wake-up (10–30 µs on the VMs of sessions 8–10)."""
+    if role.size >= 3:
+        t0 = _cycles()
+        while atomic_load(role, 2) > 0 and _cycles() - t0 < patience:
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _engage(ctrl, v):
+    atomic_add(ctrl, 2, v)
+
+
+@njit(nogil=True, cache=True)
+def _spin_until_changed(ctrl, seen, cycles, jump, out, engaged):
+    """Spin until ``ctrl[1] != seen`` (a job entered) for at most ``cycles`` cycles of the
+    cycle counter (first, without the GIL, leave ``ctrl[2]`` if ``engaged``). ``out[0]`` =
+    ``ctrl[1]``, ``out[1]`` = 1 if two successive reads of the counter were more than
+    ``jump`` cycles apart (the thread was preempted: other work wants this core)."""
+    if engaged:
+        atomic_add(ctrl, 2, -1)
+    t0 = _cycles()
+    last = t0
+    out[1] = 0
+    while True:
+        g = atomic_load(ctrl, 1)
+        if g != seen:
+            break
+        now = _cycles()
+        if now - last > jump:
+            out[1] = 1
+            break
+        if now - t0 >= cycles:
+            break
+        last = now
+        for _ in range(8):
+            _pause()
+    out[0] = g
+
+
+@njit(nogil=True, cache=True)
+def wait_done(counter, slot, items, patience, usleep_addr):
+    """Wait until ``counter[slot] >= items``: every item of the job is complete, and
+    (acquire) their writes are visible to this thread. Spins ``patience`` cycles, then sleeps
+    20 µs at a time (the other threads are preempted: let the machine's other work run)."""
+    t0 = _cycles()
+    while atomic_load(counter, slot) < items:
+        if _cycles() - t0 > patience:
+            call_usleep(usleep_addr, 20)
+        else:
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _read_cycles():
+    return _cycles()
+
+
+# ------------------------------------------------------------------------------ the pool
+#: The calling thread's wait for the workers' last items: spin this long (µs), then sleep
+#: 20 µs at a time.
+PATIENCE_US = 50.0
+#: A gap this long (µs) between two reads of the cycle counter in a spin: the thread lost
+#: its core for a while. If the kernel counted an involuntary context switch of the thread
+#: meanwhile, other work of this machine wants the core, and the workers stop spinning for
+#: :data:`CALM_S`; if not, the hypervisor took the whole virtual CPU (host noise: spinning
+#: or sleeping makes no difference to that).
+PREEMPTED_US = 50.0
+#: How long (s) the workers sleep at once after a sign of other work.
+CALM_S = 0.2
+
+
+class Pool:
+    """Worker threads that run one job at a time: :meth:`run`."""
+
+    def __init__(self, workers, spin_us):
+        self.workers = int(workers)
+        self.spin_us = float(spin_us)
+        # job posted, job entered (:func:`enter`), workers engaged (:func:`leave`)
+        self._ctrl = np.zeros(3, dtype=np.int64)
+        self._job = None  # (generation, body, args, workers wanted)
+        self._lock = threading.Lock()  # one job at a time
+        self._cond = threading.Condition()
+        self._sleeping = 0
+        self._calm_until = 0.0  # no spinning before this time.monotonic()
+        cps = cycles_per_second()
+        # no cycle counter (reads 0): never spin
+        self._cycles = int(self.spin_us * 1e-6 * cps) if cps else 0
+        self._jump = int(PREEMPTED_US * 1e-6 * cps) if cps else 0
+        self._pid = os.getpid()
+        for k in range(self.workers):
+            threading.Thread(target=self._loop, args=(k,), name=f"wflow-worker-{k}",
+                             daemon=True).start()
+
+    def _loop(self, k):
+        seen = 0
+        ctrl = self._ctrl
+        out = np.zeros(2, dtype=np.int64)
+        engaged = False
+        switches = _involuntary_switches()
+        while True:
+            g = seen
+            if self._cycles and time.monotonic() >= self._calm_until:
+                _spin_until_changed(ctrl, seen, self._cycles, self._jump, out, engaged)
+                engaged = False
+                g = int(out[0])
+                if out[1]:
+                    now = _involuntary_switches()
+                    if now > switches:
+                        self._calm_until = time.monotonic() + CALM_S
+                    switches = now
+            if engaged:
+                _engage(ctrl, -1)
+                engaged = False
+            if g == seen:
+                with self._cond:
+                    self._sleeping += 1
+                    while ctrl[0] == seen:
+                        self._cond.wait()
+                    self._sleeping -= 1
+                g = int(ctrl[0])
+            job = self._job  # the running job, or None when it is over
+            if job is None or job[0] == seen:
+                seen = g
+                job = None
+                continue
+            seen = job[0]
+            if k < job[3]:
+                _engage(ctrl, 1)
+                engaged = True
+                job[1](_WORKER, *job[2])
+            job = None  # (its arrays must not outlive the job)
+
+    def run(self, body, args, threads):
+        """``body(role, *args)`` on this thread while up to ``threads − 1`` workers run
+        ``body(_WORKER, *args)``; the body starts with ``master = enter(role)`` and, if
+        master, waits for the items itself."""
+        helpers = min(int(threads), self.workers + 1) - 1
+        if helpers <= 0 or os.getpid() != self._pid or not self._lock.acquire(blocking=False):
+            body(_ALONE, *args)
+            return
+        try:
+            g = int(self._ctrl[0]) + 1
+            self._job = (g, body, args, helpers)
+            self._ctrl[0] = g
+            if self._sleeping:
+                with self._cond:
+                    self._cond.notify_all()
+            body(self._ctrl, *args)
+        finally:
+            self._job = None
+            self._lock.release()
+
+
+#: The ``role`` of a worker's call of a body, and of a caller without workers.
+_WORKER = np.zeros(0, dtype=np.int64)
+_ALONE = np.zeros(1, dtype=np.int64)
+_CPS = None
+
+
+def _involuntary_switches():
+    """Involuntary context switches of the calling thread so far (0 where unknown)."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return 0
+
+
+def cycles_per_second():
+    """Rate of the cycle counter (measured once per process over 2 ms; 0: no counter)."""
+    global _CPS
+    if _CPS is None:
+        c0, t0 = _read_cycles(), time.perf_counter()
+        while time.perf_counter() - t0 < 0.002:
+            pass
+        c1, t1 = _read_cycles(), time.perf_counter()
+        _CPS = (c1 - c0) / (t1 - t0) if c1 > c0 else 0.0
+    return _CPS
+
+
+def patience_cycles():
+    """:data:`PATIENCE_US` in cycles of the counter."""
+    return int(PATIENCE_US * 1e-6 * cycles_per_second())
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def get_pool():
+    """The process' pool (``numba.config.NUMBA_NUM_THREADS − 1`` workers, started at the first
+    call; again in a forked child)."""
+    global _POOL
+    p = _POOL
+    if p is not None and p._pid == os.getpid():
+        return p
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._pid != os.getpid():
+            _POOL = Pool(max(0, numba.config.NUMBA_NUM_THREADS - 1), spin_us())
+        return _POOL
+
+
+def run(body, args, threads=None):
+    """Run a job on the pool with ``threads`` threads (default ``numba.get_num_threads()``,
+    this thread's setting)."""
+    get_pool().run(body, args, numba.get_num_threads() if threads is None else threads)
