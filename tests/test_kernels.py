@@ -816,7 +816,7 @@ def _sym_sums(X, D, beta, bands):
     K._sym_pair_sums(Xt, D, beta, shift, bands, numba.get_num_threads(), Cb, *out,
                      np.ones(P, dtype=bool))
     if nb > 1:
-        K._sym_reduce3(bands, Cb, out[0], out[1], out[2])
+        K._run_sym_reduce3(bands, Cb, out[0], out[1], out[2], numba.get_num_threads())
     np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))
     return out[:3], shift
 

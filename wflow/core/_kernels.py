@@ -1231,13 +1231,18 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
         dEp[p, b, h, 2, 2] += es * e22
 
 
-@njit(parallel=True, **_OPTS)
-def _sym_reduce3(bands, Cb, S0, SX, SI):
+@njit(nogil=True, **_OPTS)
+def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
     """Rows of band b get the column sums of the earlier bands 0..b−1 in this order, then
-    SI = Σ e⟨x_i,x_j⟩² + S0 (items (p, h), fixed order: the same bits for any threads)."""
+    SI = Σ e⟨x_i,x_j⟩² + S0 (a job of :mod:`wflow.core._pool`; items (p, h), each in a fixed
+    order: the same bits for any threads)."""
+    master = _pool.enter(role)
     P, H, n = S0.shape
     nb = bands.size - 1
-    for ph in prange(P * H):
+    while True:
+        ph = _fetch_add(counter)
+        if ph >= P * H:
+            break
         p = ph // H
         h = ph - p * H
         for b in range(1, nb):
@@ -1260,6 +1265,10 @@ def _sym_reduce3(bands, Cb, S0, SX, SI):
                 SI[p, h, i] = g
         for i in range(n):
             SI[p, h, i] += S0[p, h, i]
+        _pool.atomic_add(counter, _C_DONE, 1)
+    if master:
+        _pool.wait_done(counter, _C_DONE, P * H, counter[_C_PATIENCE], counter[_C_SLEEP])
+        _pool.leave(role, counter[_C_PATIENCE])
 
 
 @njit(**_OPTS)
@@ -2245,90 +2254,6 @@ def _tile_item(t, nt, R, n):
     return p, b, i0, min(n, i0 + R)
 
 
-@njit(parallel=True, **_OPTS)
-def _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs, R,
-             counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-             energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
-    masses, or (P, 0) for uniform masses). Without ``pairs`` the pair sums S0, SX, SI, RS are
-    given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
-    (one compiled function for both: numba optimises the epilogue's code once, not in each
-    caller; ≈ 6 s of compilation)."""
-    P, n, d = X.shape
-    H = D.shape[1]
-    nt = (n + R - 1) // R
-    items = P * nt
-    nw = max(1, min(counter[1], items))
-    for _ in prange(nw):
-        buf = np.empty(_CH)
-        cbuf = np.empty(_CH)
-        sx = np.empty(d)
-        q = np.empty(d)
-        ybar = np.empty(d)
-        w = np.empty(d)
-        v = np.empty(d)
-        g = np.empty(d)
-        acc = np.empty((R, 2 * d + 3))
-        while True:
-            t = _fetch_add(counter)
-            if t >= items:
-                break
-            p, b, i0, i1 = _tile_item(t, nt, R, n)
-            acc[:] = 0.0
-            if pairs and d == 3 and fast and U.shape[1] == 0:  # every head's pair sums at once
-                _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
-                                  buf, q, S0, SX, SI, RS)
-                for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
-                    _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
-                                    SI, RS, part, dEp, acc, U)
-            else:
-                for h in range(H if pairs else 0):
-                    _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
-                                 i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
-                for h in range(H):
-                    _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                                   part, dEp, acc, ybar, w, U)
-            _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-    if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-
-
-@njit(parallel=True, **_OPTS)
-def _fused32(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter, U,
-             S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-             energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The fused pass, float32 pair loop for d = 3 (Xt (P, 3, n_pad) float32)."""
-    P, n, d = X.shape
-    H = D.shape[1]
-    nt = (n + R - 1) // R
-    items = P * nt
-    nw = max(1, min(counter[1], items))
-    for _ in prange(nw):
-        ybar = np.empty(d)
-        w = np.empty(d)
-        v = np.empty(d)
-        g = np.empty(d)
-        acc = np.empty((R, 2 * d + 3))
-        while True:
-            t = _fetch_add(counter)
-            if t >= items:
-                break
-            p, b, i0, i1 = _tile_item(t, nt, R, n)
-            acc[:] = 0.0
-            for h in range(H):
-                _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
-                             S0, SX, SI, RS)
-                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                               part, dEp, acc, ybar, w, U)
-            _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-    if not causal:
-        _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-
-
-#: The stages of :func:`_sym3`.
-_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
-
-
 #: The slots of a job's counter (:func:`_job_counter`): next work item, threads, items
 #: complete, the address of ``usleep`` and the master's patience in cycles
 #: (:func:`wflow.core._pool.wait_done`), then per path the heads done (chained stage).
@@ -2336,13 +2261,105 @@ _C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_PATH = 0, 1, 2, 3, 4, 5
 
 
 def _job_counter(P, threads):
-    """A fresh counter for one job of :func:`_sym3` (fresh: a worker of the pool that arrives
-    after its job is over must find that job's items exhausted, not the next job's)."""
+    """A fresh counter for one job of the pool (fresh: a worker that arrives after its job is
+    over must find that job's items exhausted, not the next job's)."""
     counter = np.zeros(_C_PATH + P, dtype=np.int64)
     counter[_C_THREADS] = threads
     counter[_C_SLEEP] = _pool.USLEEP_ADDRESS
     counter[_C_PATIENCE] = _pool.patience_cycles()
     return counter
+
+
+@njit(nogil=True, **_OPTS)
+def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs,
+             R, counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+             energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
+    masses, or (P, 0) for uniform masses). Without ``pairs`` the pair sums S0, SX, SI, RS are
+    given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
+    (one compiled function for both: numba optimises the epilogue's code once, not in each
+    caller; ≈ 6 s of compilation)."""
+    master = _pool.enter(role)
+    P, n, d = X.shape
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    items = P * nt
+    # one worker: its scratch, then items until none is left
+    buf = np.empty(_CH)
+    cbuf = np.empty(_CH)
+    sx = np.empty(d)
+    q = np.empty(d)
+    ybar = np.empty(d)
+    w = np.empty(d)
+    v = np.empty(d)
+    g = np.empty(d)
+    acc = np.empty((R, 2 * d + 3))
+    while True:
+        t = _fetch_add(counter)
+        if t >= items:
+            break
+        p, b, i0, i1 = _tile_item(t, nt, R, n)
+        acc[:] = 0.0
+        if pairs and d == 3 and fast and U.shape[1] == 0:  # every head's pair sums at once
+            _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
+                              buf, q, S0, SX, SI, RS)
+            for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
+                _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
+                                SI, RS, part, dEp, acc, U)
+        else:
+            for h in range(H if pairs else 0):
+                _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
+                             i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
+            for h in range(H):
+                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                               part, dEp, acc, ybar, w, U)
+        _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
+        _pool.atomic_add(counter, _C_DONE, 1)  # (release: the item's writes)
+    if master:
+        _pool.wait_done(counter, _C_DONE, items, counter[_C_PATIENCE], counter[_C_SLEEP])
+        if not causal:
+            _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
+        _pool.leave(role, counter[_C_PATIENCE])
+
+
+@njit(nogil=True, **_OPTS)
+def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter,
+             U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+             energy, diss, G2, G2hm, ito_sum, dEdD):
+    """The fused pass, float32 pair loop for d = 3 (Xt (P, 3, n_pad) float32)."""
+    master = _pool.enter(role)
+    P, n, d = X.shape
+    H = D.shape[1]
+    nt = (n + R - 1) // R
+    items = P * nt
+    # one worker: its scratch, then items until none is left
+    ybar = np.empty(d)
+    w = np.empty(d)
+    v = np.empty(d)
+    g = np.empty(d)
+    acc = np.empty((R, 2 * d + 3))
+    while True:
+        t = _fetch_add(counter)
+        if t >= items:
+            break
+        p, b, i0, i1 = _tile_item(t, nt, R, n)
+        acc[:] = 0.0
+        for h in range(H):
+            _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
+                         S0, SX, SI, RS)
+            _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
+                           part, dEp, acc, ybar, w, U)
+        _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
+        _pool.atomic_add(counter, _C_DONE, 1)  # (release: the item's writes)
+    if master:
+        _pool.wait_done(counter, _C_DONE, items, counter[_C_PATIENCE], counter[_C_SLEEP])
+        if not causal:
+            _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
+        _pool.leave(role, counter[_C_PATIENCE])
+
+
+#: The stages of :func:`_sym3`.
+_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 
 
 @njit(nogil=True, **_OPTS)
@@ -2491,6 +2508,13 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
     counter = _job_counter(P, threads)
     _pool.run(_sym3, (stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
                       counter, Cb, *arrays), min(threads, items))
+
+
+def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
+    """:func:`_sym_reduce3` as one job of the pool on at most ``threads`` threads."""
+    items = S0.shape[0] * S0.shape[1]
+    _pool.run(_sym_reduce3, (bands, Cb, S0, SX, SI, _job_counter(0, threads)),
+              min(threads, items))
 
 
 def _sym_pair_sums(Xt, D, beta, shift, bands, threads, Cb, S0, SX, SI, RS, ito):
@@ -2842,17 +2866,17 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     dEdD = np.full((P, H, d, d), nan)
     R = _tile_rows(d)
     dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
-    # [next work item, worker threads, heads done per path (P)] of the parallel pass
-    # (numba.get_num_threads in compiled code would prevent caching)
-    counter = np.zeros(2 + P, dtype=np.int64)
-    counter[1] = numba.get_num_threads()
+    # this thread's numba thread count (numba.get_num_threads in compiled code would prevent
+    # caching); the tile passes' job counter (the symmetric pass makes its own per job)
+    threads = numba.get_num_threads()
+    counter = _job_counter(P, threads)
+    tile_threads = min(threads, P * -(-n // R))
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
     if use_sym:
         Xt = _columns(X, _VW)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
-        threads = int(counter[1])
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
         if nb == 1 and P >= threads and _SYM_FUSE:  # one item per path: the same bits
             _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, S0, SX, SI, RS,
@@ -2866,7 +2890,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                 _run_sym3(_SYM_PAIRS, False, Xt[s], D[s], V[s], X[s], beta, shift[s], bands,
                           lap, norm_code, ito_p[s], R, threads, Cb, S0[s], SX[s], SI[s],
                           RS[s], *outs)  # (the outputs are not touched by this stage)
-                _sym_reduce3(bands, Cb, S0[s], SX[s], SI[s])
+                _run_sym_reduce3(bands, Cb, S0[s], SX[s], SI[s], threads)
             _run_sym3(_SYM_COMBINE, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
     elif limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
@@ -2877,19 +2901,21 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                            vel, part, grad, bhat, er, energy, diss, G2, G2hm, ito, dEdD,
                            _blas_limits())
         else:
-            _fused64(_NO_XT, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
-                     bool(fast_exp), False, R, counter, Uk, S0, SX, SI, RS, *outs)
+            _pool.run(_fused64, (_NO_XT, D, V, X, beta, shift, rowmax, lap, norm_code, causal,
+                                 want_ito, bool(fast_exp), False, R, counter, Uk, S0, SX, SI,
+                                 RS, *outs), tile_threads)
     elif single and d == 3 and fast_exp:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT_F32)
         Xt = _columns(X, _VW32, np.float32)
-        _fused32(Xt, D, V, X, beta, shift32, rowmax, lap, norm_code, causal, want_ito, R,
-                 counter, Uk, S0, SX, SI, RS, *outs)
+        _pool.run(_fused32, (Xt, D, V, X, beta, shift32, rowmax, lap, norm_code, causal,
+                             want_ito, R, counter, Uk, S0, SX, SI, RS, *outs), tile_threads)
     else:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         Xt = _columns(X, _VW)
-        _fused64(Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal, want_ito,
-                 bool(fast_exp), True, R, counter, Uk, S0, SX, SI, RS, *outs)
+        _pool.run(_fused64, (Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal,
+                             want_ito, bool(fast_exp), True, R, counter, Uk, S0, SX, SI, RS,
+                             *outs), tile_threads)
     if want_ito and not ito_p.all():  # the other routes computed every path's Itô sum
         ito[~ito_p] = np.nan
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)

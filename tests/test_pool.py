@@ -1,0 +1,167 @@
+"""wflow's worker pool (:mod:`wflow.core._pool`): every item of a job runs once, on the
+calling thread or a worker; a worker that arrives late touches nothing; callers on several
+Python threads or in a forked child get the same bits; the spin setting and its errors."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import numba
+import numpy as np
+import pytest
+from numba import njit
+from test_cli import one_line, run_cli
+from test_io import tiny
+
+from wflow.cli import _toml
+from wflow.core import _kernels as K
+from wflow.core import _pool
+from wflow.errors import ConfigError
+
+TWO_THREADS = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                                 reason="needs two numba threads")
+
+
+@njit(nogil=True)
+def _count_body(role, counter, who, work):
+    """Items t: ``who[t] += 1`` (master) or ``+= 1000`` (worker) after ``work`` turns of a
+    busy loop (``who[t, 1]`` keeps the loop's value: it cannot be optimised away)."""
+    master = _pool.enter(role)
+    items = who.shape[0]
+    while True:
+        t = K._fetch_add(counter)
+        if t >= items:
+            break
+        x = 0.0
+        for k in range(work):
+            x = x * 0.5 + k
+        who[t, 1] = x
+        who[t, 0] += 1 if master else 1000
+        _pool.atomic_add(counter, K._C_DONE, 1)
+    if master:
+        _pool.wait_done(counter, K._C_DONE, items, counter[K._C_PATIENCE], counter[K._C_SLEEP])
+        _pool.leave(role, counter[K._C_PATIENCE])
+
+
+def _job(pool, items=16, work=20000, threads=2):
+    who = np.zeros((items, 2))
+    counter = K._job_counter(0, threads)
+    pool.run(_count_body, (counter, who, work), threads)
+    return who, counter
+
+
+@TWO_THREADS
+@pytest.mark.parametrize("spin_us", [0.0, 2000.0], ids=["sleeping", "spinning"])
+def test_every_item_runs_once_and_the_worker_takes_part(spin_us):
+    """All items done exactly once when the call returns (the caller waits for the worker's
+    last item), and over a few jobs the worker does some: with workers that sleep between
+    jobs (woken by the job) and with workers that spin."""
+    pool = _pool.Pool(1, spin_us)
+    by_worker = 0
+    for _ in range(40):
+        who, counter = _job(pool)
+        assert np.all((who[:, 0] == 1) | (who[:, 0] == 1000)), who[:, 0]
+        assert counter[K._C_DONE] == who.shape[0] and counter[K._C_NEXT] >= who.shape[0]
+        by_worker += int((who[:, 0] == 1000).sum())
+        if by_worker:
+            break
+    assert by_worker > 0
+    # one thread: the caller alone
+    who, _ = _job(pool, threads=1)
+    assert np.all(who[:, 0] == 1)
+
+
+def test_a_late_worker_touches_nothing():
+    """A worker that reaches a job after it is over (its counter exhausted) does no item."""
+    who, counter = _job(_pool.Pool(0, 0.0), threads=1)
+    before, done = who.copy(), counter.copy()
+    _count_body(_pool._WORKER, counter, who, 10)
+    np.testing.assert_array_equal(who, before)
+    assert counter[K._C_DONE] == done[K._C_DONE]
+
+
+def _batch(rng, P, n, d, H):
+    X = rng.normal(size=(P, n, d))
+    X /= np.linalg.norm(X, axis=2, keepdims=True)
+    A = rng.normal(size=(P, H, d, d))
+    return X, (A + A.transpose(0, 1, 3, 2)) / 2
+
+
+CASES = [(4, 60, 3, 5), (3, 50, 2, 4)]  # the symmetric d = 3 pass; the tile pass
+
+
+def _fields(X, D):
+    H = D.shape[1]
+    return K.fused_pass(X, D, None, 1.0, 0, np.zeros(H, bool), False, True, True, True)
+
+
+@TWO_THREADS
+def test_callers_on_several_threads_get_the_same_bits():
+    """Two Python threads calling the pass at once (one of them finds the pool busy and runs
+    alone): every result equals the serial one bit for bit."""
+    rng = np.random.default_rng(5)
+    batches = [_batch(rng, *c) for c in CASES]
+    ref = [_fields(X, D) for X, D in batches]
+    bad = []
+
+    def worker(k):
+        for _ in range(15):
+            for (X, D), r in zip(batches, ref):
+                out = _fields(X, D)
+                for a, b in zip(out, r):
+                    if not np.array_equal(a, b, equal_nan=True):
+                        bad.append(k)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+def _child(q):
+    rng = np.random.default_rng(5)
+    q.put([np.asarray(a).tobytes() for a in _fields(*_batch(rng, *CASES[0]))])
+
+
+@TWO_THREADS
+def test_a_forked_child_starts_its_own_pool():
+    """After fork the parent's workers do not exist in the child: it starts a pool of its own
+    (and gets the parent's bits)."""
+    rng = np.random.default_rng(5)
+    ref = [np.asarray(a).tobytes() for a in _fields(*_batch(rng, *CASES[0]))]
+    assert _pool.get_pool().workers >= 1
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q,))
+    p.start()
+    got = q.get(timeout=120)
+    p.join(timeout=60)
+    assert p.exitcode == 0
+    assert got == ref
+
+
+def test_spin_setting_from_the_environment():
+    d = _pool.SPIN_US_DEFAULT
+    assert _pool.spin_us({}) == d
+    assert _pool.spin_us({"OMP_WAIT_POLICY": "passive", "WFLOW_OMP_DEFAULTS": "1"}) == d
+    assert _pool.spin_us({"OMP_WAIT_POLICY": "passive"}) == 0.0  # the user's choice
+    assert _pool.spin_us({"OMP_WAIT_POLICY": "Active"}) >= 3.6e9  # spin for good
+    assert _pool.spin_us({"WFLOW_SPIN_US": "250", "OMP_WAIT_POLICY": "active"}) == 250.0
+    assert _pool.spin_us({"WFLOW_SPIN_US": "0"}) == 0.0
+    for bad in ("-1", "fast", "inf", "nan", ""):
+        with pytest.raises(ConfigError, match="WFLOW_SPIN_US.*microseconds >= 0"):
+            _pool.spin_us({"WFLOW_SPIN_US": bad})
+
+
+def test_bad_spin_setting_exit_2_before_writing(tmp_path, capsys, monkeypatch):
+    cfg_file = tmp_path / "cfg.toml"
+    cfg_file.write_text(_toml(tiny()))
+    monkeypatch.setenv("WFLOW_SPIN_US", "lots")
+    out = tmp_path / "o.h5"
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", out, "-q")
+    assert rc == 2
+    assert "WFLOW_SPIN_US" in one_line(err)
+    assert not out.exists()
