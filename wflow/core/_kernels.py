@@ -74,7 +74,7 @@ everything after the pair loop is float64.
 underflow); otherwise each row is shifted by its own maximum (a first cheap pass).
 ``Z_h(x_i) = e^{shift}·S0/n`` is finite while the shift is below ≈ 709.
 
-*One parallel region per evaluation.* The work items are (path p, tile of R rows), R a
+*One job per evaluation.* The work items are (path p, tile of R rows), R a
 function of d only (:func:`_tile_rows`); an item computes the row sums of its rows for every
 head, then head after head the per-row combine (:func:`_head_epilogue`: partition, the
 head's terms of velocity, gradient and the scalar diagnostics in per-row accumulators,
@@ -82,16 +82,27 @@ e^{shift} once per head, D_h and V_h in registers for d = 3, the tile's partial 
 ∂_D E), then the per-row outputs (:func:`_rows_epilogue`). Every row adds its heads in the
 order h = 0, 1, … as a row-by-row loop would (the same bits). After the
 loop, in the same compiled function, the sums over rows and over tiles run sequentially
-(:func:`_finish`). The worker threads take items from a shared atomic counter
-(:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process delays
-at most its current item instead of a static half of the loop. The symmetric d = 3 pass takes one region
-with one band (items: paths with at least as many paths as threads; otherwise (path, head),
-the thread that completes a path's last head running its combine), and with several bands
-two per path for the pair sums and their band reduction, then one for the combine (the
-stages of :func:`_sym3`).
+(:func:`_finish`) on the calling thread. The threads take items from the job's atomic
+counter (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process
+delays at most its current item instead of a static half of the loop. The symmetric d = 3
+pass takes one job with one band (items: paths with at least as many paths as threads;
+otherwise (path, head), the thread that completes a path's last head running its combine),
+and with several bands two per path for the pair sums and their band reduction, then one for
+the combine (the stages of :func:`_sym3`).
+
+*Threads: wflow's own pool* (:mod:`wflow.core._pool`, session 11). The passes are not numba
+``prange`` loops (OpenMP regions) but jobs of a pool of ``numba.get_num_threads() − 1``
+worker threads: each pass is a ``nogil`` function ``body(role, …)`` that the calling thread
+and the workers run at once, taking items from the job's counter; the caller then waits for
+the items still running and runs the tail. Idle workers spin (a ``pause`` loop, ≤ 2 ms)
+between the passes of a run while the machine is otherwise idle, and sleep as soon as the
+kernel preempts them for other work: neither OpenMP wait policy did both (passive: 8–11%
+slower alone on VMs whose idle vCPUs halt; spinning: 10–40× slower beside other work).
+The job counter's slots (:data:`_C_NEXT` …) are listed at :func:`_job_counter`.
 
 *Sharing the machine.* ``wflow/__init__.py`` sets ``OMP_WAIT_POLICY=passive`` (and
-``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime: idle
+``KMP_BLOCKTIME=0``) unless the user set them, before numba loads its OpenMP runtime (still
+used by :func:`fast_exp_rate` and by other libraries in the process, e.g. torch): idle
 OpenMP threads sleep instead of spinning (GNU OpenMP spins ≈ 300 000 iterations, several
 ms, at every barrier by default, which made runs 10–40× slower beside other work). It also
 puts OpenMP before TBB in numba's threading-layer order (numba takes TBB first wherever it is
@@ -1966,7 +1977,8 @@ def _fetch_add(typingctx, counter):
     """``old = counter[0]; counter[0] += 1`` atomically (LLVM ``atomicrmw add``); int64 array.
 
     The atomic read-modify-write makes every index go to exactly one thread; "monotonic"
-    ordering suffices (items share no data; the end of the parallel region is a barrier)."""
+    ordering suffices (items share no data; each item's completion is counted with
+    acquire-release ordering, :func:`wflow.core._pool.atomic_add`)."""
     if isinstance(counter, types.Array) and counter.dtype == types.int64:
 
         def codegen(context, builder, sig, args):
@@ -2218,8 +2230,8 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
                     dEdD[p, h, a, bb] = acc * f
 
 
-# One parallel region per field evaluation. Work items are (path, tile of R rows), R fixed by
-# d alone; the worker threads take items from a shared atomic counter (dynamic schedule: a
+# One pool job per field evaluation. Work items are (path, tile of R rows), R fixed by
+# d alone; the threads take items from the job's atomic counter (dynamic schedule: a
 # preempted thread delays at most its current item, not a static share of the loop). Every
 # output slot and every tile partial is written by one item with the same code, and the
 # reductions run afterwards in a fixed order: results never depend on the schedule.
@@ -2380,7 +2392,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[2 + p]``: it sees the other threads' row sums) runs path p's
-      combine for all rows, then its per-row outputs. One parallel region, where the
+      combine for all rows, then its per-row outputs. One job, where the
       unfused form took two (a single path n = 200, H = 10: 0.31 → 0.235 ms; n = 500, H = 100:
       9.1 → 8.5 ms; session 10). With at least as many paths as threads the fused form is
       faster (n = 200, H = 100, P = 10: 14.1 against 14.3–16.4 ms: the chained combine

@@ -1,32 +1,44 @@
-r"""wflow's own worker threads for the field pass: awake between passes while the machine
-is otherwise idle, out of the way when it is not [issue: speed on shared machines].
+r"""wflow's own worker threads for the field passes: awake between the passes of a run while
+the machine is otherwise idle, out of the way as soon as it is not [issue: speed on shared
+machines].
 
-Why not OpenMP's. On the 2-vCPU VMs of sessions 8–10 an idle vCPU halts at once, and waking
+Why not OpenMP's. On the 2-vCPU VMs of sessions 8–11 an idle vCPU halts at once, and waking
 a sleeping OpenMP worker costs a futex wake, an inter-processor interrupt and the vCPU's
 return: per parallel region the calling thread started 9–13 µs late, the worker 26–30 µs,
 and the call returned 12–15 µs after its last item (spinning threads: 2, 2, 3 µs). A default
 run with sleeping threads (``OMP_WAIT_POLICY=passive``) took 1.08–1.11× its time with
-spinning ones, but spinning threads made runs 10–40× slower beside other work. Neither
-wait policy of the OpenMP runtimes is both.
+spinning ones, but spinning threads made runs 10–40× slower beside other work. Neither wait
+policy of the OpenMP runtimes is both.
 
-The pool. ``threads − 1`` daemon threads, each in a loop: wait for the next job, run its
-body (a numba function with ``nogil=True``), wait again. The wait spins for
-``WFLOW_SPIN_US`` microseconds (default :data:`SPIN_US_DEFAULT`) — between two field
-evaluations of a run the Python in between takes far less — and every turn of the spin
-calls ``sched_yield``: a spinning worker gives its core to any other runnable thread of the
-machine at once, so a busy neighbour loses almost nothing to it. After the spin the worker
-sleeps on a condition variable (a job then wakes it as OpenMP would). With
-``OMP_WAIT_POLICY=active`` (and no ``WFLOW_SPIN_US``) the workers spin for good, like
-OpenMP's (the contention benchmark's reference).
+The pool. ``numba.config.NUMBA_NUM_THREADS − 1`` daemon threads, each in a loop: wait for
+the next job, run its body, wait again. The wait spins (a ``pause`` loop reading the cycle
+counter) for ``WFLOW_SPIN_US`` microseconds (default :data:`SPIN_US_DEFAULT`; the Python
+between two field evaluations of a default run takes 0.25–0.7 ms), then sleeps on a condition
+variable (a job then wakes it, as OpenMP would). A spin that sees the cycle counter jump by
+more than :data:`PREEMPTED_US` asks the kernel whether the thread was switched out
+involuntarily (``getrusage``): if so, other work wants the core, and the workers sleep at
+once for :data:`CALM_S`; if not, the hypervisor took the whole vCPU (host noise, the same
+for every policy) and the spin goes on. With ``OMP_WAIT_POLICY=active`` the workers spin for
+good (the contention benchmark's reference); with ``OMP_WAIT_POLICY=passive`` set by the user
+they never spin.
 
-The jobs. A body ``body(master, *args)`` takes work items from an atomic counter in
-``args`` (dynamic schedule: fixed per-item outputs, so the bits do not depend on which
-thread ran which item, nor on how many ran), and counts the items it completes; the calling
-thread runs the body too (``master=True``), and after its last item waits until every item
-is complete (spinning, yielding) before the sequential tail. A worker that arrives late
-finds no item left and returns without touching anything (each job has its own counter).
-One job at a time: a call from another Python thread while the pool is busy (Dask threads)
-runs its body alone on its own thread — the same bits.
+The jobs. A body is a numba function with ``nogil=True``, ``body(role, *args)``, that starts
+with ``master = enter(role)`` and takes work items from an atomic counter in ``args`` (a
+dynamic schedule with fixed per-item outputs: the bits do not depend on which thread ran
+which item, nor on how many ran), counting each completed item (:func:`atomic_add`, release).
+The calling thread runs it too; after its last item it waits until every item is complete
+(:func:`wait_done`, acquire), runs the sequential tail, and before returning to Python lets
+a worker that is between its part and its next wait finish with the GIL (:func:`leave`).
+
+The hand-over does not touch the GIL on the critical path: the caller publishes the job (a
+generation number in ``ctrl[0]``), enters the body (releasing the GIL), and the body's
+:func:`enter` sets ``ctrl[1]``; spinning workers wait for ``ctrl[1]``, so they take the GIL
+only when it is free (a worker that asked for it while the caller held it would sleep on it
+and pay the wake-up the pool exists to avoid: measured 25 µs median, 56 µs at the 90th
+percentile, against 7.6 µs). A worker that arrives after its job is over finds the job's
+counter exhausted and returns without touching anything (each job has a fresh counter). One
+job at a time: a caller on another Python thread while the pool is busy (Dask threads) runs
+its body alone — the same bits. A forked child starts a pool of its own.
 """
 
 from __future__ import annotations

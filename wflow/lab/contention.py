@@ -94,8 +94,9 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
       goal: slowdown ≤ 1.2·(1 + k/cores) (the fair share of ``cores`` cores among
       ``cores + k`` busy threads, plus 20%);
     * three runs started together, against three in a row (goal: no longer);
-    * alone with spinning OpenMP threads (``OMP_WAIT_POLICY=active``): the reference for
-      "no slowdown when alone".
+    * alone with spinning threads (``OMP_WAIT_POLICY=active``: wflow's own worker threads,
+      :mod:`wflow.core._pool`, then spin for good between jobs, as OpenMP's would): the
+      reference for "no slowdown when alone".
 
     The runs alone and alone with spinning threads alternate ``repeats`` times and each keeps
     its shortest time: two runs of one configuration differed by 7% on the VM of session 8,

@@ -196,7 +196,7 @@ class AttentionModel:
 
         When both batches take the symmetric d = 3 pass
         (:func:`wflow.core._kernels.takes_sym_pass`) they are evaluated as one batch of 2P
-        paths: one parallel region and one call instead of two, with the same bits as two
+        paths: one pool job and one call instead of two, with the same bits as two
         calls (the pass's paths are independent and it skips the Itô loop path by path).
         Otherwise two calls. The run loop evaluates the ledger's (X_{k+1}; D_k) and the next
         step's (X_{k+1}; D_{k+1}) this way: the second field is a copy, so that it does not keep
