@@ -165,3 +165,14 @@ def test_bad_spin_setting_exit_2_before_writing(tmp_path, capsys, monkeypatch):
     assert rc == 2
     assert "WFLOW_SPIN_US" in one_line(err)
     assert not out.exists()
+
+
+def test_workers_stop_spinning_while_other_work_is_runnable(monkeypatch):
+    """More runnable threads than cores: a calm period (no spinning) starts; at most as many:
+    it ends."""
+    pool = _pool.Pool(0, 2000.0)
+    assert _pool._runnable_threads() >= 1  # this thread runs (Linux)
+    monkeypatch.setattr(_pool, "_runnable_threads", lambda: pool._cores + 1)
+    assert pool._busy_machine() and pool._calm_until > 0 and pool.calm_periods == 1
+    monkeypatch.setattr(_pool, "_runnable_threads", lambda: pool._cores)
+    assert not pool._busy_machine() and pool._calm_until == 0.0 and pool.calm_periods == 1

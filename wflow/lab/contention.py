@@ -83,7 +83,7 @@ def _stop(procs):
 
 
 def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, env=None,
-                     progress=None, repeats=2):
+                     progress=None, repeats=3):
     r"""Wall time of a default-size run (the embedded default run, ``solver.T = T``) on a
     shared machine, each run in a fresh process (timed after its warm-up):
 
