@@ -885,14 +885,56 @@ def _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, s, b0, b1,
     RS[p, h, i] = c
 
 
+#: The symmetric pass's streams by page offset [session 11]: its column loop reads the token
+#: rows (3), the pair weights (4 rows) and the column sums (5 rows, read and written) at one
+#: index j. A load whose address equals, in its low 12 bits, that of a store still in flight
+#: (a few hundred bytes behind) waits for it ("4K aliasing"); with rows at arbitrary offsets
+#: some pair usually collides, and (4096, 8, 3) took 75–98 ms on one thread depending on
+#: where the allocator put the weights (37.6–53.7 ms on two). Now every row of these arrays
+#: starts at a fixed offset within a page: the tokens, weights and table at
+#: :data:`_SLOT_LOADS`, the column sums at :data:`_SLOT_SUMS`, half a page apart (rows are
+#: padded to whole pages: :func:`_sym_stride`).
+_PAGE = 4096
+_SLOT_LOADS = 0
+_SLOT_SUMS = 2048
+
+
+def _sym_stride(npq):
+    """Row length (float64) of the symmetric pass's arrays: ``npq`` rounded up to whole
+    pages, so that every row starts at the same offset within a page."""
+    per = _PAGE // 8
+    return -(-npq // per) * per
+
+
+@njit(**_OPTS)
+def _paged_empty(size, offset):
+    """``np.empty(size)`` whose data start ``offset`` bytes (a multiple of 8) into a page."""
+    per = _PAGE // 8
+    buf = np.empty(size + per)
+    skip = ((offset - buf.ctypes.data % _PAGE) % _PAGE) // 8
+    return buf[skip:skip + size]
+
+
+def _paged_zeros(shape, offset, dtype=np.float64):
+    """``np.zeros(shape)`` whose data start ``offset`` bytes into a page (NumPy side)."""
+    size = int(np.prod(shape))
+    item = np.dtype(dtype).itemsize
+    buf = np.zeros(size + _PAGE // item, dtype=dtype)
+    skip = ((offset - buf.ctypes.data % _PAGE) % _PAGE) // item
+    return buf[skip:skip + size].reshape(shape)
+
+
 @njit(inline="always", **_OPTS)
-def _sym_weights(n, npq):
-    r"""The pair weights ω_rj of :func:`_sym_band3`, shape (_VQ/4, 4, npq). Without padding
-    columns (n a multiple of the vector, npq = n) a fixed table: the group of rows i..i+3
-    reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4, with
-    ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]`` holds
-    ones (zeros beyond n), and each group writes its own weights and restores them."""
-    W = np.ones((_VQ // _SYM_ROWS, _SYM_ROWS, npq))
+def _sym_weights(n, npq, stride=0):
+    r"""The pair weights ω_rj of :func:`_sym_band3`, shape (_VQ/4, 4, ``stride``) (default
+    npq; columns from npq on are never read), rows at :data:`_SLOT_LOADS` in their pages.
+    Without padding columns (n a multiple of the vector, npq = n) a fixed table: the group of
+    rows i..i+3 reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4,
+    with ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]``
+    holds ones (zeros beyond n), and each group writes its own weights and restores them."""
+    stride = max(stride, npq)
+    W = _paged_empty(_VQ * stride, _SLOT_LOADS).reshape((_VQ // _SYM_ROWS, _SYM_ROWS, stride))
+    W[:] = 1.0
     if npq == n:
         for o in range(_VQ // _SYM_ROWS):
             for r in range(_SYM_ROWS):
@@ -956,7 +998,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
     # base-2 logits (:func:`_exp2_shifted`): y = (β⟨D_h x_i, x_j⟩ − c)·log₂e
     mc = -c * _LOG2E
     bl = beta * _LOG2E
-    npq = W.shape[2]
+    npq = ((n + _VQ - 1) // _VQ) * _VQ  # the loop's columns (the rows may be longer)
     table = npq == n  # no padding columns: the weights are a fixed table (_sym_weights)
     for i in range(i_lo, i_hi, _SYM_ROWS):
         jb = (i // _VQ) * _VQ
@@ -1115,11 +1157,13 @@ def _ito_term(e, y0, y1, y2, u0, u1, u2):
 
 @njit(**_OPTS)
 def _cos2_table(x0, x1, x2, n, G):
-    """``G[i, j] = ⟨x_i, x_j⟩²`` (:func:`_cos2`) for i < n and every (padded) column j."""
+    """``G[i, j] = ⟨x_i, x_j⟩²`` (:func:`_cos2`) for i < n and every column j the pair loop
+    reads (to n rounded up to the vector, :data:`_VQ`; the rows may be longer)."""
+    npq = min(G.shape[1], ((n + _VQ - 1) // _VQ) * _VQ)
     for i in range(n):
         y0, y1, y2 = x0[i], x1[i], x2[i]
         g = G[i]
-        for j in range(G.shape[1]):
+        for j in range(npq):
             g[j] = _cos2(y0, y1, y2, x0[j], x1[j], x2[j])
 
 
@@ -2426,14 +2470,15 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
     else:
         items = P * nt
     # one worker: its scratch, then items until none is left
-    W = _sym_weights(n, npq)
-    Cw = np.empty((5, npq))
+    nps = Xt.shape[2]  # the row length (_sym_stride)
+    W = _sym_weights(n, npq, nps)
+    Cw = _paged_empty(5 * nps, _SLOT_SUMS).reshape((5, nps))
     whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
     acc = np.empty((2 * d + 3, n if whole else R))  # component-major
     v = np.empty(d)
     g = np.empty(d)
     tab = table and stage == _SYM_FUSED and ito.any()
-    G = np.empty((n if tab else 0, npq))
+    G = _paged_empty((n if tab else 0) * npq, _SLOT_LOADS).reshape((n if tab else 0, npq))
     NOG = np.empty((0, npq))
     while True:
         t = _fetch_add(counter)
@@ -2886,7 +2931,9 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
     if use_sym:
-        Xt = _columns(X, _VW)
+        nps = _sym_stride(-(-n // _VQ) * _VQ)
+        Xt = _paged_zeros((P, d, nps), _SLOT_LOADS)
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
         bands = _sym_bands(n, H)
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
@@ -2896,7 +2943,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         elif nb == 1:  # items (path, head); a path's last head runs its combine
             _run_sym3(_SYM_CHAIN, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
         else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
-            Cb = np.empty((1, H, nb, 5, -(-n // _VQ) * _VQ))
+            Cb = _paged_zeros((1, H, nb, 5, nps), _SLOT_SUMS)
             for q in range(P):
                 s = slice(q, q + 1)
                 _run_sym3(_SYM_PAIRS, False, Xt[s], D[s], V[s], X[s], beta, shift[s], bands,
