@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 
 import numba
 import numpy as np
@@ -38,10 +39,10 @@ def _count_body(role, counter, who, work):
             x = x * 0.5 + k
         who[t, 1] = x
         who[t, 0] += 1 if master else 1000
-        _pool.atomic_add(counter, K._C_DONE, 1)
+        _pool.item_done(counter)
     if master:
-        _pool.wait_done(counter, K._C_DONE, items, counter[K._C_PATIENCE], counter[K._C_SLEEP])
-        _pool.leave(role, counter[K._C_PATIENCE])
+        _pool.wait_done(role, counter, items)
+        _pool.leave(role, counter)
 
 
 def _job(pool, items=16, work=20000, threads=2):
@@ -59,7 +60,8 @@ def test_every_item_runs_once_and_the_worker_takes_part(spin_us):
     jobs (woken by the job) and with workers that spin."""
     pool = _pool.Pool(1, spin_us)
     by_worker = 0
-    for _ in range(40):
+    deadline = time.monotonic() + 60  # (on a cold cache the worker first compiles its wait)
+    while time.monotonic() < deadline:
         who, counter = _job(pool)
         assert np.all((who[:, 0] == 1) | (who[:, 0] == 1000)), who[:, 0]
         assert counter[K._C_DONE] == who.shape[0] and counter[K._C_NEXT] >= who.shape[0]
@@ -70,6 +72,44 @@ def test_every_item_runs_once_and_the_worker_takes_part(spin_us):
     # one thread: the caller alone
     who, _ = _job(pool, threads=1)
     assert np.all(who[:, 0] == 1)
+
+
+@njit(nogil=True)
+def _failing_body(role, counter, out):
+    """The workers raise (as a failed allocation would); the caller does every item it can."""
+    master = _pool.enter(role)
+    if not master:
+        raise ValueError("worker failure")
+    x = 0.0
+    for k in range(200000):  # time for the worker to arrive
+        x = x * 0.5 + k
+    out[0] = x
+    while True:
+        t = K._fetch_add(counter)
+        if t >= out.size:
+            break
+        out[t] = 1.0
+        _pool.item_done(counter)
+    _pool.wait_done(role, counter, out.size)
+    _pool.leave(role, counter)
+
+
+@TWO_THREADS
+def test_a_failing_worker_raises_in_the_caller_and_the_pool_goes_on():
+    """A worker's exception does not leave the caller waiting for ever: the job raises it
+    (whenever the worker took part), and the next job runs normally."""
+    pool = _pool.Pool(1, 2000.0)
+    raised = 0
+    deadline = time.monotonic() + 60  # (on a cold cache the worker first compiles its wait)
+    while not raised and time.monotonic() < deadline:
+        try:
+            pool.run(_failing_body, (K._job_counter(0, 2), np.zeros(4)), 2)
+        except RuntimeError as e:
+            assert "worker failure" in str(e)
+            raised += 1
+    assert raised > 0
+    who, counter = _job(pool)
+    assert counter[K._C_DONE] == who.shape[0]
 
 
 def test_a_late_worker_touches_nothing():

@@ -1320,10 +1320,10 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
                 SI[p, h, i] = g
         for i in range(n):
             SI[p, h, i] += S0[p, h, i]
-        _pool.atomic_add(counter, _C_DONE, 1)
+        _pool.item_done(counter)
     if master:
-        _pool.wait_done(counter, _C_DONE, P * H, counter[_C_PATIENCE], counter[_C_SLEEP])
-        _pool.leave(role, counter[_C_PATIENCE])
+        _pool.wait_done(role, counter, P * H)
+        _pool.leave(role, counter)
 
 
 @njit(**_OPTS)
@@ -2310,20 +2310,10 @@ def _tile_item(t, nt, R, n):
     return p, b, i0, min(n, i0 + R)
 
 
-#: The slots of a job's counter (:func:`_job_counter`): next work item, threads, items
-#: complete, the address of ``usleep`` and the master's patience in cycles
-#: (:func:`wflow.core._pool.wait_done`), then per path the heads done (chained stage).
-_C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_PATH = 0, 1, 2, 3, 4, 5
-
-
-def _job_counter(P, threads):
-    """A fresh counter for one job of the pool (fresh: a worker that arrives after its job is
-    over must find that job's items exhausted, not the next job's)."""
-    counter = np.zeros(_C_PATH + P, dtype=np.int64)
-    counter[_C_THREADS] = threads
-    counter[_C_SLEEP] = _pool.USLEEP_ADDRESS
-    counter[_C_PATIENCE] = _pool.patience_cycles()
-    return counter
+#: The slots of a job's counter (:func:`wflow.core._pool.job_counter`): next work item,
+#: threads, items complete, then (from _C_PATH) per path the heads done (chained stage).
+_C_NEXT, _C_THREADS, _C_DONE, _C_PATH = _pool.NEXT, _pool.THREADS, _pool.DONE, _pool.FREE
+_job_counter = _pool.job_counter
 
 
 @njit(nogil=True, **_OPTS)
@@ -2370,12 +2360,12 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
                 _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                                part, dEp, acc, ybar, w, U)
         _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-        _pool.atomic_add(counter, _C_DONE, 1)  # (release: the item's writes)
+        _pool.item_done(counter)  # (release: the item's writes)
     if master:
-        _pool.wait_done(counter, _C_DONE, items, counter[_C_PATIENCE], counter[_C_SLEEP])
+        _pool.wait_done(role, counter, items)
         if not causal:
             _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-        _pool.leave(role, counter[_C_PATIENCE])
+        _pool.leave(role, counter)
 
 
 @njit(nogil=True, **_OPTS)
@@ -2406,12 +2396,12 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
             _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                            part, dEp, acc, ybar, w, U)
         _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-        _pool.atomic_add(counter, _C_DONE, 1)  # (release: the item's writes)
+        _pool.item_done(counter)  # (release: the item's writes)
     if master:
-        _pool.wait_done(counter, _C_DONE, items, counter[_C_PATIENCE], counter[_C_SLEEP])
+        _pool.wait_done(role, counter, items)
         if not causal:
             _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-        _pool.leave(role, counter[_C_PATIENCE])
+        _pool.leave(role, counter)
 
 
 #: The stages of :func:`_sym3`.
@@ -2543,13 +2533,13 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
                 i1 = min(n, i0 + R)
                 _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0 - r0:i1 - r0].T,
                                vel, grad, bhat, er, v, g)
-        _pool.atomic_add(counter, _C_DONE, 1)  # (release: the item's writes)
+        _pool.item_done(counter)  # (release: the item's writes)
     if master:
-        _pool.wait_done(counter, _C_DONE, items, counter[_C_PATIENCE], counter[_C_SLEEP])
+        _pool.wait_done(role, counter, items)
         if stage != _SYM_PAIRS:
             _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
                     np.empty((1, 0)))
-        _pool.leave(role, counter[_C_PATIENCE])
+        _pool.leave(role, counter)
 
 
 def _sym3_items(stage, P, H, nb, nt):
@@ -2743,10 +2733,10 @@ def _pair_statistics(role, X, cos_cluster, cos_merge, counter, mins, comps, merg
         mins[p] = low
         comps[p] = count
         merged[p] = pairs
-        _pool.atomic_add(counter, _C_DONE, 1)
+        _pool.item_done(counter)
     if master:
-        _pool.wait_done(counter, _C_DONE, P, counter[_C_PATIENCE], counter[_C_SLEEP])
-        _pool.leave(role, counter[_C_PATIENCE])
+        _pool.wait_done(role, counter, P)
+        _pool.leave(role, counter)
 
 
 def _columns(X, width, dtype=np.float64):

@@ -90,16 +90,31 @@ def spin_us(environ=os.environ):
 
 
 # ------------------------------------------------------------------------------ primitives
+def _int64_slot(arr, i, v=None):
+    """Typing of the atomics: an int64 array, an integer index (and an integer value)."""
+    return (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer) and (v is None or isinstance(v, types.Integer)))
+
+
+def _slot_ptr(context, builder, sig, args):
+    """Address of ``arr[i]`` (the first two arguments)."""
+    a = context.make_array(sig.args[0])(context, builder, args[0])
+    idx = context.cast(builder, args[1], sig.args[1], types.intp)
+    return builder.gep(a.data, [idx])
+
+
+def _value(context, builder, sig, args):
+    return context.cast(builder, args[2], sig.args[2], types.int64)
+
+
 @intrinsic
 def atomic_load(typingctx, arr, i):
     """``arr[i]`` read atomically with acquire ordering (int64 array): never hoisted out of a
     loop, and the thread sees every write made before the matching release."""
-    if isinstance(arr, types.Array) and arr.dtype == types.int64 and isinstance(i, types.Integer):
+    if _int64_slot(arr, i):
 
         def codegen(context, builder, sig, args):
-            a = context.make_array(sig.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], sig.args[1], types.intp)
-            return builder.load_atomic(builder.gep(a.data, [idx]), "acquire", 8)
+            return builder.load_atomic(_slot_ptr(context, builder, sig, args), "acquire", 8)
 
         return types.int64(arr, i), codegen
     return None
@@ -108,14 +123,11 @@ def atomic_load(typingctx, arr, i):
 @intrinsic
 def atomic_store(typingctx, arr, i, v):
     """``arr[i] = v`` atomically with release ordering (int64 array)."""
-    if (isinstance(arr, types.Array) and arr.dtype == types.int64
-            and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+    if _int64_slot(arr, i, v):
 
         def codegen(context, builder, sig, args):
-            a = context.make_array(sig.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], sig.args[1], types.intp)
-            val = context.cast(builder, args[2], sig.args[2], types.int64)
-            builder.store_atomic(val, builder.gep(a.data, [idx]), "release", 8)
+            builder.store_atomic(_value(context, builder, sig, args),
+                                 _slot_ptr(context, builder, sig, args), "release", 8)
             return context.get_dummy_value()
 
         return types.none(arr, i, v), codegen
@@ -125,14 +137,11 @@ def atomic_store(typingctx, arr, i, v):
 @intrinsic
 def atomic_add(typingctx, arr, i, v):
     """``old = arr[i]; arr[i] += v`` atomically, acquire-release ordering (int64 array)."""
-    if (isinstance(arr, types.Array) and arr.dtype == types.int64
-            and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+    if _int64_slot(arr, i, v):
 
         def codegen(context, builder, sig, args):
-            a = context.make_array(sig.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], sig.args[1], types.intp)
-            val = context.cast(builder, args[2], sig.args[2], types.int64)
-            return builder.atomic_rmw("add", builder.gep(a.data, [idx]), val, "acq_rel")
+            return builder.atomic_rmw("add", _slot_ptr(context, builder, sig, args),
+                                      _value(context, builder, sig, args), "acq_rel")
 
         return types.int64(arr, i, v), codegen
     return None
@@ -162,6 +171,23 @@ def _libc_address(name):
 #: runtime argument (a constant would be frozen into numba's cache, and addresses move
 #: between processes).
 USLEEP_ADDRESS = _libc_address("usleep")
+
+
+#: The slots of a job's counter (:func:`job_counter`): the next work item, the threads, the
+#: items complete, the address of ``usleep`` and the caller's patience in cycles
+#: (:func:`wait_done`, :func:`leave`); the body's own slots start at ``FREE``.
+NEXT, THREADS, DONE, SLEEP, PATIENCE, FREE = 0, 1, 2, 3, 4, 5
+
+
+def job_counter(extra, threads):
+    """A fresh counter for one job, with ``extra`` slots of the body's own (fresh: a worker
+    that arrives after its job is over must find that job's items exhausted, not the next
+    job's)."""
+    counter = np.zeros(FREE + extra, dtype=np.int64)
+    counter[THREADS] = threads
+    counter[SLEEP] = USLEEP_ADDRESS
+    counter[PATIENCE] = patience_cycles()
+    return counter
 
 
 @intrinsic
@@ -210,20 +236,25 @@ def enter(role):
 
 
 @njit(nogil=True, cache=True)
-def leave(role, patience):
-    """Last call of a job's body on the caller's thread: wait (at most ``patience`` cycles)
+def leave(role, counter):
+    """Last call of a job's body on the caller's thread: wait (at most the counter's patience)
     until no worker is between the end of its part and its next wait (``role[2]``, workers
     engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
-    would sleep on the GIL and pay a wake-up (10–30 µs on the VMs of sessions 8–10)."""
+    would sleep on the GIL and pay a wake-up (10–30 µs on the VMs of sessions 8–11)."""
     if role.size >= 3:
         t0 = _cycles()
-        while atomic_load(role, 2) > 0 and _cycles() - t0 < patience:
+        while atomic_load(role, 2) > 0 and _cycles() - t0 < counter[PATIENCE]:
             _pause()
 
 
 @njit(nogil=True, cache=True)
 def _engage(ctrl, v):
     atomic_add(ctrl, 2, v)
+
+
+@njit(nogil=True, cache=True)
+def _fail(ctrl, g):
+    atomic_store(ctrl, 3, g)
 
 
 @njit(nogil=True, cache=True)
@@ -254,14 +285,24 @@ def _spin_until_changed(ctrl, seen, cycles, jump, out, engaged):
 
 
 @njit(nogil=True, cache=True)
-def wait_done(counter, slot, items, patience, usleep_addr):
-    """Wait until ``counter[slot] >= items``: every item of the job is complete, and
-    (acquire) their writes are visible to this thread. Spins ``patience`` cycles, then sleeps
-    20 µs at a time (the other threads are preempted: let the machine's other work run)."""
+def item_done(counter):
+    """Count one completed item of the job (release: the item's writes go with it)."""
+    atomic_add(counter, DONE, 1)
+
+
+@njit(nogil=True, cache=True)
+def wait_done(role, counter, items):
+    """Wait until ``counter[DONE] >= items``: every item of the job is complete, and
+    (acquire) their writes are visible to this thread. Spins the counter's patience in
+    cycles, then sleeps 20 µs at a time (the other threads are preempted: let the machine's
+    other work run). Returns early if a worker failed in this job (``role[3]``, the failed
+    job, equals ``role[0]``, the job posted; the pool then raises)."""
     t0 = _cycles()
-    while atomic_load(counter, slot) < items:
-        if _cycles() - t0 > patience:
-            call_usleep(usleep_addr, 20)
+    while atomic_load(counter, DONE) < items:
+        if role.size >= 4 and atomic_load(role, 3) == role[0]:
+            return
+        if _cycles() - t0 > counter[PATIENCE]:
+            call_usleep(counter[SLEEP], 20)
         else:
             _pause()
 
@@ -292,8 +333,10 @@ class Pool:
     def __init__(self, workers, spin_us):
         self.workers = int(workers)
         self.spin_us = float(spin_us)
-        # job posted, job entered (:func:`enter`), workers engaged (:func:`leave`)
-        self._ctrl = np.zeros(3, dtype=np.int64)
+        # job posted, job entered (:func:`enter`), workers engaged (:func:`leave`), a worker
+        # failed (:func:`wait_done`)
+        self._ctrl = np.zeros(4, dtype=np.int64)
+        self._error = None
         self._job = None  # (generation, body, args, workers wanted)
         self._lock = threading.Lock()  # one job at a time
         self._cond = threading.Condition()
@@ -348,7 +391,11 @@ class Pool:
             if k < job[3]:
                 _engage(ctrl, 1)
                 engaged = True
-                job[1](_WORKER, *job[2])
+                try:
+                    job[1](_WORKER, *job[2])
+                except BaseException as e:  # the caller stops waiting and raises it
+                    self._error = (seen, e)
+                    _fail(ctrl, seen)
             job = None  # (its arrays must not outlive the job)
 
     def _busy_machine(self):
@@ -378,6 +425,10 @@ class Pool:
                 with self._cond:
                     self._cond.notify_all()
             body(self._ctrl, *args)
+            if self._ctrl[3] == g:  # (a late worker's failure in an earlier job is ignored)
+                e = self._error[1] if self._error and self._error[0] == g else None
+                raise RuntimeError(f"a worker thread failed in {getattr(body, '__name__', body)}: "
+                                   f"{e!r}") from e
         finally:
             self._job = None
             self._lock.release()
