@@ -28,7 +28,7 @@ TWO_THREADS = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
 def _count_body(role, counter, who, work):
     """Items t: ``who[t] += 1`` (master) or ``+= 1000`` (worker) after ``work`` turns of a
     busy loop (``who[t, 1]`` keeps the loop's value: it cannot be optimised away)."""
-    master = _pool.enter(role)
+    master = K._enter(role)
     items = who.shape[0]
     while True:
         t = K._fetch_add(counter)
@@ -39,10 +39,10 @@ def _count_body(role, counter, who, work):
             x = x * 0.5 + k
         who[t, 1] = x
         who[t, 0] += 1 if master else 1000
-        _pool.item_done(counter)
+        K._item_done(counter)
     if master:
-        _pool.wait_done(role, counter, items)
-        _pool.leave(role, counter)
+        K._wait_done(role, counter, items)
+        K._leave(role, counter)
 
 
 def _job(pool, items=16, work=20000, threads=2):
@@ -77,7 +77,7 @@ def test_every_item_runs_once_and_the_worker_takes_part(spin_us):
 @njit(nogil=True)
 def _failing_body(role, counter, out):
     """The workers raise (as a failed allocation would); the caller does every item it can."""
-    master = _pool.enter(role)
+    master = K._enter(role)
     if not master:
         raise ValueError("worker failure")
     x = 0.0
@@ -89,9 +89,9 @@ def _failing_body(role, counter, out):
         if t >= out.size:
             break
         out[t] = 1.0
-        _pool.item_done(counter)
-    _pool.wait_done(role, counter, out.size)
-    _pool.leave(role, counter)
+        K._item_done(counter)
+    K._wait_done(role, counter, out.size)
+    K._leave(role, counter)
 
 
 @TWO_THREADS

@@ -140,6 +140,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import platform
 import threading
 from typing import NamedTuple
 
@@ -1291,7 +1292,7 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
     """Rows of band b get the column sums of the earlier bands 0..b−1 in this order, then
     SI = Σ e⟨x_i,x_j⟩² + S0 (a job of :mod:`wflow.core._pool`; items (p, h), each in a fixed
     order: the same bits for any threads)."""
-    master = _pool.enter(role)
+    master = _enter(role)
     P, H, n = S0.shape
     nb = bands.size - 1
     while True:
@@ -1320,10 +1321,10 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
                 SI[p, h, i] = g
         for i in range(n):
             SI[p, h, i] += S0[p, h, i]
-        _pool.item_done(counter)
+        _item_done(counter)
     if master:
-        _pool.wait_done(role, counter, P * H)
-        _pool.leave(role, counter)
+        _wait_done(role, counter, P * H)
+        _leave(role, counter)
 
 
 @njit(**_OPTS)
@@ -2014,6 +2015,205 @@ def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, S0, SX, SI, RS
 
 
 # ---------------------------------------------------------------------------------------------
+# Worker-pool primitives (the threads themselves: wflow.core._pool)
+# ---------------------------------------------------------------------------------------------
+#: The slots of a job's counter (:func:`wflow.core._pool.job_counter`): the next work item,
+#: the threads, the items complete, the address of ``usleep`` and the caller's patience in
+#: cycles (:func:`_wait_done`, :func:`_leave`), then (from _C_PATH) per path the heads done
+#: (the chained stage of :func:`_sym3`).
+_C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_PATH = 0, 1, 2, 3, 4, 5
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def _int64_slot(arr, i, v=None):
+    """Typing of the atomics: an int64 array, an integer index (and an integer value)."""
+    return (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer) and (v is None or isinstance(v, types.Integer)))
+
+
+def _slot_ptr(context, builder, sig, args):
+    """Address of ``arr[i]`` (the first two arguments)."""
+    a = context.make_array(sig.args[0])(context, builder, args[0])
+    idx = context.cast(builder, args[1], sig.args[1], types.intp)
+    return builder.gep(a.data, [idx])
+
+
+def _value(context, builder, sig, args):
+    return context.cast(builder, args[2], sig.args[2], types.int64)
+
+
+@intrinsic
+def _atomic_load(typingctx, arr, i):
+    """``arr[i]`` read atomically with acquire ordering (int64 array): never hoisted out of a
+    loop, and the thread sees every write made before the matching release."""
+    if _int64_slot(arr, i):
+
+        def codegen(context, builder, sig, args):
+            return builder.load_atomic(_slot_ptr(context, builder, sig, args), "acquire", 8)
+
+        return types.int64(arr, i), codegen
+    return None
+
+
+@intrinsic
+def _atomic_store(typingctx, arr, i, v):
+    """``arr[i] = v`` atomically with release ordering (int64 array)."""
+    if _int64_slot(arr, i, v):
+
+        def codegen(context, builder, sig, args):
+            builder.store_atomic(_value(context, builder, sig, args),
+                                 _slot_ptr(context, builder, sig, args), "release", 8)
+            return context.get_dummy_value()
+
+        return types.none(arr, i, v), codegen
+    return None
+
+
+@intrinsic
+def _atomic_add(typingctx, arr, i, v):
+    """``old = arr[i]; arr[i] += v`` atomically, acquire-release ordering (int64 array)."""
+    if _int64_slot(arr, i, v):
+
+        def codegen(context, builder, sig, args):
+            return builder.atomic_rmw("add", _slot_ptr(context, builder, sig, args),
+                                      _value(context, builder, sig, args), "acq_rel")
+
+        return types.int64(arr, i, v), codegen
+    return None
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The processor's cycle counter (``llvm.readcyclecounter``; 0 where there is none)."""
+
+    def codegen(context, builder, sig, args):
+        fn = builder.module.declare_intrinsic(
+            "llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
+        return builder.call(fn, [])
+
+    return types.int64(), codegen
+
+
+@intrinsic
+def _call_usleep(typingctx, addr, us):
+    """``usleep(us)`` through its address ``addr``; nothing when ``addr`` is 0."""
+    if isinstance(addr, types.Integer) and isinstance(us, types.Integer):
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
+            a = context.cast(builder, args[0], sig.args[0], types.int64)
+            u = context.cast(builder, args[1], sig.args[1], types.int32)
+            with builder.if_then(builder.icmp_signed("!=", a, ir.Constant(a.type, 0))):
+                builder.call(builder.inttoptr(a, fnty.as_pointer()), [u])
+            return context.get_dummy_value()
+
+        return types.none(addr, us), codegen
+    return None
+
+
+@intrinsic
+def _pause(typingctx):
+    """The spin-loop hint (``pause`` on x86: the core slows the loop and saves power)."""
+
+    def codegen(context, builder, sig, args):
+        if _X86:
+            fn = builder.module.declare_intrinsic(
+                "llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(nogil=True, cache=True)
+def _enter(role):
+    """First call of a job's body: ``role`` is the pool's control array for the calling
+    thread (``role[0]``, the job posted; sets ``role[1]``, the job entered: this thread has
+    released the GIL, the spinning workers may take it), empty for the workers. Returns
+    whether this thread is the caller's (it waits for the items and runs the tail)."""
+    if role.size >= 2:
+        _atomic_store(role, 1, role[0])
+    return role.size > 0
+
+
+@njit(nogil=True, cache=True)
+def _leave(role, counter):
+    """Last call of a job's body on the caller's thread: wait (at most the counter's patience)
+    until no worker is between the end of its part and its next wait (``role[2]``, workers
+    engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
+    would sleep on the GIL and pay a wake-up (10–30 µs on the VMs of sessions 8–11)."""
+    if role.size >= 3:
+        t0 = _cycles()
+        while _atomic_load(role, 2) > 0 and _cycles() - t0 < counter[_C_PATIENCE]:
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _engage(ctrl, v):
+    _atomic_add(ctrl, 2, v)
+
+
+@njit(nogil=True, cache=True)
+def _fail(ctrl, g):
+    _atomic_store(ctrl, 3, g)
+
+
+@njit(nogil=True, cache=True)
+def _spin_until_changed(ctrl, seen, cycles, jump, out, engaged):
+    """Spin until ``ctrl[1] != seen`` (a job entered) for at most ``cycles`` cycles of the
+    cycle counter (first, without the GIL, leave ``ctrl[2]`` if ``engaged``). ``out[0]`` =
+    ``ctrl[1]``, ``out[1]`` = 1 if two successive reads of the counter were more than
+    ``jump`` cycles apart (the thread was preempted: other work wants this core)."""
+    if engaged:
+        _atomic_add(ctrl, 2, -1)
+    t0 = _cycles()
+    last = t0
+    out[1] = 0
+    while True:
+        g = _atomic_load(ctrl, 1)
+        if g != seen:
+            break
+        now = _cycles()
+        if now - last > jump:
+            out[1] = 1
+            break
+        if now - t0 >= cycles:
+            break
+        last = now
+        for _ in range(8):
+            _pause()
+    out[0] = g
+
+
+@njit(nogil=True, cache=True)
+def _item_done(counter):
+    """Count one completed item of the job (release: the item's writes go with it)."""
+    _atomic_add(counter, _C_DONE, 1)
+
+
+@njit(nogil=True, cache=True)
+def _wait_done(role, counter, items):
+    """Wait until ``counter[DONE] >= items``: every item of the job is complete, and
+    (acquire) their writes are visible to this thread. Spins the counter's patience in
+    cycles, then sleeps 20 µs at a time (the other threads are preempted: let the machine's
+    other work run). Returns early if a worker failed in this job (``role[3]``, the failed
+    job, equals ``role[0]``, the job posted; the pool then raises)."""
+    t0 = _cycles()
+    while _atomic_load(counter, _C_DONE) < items:
+        if role.size >= 4 and _atomic_load(role, 3) == role[0]:
+            return
+        if _cycles() - t0 > counter[_C_PATIENCE]:
+            _call_usleep(counter[_C_SLEEP], 20)
+        else:
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _read_cycles():
+    return _cycles()
+
+
+# ---------------------------------------------------------------------------------------------
 # Combine
 # ---------------------------------------------------------------------------------------------
 @intrinsic
@@ -2022,7 +2222,7 @@ def _fetch_add(typingctx, counter):
 
     The atomic read-modify-write makes every index go to exactly one thread; "monotonic"
     ordering suffices (items share no data; each item's completion is counted with
-    acquire-release ordering, :func:`wflow.core._pool.atomic_add`)."""
+    acquire-release ordering, :func:`_atomic_add`)."""
     if isinstance(counter, types.Array) and counter.dtype == types.int64:
 
         def codegen(context, builder, sig, args):
@@ -2310,10 +2510,9 @@ def _tile_item(t, nt, R, n):
     return p, b, i0, min(n, i0 + R)
 
 
-#: The slots of a job's counter (:func:`wflow.core._pool.job_counter`): next work item,
-#: threads, items complete, then (from _C_PATH) per path the heads done (chained stage).
-_C_NEXT, _C_THREADS, _C_DONE, _C_PATH = _pool.NEXT, _pool.THREADS, _pool.DONE, _pool.FREE
-_job_counter = _pool.job_counter
+def _job_counter(extra, threads):
+    """A fresh job counter (:func:`wflow.core._pool.job_counter`)."""
+    return _pool.job_counter(extra, threads)
 
 
 @njit(nogil=True, **_OPTS)
@@ -2325,7 +2524,7 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
     given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
     (one compiled function for both: numba optimises the epilogue's code once, not in each
     caller; ≈ 6 s of compilation)."""
-    master = _pool.enter(role)
+    master = _enter(role)
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -2360,12 +2559,12 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
                 _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                                part, dEp, acc, ybar, w, U)
         _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-        _pool.item_done(counter)  # (release: the item's writes)
+        _item_done(counter)  # (release: the item's writes)
     if master:
-        _pool.wait_done(role, counter, items)
+        _wait_done(role, counter, items)
         if not causal:
             _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-        _pool.leave(role, counter)
+        _leave(role, counter)
 
 
 @njit(nogil=True, **_OPTS)
@@ -2373,7 +2572,7 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
              U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
     """The fused pass, float32 pair loop for d = 3 (Xt (P, 3, n_pad) float32)."""
-    master = _pool.enter(role)
+    master = _enter(role)
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -2396,12 +2595,12 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
             _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
                            part, dEp, acc, ybar, w, U)
         _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
-        _pool.item_done(counter)  # (release: the item's writes)
+        _item_done(counter)  # (release: the item's writes)
     if master:
-        _pool.wait_done(role, counter, items)
+        _wait_done(role, counter, items)
         if not causal:
             _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U)
-        _pool.leave(role, counter)
+        _leave(role, counter)
 
 
 #: The stages of :func:`_sym3`.
@@ -2414,7 +2613,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
-    schedule; the caller's thread, ``role`` of :func:`wflow.core._pool.enter`, then waits until
+    schedule; the caller's thread, ``role`` of :func:`_enter`, then waits until
     every item is complete and runs the sums of :func:`_finish`):
 
     * ``_SYM_FUSED`` (one band, at least as many paths as threads): items are paths; an item
@@ -2443,7 +2642,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
     others skip the Itô loop (SI then holds S0 plus zeros). One function rather than three:
     numba optimises the code a function links (the two pair loops) again in every function
     that calls it, which cost ≈ 11 s of compilation."""
-    master = _pool.enter(role)
+    master = _enter(role)
     P = Xt.shape[0]
     H = D.shape[1]
     n = S0.shape[2]
@@ -2533,13 +2732,13 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
                 i1 = min(n, i0 + R)
                 _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0 - r0:i1 - r0].T,
                                vel, grad, bhat, er, v, g)
-        _pool.item_done(counter)  # (release: the item's writes)
+        _item_done(counter)  # (release: the item's writes)
     if master:
-        _pool.wait_done(role, counter, items)
+        _wait_done(role, counter, items)
         if stage != _SYM_PAIRS:
             _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
                     np.empty((1, 0)))
-        _pool.leave(role, counter)
+        _leave(role, counter)
 
 
 def _sym3_items(stage, P, H, nb, nt):
@@ -2695,7 +2894,7 @@ def pair_statistics(X, cos_cluster, cos_merge):
 @njit(nogil=True, **_OPTS)
 def _pair_statistics(role, X, cos_cluster, cos_merge, counter, mins, comps, merged):
     """One thread's part of :func:`pair_statistics`: items are paths."""
-    master = _pool.enter(role)
+    master = _enter(role)
     P, m, d = X.shape
     while True:
         p = _fetch_add(counter)
@@ -2733,10 +2932,10 @@ def _pair_statistics(role, X, cos_cluster, cos_merge, counter, mins, comps, merg
         mins[p] = low
         comps[p] = count
         merged[p] = pairs
-        _pool.item_done(counter)
+        _item_done(counter)
     if master:
-        _pool.wait_done(role, counter, P)
-        _pool.leave(role, counter)
+        _wait_done(role, counter, P)
+        _leave(role, counter)
 
 
 def _columns(X, width, dtype=np.float64):

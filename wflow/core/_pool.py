@@ -25,17 +25,21 @@ With ``OMP_WAIT_POLICY=active`` the workers spin for
 good (the contention benchmark's reference); with ``OMP_WAIT_POLICY=passive`` set by the user
 they never spin.
 
+The compiled side of the pool (the atomics, the spin, ``_enter`` and the waits) lives in
+:mod:`wflow.core._kernels` (``K`` below) with the kernels: numba's cache of a
+function does not notice a change to compiled code of another module that it links.
+
 The jobs. A body is a numba function with ``nogil=True``, ``body(role, *args)``, that starts
-with ``master = enter(role)`` and takes work items from an atomic counter in ``args`` (a
+with ``master = _enter(role)`` and takes work items from an atomic counter in ``args`` (a
 dynamic schedule with fixed per-item outputs: the bits do not depend on which thread ran
-which item, nor on how many ran), counting each completed item (:func:`atomic_add`, release).
+which item, nor on how many ran), counting each completed item (``K._item_done``, release).
 The calling thread runs it too; after its last item it waits until every item is complete
-(:func:`wait_done`, acquire), runs the sequential tail, and before returning to Python lets
-a worker that is between its part and its next wait finish with the GIL (:func:`leave`).
+(``K._wait_done``, acquire), runs the sequential tail, and before returning to Python lets
+a worker that is between its part and its next wait finish with the GIL (``K._leave``).
 
 The hand-over does not touch the GIL on the critical path: the caller publishes the job (a
 generation number in ``ctrl[0]``), enters the body (releasing the GIL), and the body's
-:func:`enter` sets ``ctrl[1]``; spinning workers wait for ``ctrl[1]``, so they take the GIL
+``K._enter`` sets ``ctrl[1]``; spinning workers wait for ``ctrl[1]``, so they take the GIL
 only when it is free (a worker that asked for it while the caller held it would sleep on it
 and pay the wake-up the pool exists to avoid: measured 25 µs median, 56 µs at the 90th
 percentile, against 7.6 µs). A worker that arrives after its job is over finds the job's
@@ -48,15 +52,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import threading
 import time
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
 
 from wflow.errors import ConfigError
 
@@ -89,76 +89,7 @@ def spin_us(environ=os.environ):
     return SPIN_US_DEFAULT
 
 
-# ------------------------------------------------------------------------------ primitives
-def _int64_slot(arr, i, v=None):
-    """Typing of the atomics: an int64 array, an integer index (and an integer value)."""
-    return (isinstance(arr, types.Array) and arr.dtype == types.int64
-            and isinstance(i, types.Integer) and (v is None or isinstance(v, types.Integer)))
-
-
-def _slot_ptr(context, builder, sig, args):
-    """Address of ``arr[i]`` (the first two arguments)."""
-    a = context.make_array(sig.args[0])(context, builder, args[0])
-    idx = context.cast(builder, args[1], sig.args[1], types.intp)
-    return builder.gep(a.data, [idx])
-
-
-def _value(context, builder, sig, args):
-    return context.cast(builder, args[2], sig.args[2], types.int64)
-
-
-@intrinsic
-def atomic_load(typingctx, arr, i):
-    """``arr[i]`` read atomically with acquire ordering (int64 array): never hoisted out of a
-    loop, and the thread sees every write made before the matching release."""
-    if _int64_slot(arr, i):
-
-        def codegen(context, builder, sig, args):
-            return builder.load_atomic(_slot_ptr(context, builder, sig, args), "acquire", 8)
-
-        return types.int64(arr, i), codegen
-    return None
-
-
-@intrinsic
-def atomic_store(typingctx, arr, i, v):
-    """``arr[i] = v`` atomically with release ordering (int64 array)."""
-    if _int64_slot(arr, i, v):
-
-        def codegen(context, builder, sig, args):
-            builder.store_atomic(_value(context, builder, sig, args),
-                                 _slot_ptr(context, builder, sig, args), "release", 8)
-            return context.get_dummy_value()
-
-        return types.none(arr, i, v), codegen
-    return None
-
-
-@intrinsic
-def atomic_add(typingctx, arr, i, v):
-    """``old = arr[i]; arr[i] += v`` atomically, acquire-release ordering (int64 array)."""
-    if _int64_slot(arr, i, v):
-
-        def codegen(context, builder, sig, args):
-            return builder.atomic_rmw("add", _slot_ptr(context, builder, sig, args),
-                                      _value(context, builder, sig, args), "acq_rel")
-
-        return types.int64(arr, i, v), codegen
-    return None
-
-
-@intrinsic
-def _cycles(typingctx):
-    """The processor's cycle counter (``llvm.readcyclecounter``; 0 where there is none)."""
-
-    def codegen(context, builder, sig, args):
-        fn = builder.module.declare_intrinsic(
-            "llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
-        return builder.call(fn, [])
-
-    return types.int64(), codegen
-
-
+# ------------------------------------------------------------------------------ job counters
 def _libc_address(name):
     try:
         f = getattr(ctypes.CDLL(None), name)
@@ -173,143 +104,25 @@ def _libc_address(name):
 USLEEP_ADDRESS = _libc_address("usleep")
 
 
-#: The slots of a job's counter (:func:`job_counter`): the next work item, the threads, the
-#: items complete, the address of ``usleep`` and the caller's patience in cycles
-#: (:func:`wait_done`, :func:`leave`); the body's own slots start at ``FREE``.
-NEXT, THREADS, DONE, SLEEP, PATIENCE, FREE = 0, 1, 2, 3, 4, 5
+def _kernels():
+    """The numba side of the pool (its compiled primitives live with the kernels: numba's
+    cache of a function does not notice changes to compiled code of another module)."""
+    from wflow.core import _kernels
+
+    return _kernels
 
 
 def job_counter(extra, threads):
-    """A fresh counter for one job, with ``extra`` slots of the body's own (fresh: a worker
+    """A fresh counter for one job (slots: :data:`wflow.core._kernels._C_NEXT` …), with
+    ``extra`` slots of the body's own (fresh: a worker
     that arrives after its job is over must find that job's items exhausted, not the next
     job's)."""
-    counter = np.zeros(FREE + extra, dtype=np.int64)
-    counter[THREADS] = threads
-    counter[SLEEP] = USLEEP_ADDRESS
-    counter[PATIENCE] = patience_cycles()
+    K = _kernels()
+    counter = np.zeros(K._C_PATH + extra, dtype=np.int64)
+    counter[K._C_THREADS] = threads
+    counter[K._C_SLEEP] = USLEEP_ADDRESS
+    counter[K._C_PATIENCE] = patience_cycles()
     return counter
-
-
-@intrinsic
-def call_usleep(typingctx, addr, us):
-    """``usleep(us)`` through its address ``addr``; nothing when ``addr`` is 0."""
-    if isinstance(addr, types.Integer) and isinstance(us, types.Integer):
-
-        def codegen(context, builder, sig, args):
-            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
-            a = context.cast(builder, args[0], sig.args[0], types.int64)
-            u = context.cast(builder, args[1], sig.args[1], types.int32)
-            with builder.if_then(builder.icmp_signed("!=", a, ir.Constant(a.type, 0))):
-                builder.call(builder.inttoptr(a, fnty.as_pointer()), [u])
-            return context.get_dummy_value()
-
-        return types.none(addr, us), codegen
-    return None
-
-
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
-
-
-@intrinsic
-def _pause(typingctx):
-    """The spin-loop hint (``pause`` on x86: the core slows the loop and saves power)."""
-
-    def codegen(context, builder, sig, args):
-        if _X86:
-            fn = builder.module.declare_intrinsic(
-                "llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
-            builder.call(fn, [])
-        return context.get_dummy_value()
-
-    return types.none(), codegen
-
-
-@njit(nogil=True, cache=True)
-def enter(role):
-    """First call of a job's body: ``role`` is the pool's control array for the calling
-    thread (``role[0]``, the job posted; sets ``role[1]``, the job entered: this thread has
-    released the GIL, the spinning workers may take it), empty for the workers. Returns
-    whether this thread is the caller's (it waits for the items and runs the tail)."""
-    if role.size >= 2:
-        atomic_store(role, 1, role[0])
-    return role.size > 0
-
-
-@njit(nogil=True, cache=True)
-def leave(role, counter):
-    """Last call of a job's body on the caller's thread: wait (at most the counter's patience)
-    until no worker is between the end of its part and its next wait (``role[2]``, workers
-    engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
-    would sleep on the GIL and pay a wake-up (10–30 µs on the VMs of sessions 8–11)."""
-    if role.size >= 3:
-        t0 = _cycles()
-        while atomic_load(role, 2) > 0 and _cycles() - t0 < counter[PATIENCE]:
-            _pause()
-
-
-@njit(nogil=True, cache=True)
-def _engage(ctrl, v):
-    atomic_add(ctrl, 2, v)
-
-
-@njit(nogil=True, cache=True)
-def _fail(ctrl, g):
-    atomic_store(ctrl, 3, g)
-
-
-@njit(nogil=True, cache=True)
-def _spin_until_changed(ctrl, seen, cycles, jump, out, engaged):
-    """Spin until ``ctrl[1] != seen`` (a job entered) for at most ``cycles`` cycles of the
-    cycle counter (first, without the GIL, leave ``ctrl[2]`` if ``engaged``). ``out[0]`` =
-    ``ctrl[1]``, ``out[1]`` = 1 if two successive reads of the counter were more than
-    ``jump`` cycles apart (the thread was preempted: other work wants this core)."""
-    if engaged:
-        atomic_add(ctrl, 2, -1)
-    t0 = _cycles()
-    last = t0
-    out[1] = 0
-    while True:
-        g = atomic_load(ctrl, 1)
-        if g != seen:
-            break
-        now = _cycles()
-        if now - last > jump:
-            out[1] = 1
-            break
-        if now - t0 >= cycles:
-            break
-        last = now
-        for _ in range(8):
-            _pause()
-    out[0] = g
-
-
-@njit(nogil=True, cache=True)
-def item_done(counter):
-    """Count one completed item of the job (release: the item's writes go with it)."""
-    atomic_add(counter, DONE, 1)
-
-
-@njit(nogil=True, cache=True)
-def wait_done(role, counter, items):
-    """Wait until ``counter[DONE] >= items``: every item of the job is complete, and
-    (acquire) their writes are visible to this thread. Spins the counter's patience in
-    cycles, then sleeps 20 µs at a time (the other threads are preempted: let the machine's
-    other work run). Returns early if a worker failed in this job (``role[3]``, the failed
-    job, equals ``role[0]``, the job posted; the pool then raises)."""
-    t0 = _cycles()
-    while atomic_load(counter, DONE) < items:
-        if role.size >= 4 and atomic_load(role, 3) == role[0]:
-            return
-        if _cycles() - t0 > counter[PATIENCE]:
-            call_usleep(counter[SLEEP], 20)
-        else:
-            _pause()
-
-
-@njit(nogil=True, cache=True)
-def _read_cycles():
-    return _cycles()
 
 
 # ------------------------------------------------------------------------------ the pool
@@ -333,8 +146,8 @@ class Pool:
     def __init__(self, workers, spin_us):
         self.workers = int(workers)
         self.spin_us = float(spin_us)
-        # job posted, job entered (:func:`enter`), workers engaged (:func:`leave`), a worker
-        # failed (:func:`wait_done`)
+        # job posted, job entered (``K._enter``), workers engaged (``K._leave``), a worker
+        # failed (``K._wait_done``)
         self._ctrl = np.zeros(4, dtype=np.int64)
         self._error = None
         self._job = None  # (generation, body, args, workers wanted)
@@ -357,6 +170,7 @@ class Pool:
                              daemon=True).start()
 
     def _loop(self, k):
+        K = _kernels()
         seen = 0
         ctrl = self._ctrl
         out = np.zeros(2, dtype=np.int64)
@@ -367,13 +181,13 @@ class Pool:
             if spin and self._calm_until:  # a calm period is over: is other work still there?
                 spin = not self._busy_machine()
             if spin:
-                _spin_until_changed(ctrl, seen, self._cycles, self._jump, out, engaged)
+                K._spin_until_changed(ctrl, seen, self._cycles, self._jump, out, engaged)
                 engaged = False
                 g = int(out[0])
                 if out[1]:  # the spin lost its core for a while: to other work?
                     self._busy_machine()
             if engaged:
-                _engage(ctrl, -1)
+                K._engage(ctrl, -1)
                 engaged = False
             if g == seen:
                 with self._cond:
@@ -389,13 +203,13 @@ class Pool:
                 continue
             seen = job[0]
             if k < job[3]:
-                _engage(ctrl, 1)
+                K._engage(ctrl, 1)
                 engaged = True
                 try:
                     job[1](_WORKER, *job[2])
                 except BaseException as e:  # the caller stops waiting and raises it
                     self._error = (seen, e)
-                    _fail(ctrl, seen)
+                    K._fail(ctrl, seen)
             job = None  # (its arrays must not outlive the job)
 
     def _busy_machine(self):
@@ -411,7 +225,7 @@ class Pool:
 
     def run(self, body, args, threads):
         """``body(role, *args)`` on this thread while up to ``threads − 1`` workers run
-        ``body(_WORKER, *args)``; the body starts with ``master = enter(role)`` and, if
+        ``body(_WORKER, *args)``; the body starts with ``master = _enter(role)`` and, if
         master, waits for the items itself."""
         helpers = min(int(threads), self.workers + 1) - 1
         if helpers <= 0 or os.getpid() != self._pid or not self._lock.acquire(blocking=False):
@@ -454,10 +268,11 @@ def cycles_per_second():
     """Rate of the cycle counter (measured once per process over 2 ms; 0: no counter)."""
     global _CPS
     if _CPS is None:
-        c0, t0 = _read_cycles(), time.perf_counter()
+        K = _kernels()
+        c0, t0 = K._read_cycles(), time.perf_counter()
         while time.perf_counter() - t0 < 0.002:
             pass
-        c1, t1 = _read_cycles(), time.perf_counter()
+        c1, t1 = K._read_cycles(), time.perf_counter()
         _CPS = (c1 - c0) / (t1 - t0) if c1 > c0 else 0.0
     return _CPS
 
