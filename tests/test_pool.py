@@ -216,3 +216,35 @@ def test_workers_stop_spinning_while_other_work_is_runnable(monkeypatch):
     assert pool._busy_machine() and pool._calm_until > 0 and pool.calm_periods == 1
     monkeypatch.setattr(_pool, "_runnable_threads", lambda: pool._cores)
     assert not pool._busy_machine() and pool._calm_until == 0.0 and pool.calm_periods == 1
+
+
+def test_workers_a_job_does_not_need_sleep(monkeypatch):
+    """After jobs for two threads the second of two workers sleeps, while the first spins
+    between them (here up to a second; the machine is taken as otherwise idle)."""
+    monkeypatch.setattr(_pool, "_runnable_threads", lambda: 1)
+    pool = _pool.Pool(2, 1e6)
+    seen = []
+    deadline = time.monotonic() + 60  # (on a cold cache the workers first compile their wait)
+    while time.monotonic() < deadline and seen[-5:] != [1] * 5:
+        _job(pool, threads=2)
+        time.sleep(0.05)
+        seen.append(pool._sleeping)
+    assert seen[-5:] == [1] * 5, seen
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle machine", "busy machine"])
+def test_a_spin_that_loses_its_core_goes_on_unless_other_work_waits(monkeypatch, busy):
+    """Every turn of the spin reads as preempted (``_jump`` of one cycle): on an otherwise idle
+    machine (the hypervisor took the vCPU) the worker spins on; with more runnable threads than
+    cores it sleeps at once."""
+    pool = _pool.Pool(1, 1e6)
+    monkeypatch.setattr(_pool, "_runnable_threads", lambda: pool._cores + 1 if busy else 1)
+    pool._jump = 1
+    seen = []
+    deadline = time.monotonic() + 60  # (on a cold cache the worker first compiles its wait)
+    while time.monotonic() < deadline and seen[-5:] != [int(busy)] * 5:
+        _job(pool, threads=2)
+        time.sleep(0.05)
+        seen.append(pool._sleeping)
+    assert seen[-5:] == [int(busy)] * 5, seen
+    assert (pool.calm_periods > 0) == busy

@@ -156,7 +156,8 @@ class Pool:
         self._sleeping = 0
         self._calm_until = 0.0  # no spinning before this time.monotonic()
         self.calm_periods = 0  # periods without spinning so far (diagnostics)
-        cps = cycles_per_second()
+        self._helpers = self.workers  # workers the last job wanted
+        cps = self._cps = cycles_per_second()
         # no cycle counter (reads 0): never spin
         self._cycles = int(self.spin_us * 1e-6 * cps) if cps else 0
         self._jump = int(PREEMPTED_US * 1e-6 * cps) if cps else 0
@@ -177,15 +178,23 @@ class Pool:
         engaged = False
         while True:
             g = seen
-            spin = self._cycles and time.monotonic() >= self._calm_until
+            # (a worker the last job did not need sleeps: on a large machine a small job would
+            # otherwise keep every core spinning)
+            spin = self._cycles and k < self._helpers and time.monotonic() >= self._calm_until
             if spin and self._calm_until:  # a calm period is over: is other work still there?
                 spin = not self._busy_machine()
             if spin:
-                K._spin_until_changed(ctrl, seen, self._cycles, self._jump, out, engaged)
-                engaged = False
-                g = int(out[0])
-                if out[1]:  # the spin lost its core for a while: to other work?
-                    self._busy_machine()
+                cycles = self._cycles
+                end = time.monotonic() + self.spin_us * 1e-6
+                while True:
+                    K._spin_until_changed(ctrl, seen, cycles, self._jump, out, engaged)
+                    engaged = False
+                    g = int(out[0])
+                    # the spin lost its core for a while: to other work (then sleep), or to
+                    # the hypervisor (then spin on, for the rest of the time)
+                    if g != seen or not out[1] or self._busy_machine():
+                        break
+                    cycles = int(max(0.0, end - time.monotonic()) * self._cps)
             if engaged:
                 K._engage(ctrl, -1)
                 engaged = False
@@ -233,6 +242,7 @@ class Pool:
             return
         try:
             g = int(self._ctrl[0]) + 1
+            self._helpers = helpers
             self._job = (g, body, args, helpers)
             self._ctrl[0] = g
             if self._sleeping:
