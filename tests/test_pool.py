@@ -222,7 +222,7 @@ def test_workers_a_job_does_not_need_sleep(monkeypatch):
     """After jobs for two threads the second of two workers sleeps, while the first spins
     between them (here up to a second; the machine is taken as otherwise idle)."""
     monkeypatch.setattr(_pool, "_runnable_threads", lambda: 1)
-    pool = _pool.Pool(2, 1e6)
+    pool = _pool.Pool(2, 3e5)
     seen = []
     deadline = time.monotonic() + 60  # (on a cold cache the workers first compile their wait)
     while time.monotonic() < deadline and seen[-5:] != [1] * 5:
@@ -237,7 +237,7 @@ def test_a_spin_that_loses_its_core_goes_on_unless_other_work_waits(monkeypatch,
     """Every turn of the spin reads as preempted (``_jump`` of one cycle): on an otherwise idle
     machine (the hypervisor took the vCPU) the worker spins on; with more runnable threads than
     cores it sleeps at once."""
-    pool = _pool.Pool(1, 1e6)
+    pool = _pool.Pool(1, 3e5)
     monkeypatch.setattr(_pool, "_runnable_threads", lambda: pool._cores + 1 if busy else 1)
     pool._jump = 1
     seen = []

@@ -196,9 +196,10 @@ class Pool:
                     g = int(out[0])
                     # the spin lost its core for a while: to other work (then sleep), or to
                     # the hypervisor (then spin on, for the rest of the time)
-                    if g != seen or not out[1] or self._busy_machine():
+                    left = end - time.monotonic()
+                    if g != seen or not out[1] or left <= 0 or self._busy_machine():
                         break
-                    cycles = int(max(0.0, end - time.monotonic()) * self._cps)
+                    cycles = int(left * self._cps)
             if engaged:
                 K._engage(ctrl, -1)
                 engaged = False
