@@ -16,14 +16,15 @@ counter) for ``WFLOW_SPIN_US`` microseconds (default :data:`SPIN_US_DEFAULT`; th
 between two field evaluations of a default run takes 0.25–0.7 ms), then sleeps on a condition
 variable (a job then wakes it, as OpenMP would). A spin that sees the cycle counter jump by
 more than :data:`PREEMPTED_US` (the thread lost its core for a while) reads how many threads
-the machine has runnable (``/proc/loadavg``): more than its cores means other work wants
-them, and the workers sleep at once, for :data:`CALM_S` and again while that still holds at
-its end; otherwise (the hypervisor took the whole vCPU, or a thread of this process the core
-for a moment) the spin goes on. The count of involuntary context switches was tried first:
-alone, the workers counted some in almost every 0.2 s (10–14 calm periods in a 2.5 s run).
-With ``OMP_WAIT_POLICY=active`` the workers spin for
-good (the contention benchmark's reference); with ``OMP_WAIT_POLICY=passive`` set by the user
-they never spin.
+the machine has runnable (``/proc/loadavg``, three reads in a row): more than its cores
+means other work wants them, and the workers sleep at once, for :data:`CALM_S` and again
+while that still holds at its end; otherwise (the hypervisor took the whole vCPU, or a thread
+of this process the core for a moment) the spin goes on for the rest of its time. The count
+of involuntary context switches was tried first: alone, the workers counted some in almost
+every 0.2 s (10–14 calm periods in a 2.5 s run). Workers the last job did not need sleep at
+once. With ``OMP_WAIT_POLICY=active`` the workers spin for good (the contention benchmark's
+reference); with ``OMP_WAIT_POLICY=passive`` set by the user they never spin. A worker's
+exception ends the caller's wait, and :meth:`Pool.run` raises it.
 
 The compiled side of the pool (the atomics, the spin, ``_enter`` and the waits) lives in
 :mod:`wflow.core._kernels` (``K`` below) with the kernels: numba's cache of a
