@@ -2705,7 +2705,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
         # optimised by LLVM) once per site and Itô variant (≈ 3 s each, cold cache)
         for h in range(h0, h1):
             C = Cw if nb == 1 else Cb[p, h, b]
-            C[:, (i_lo // _VQ) * _VQ:npq] = 0.0  # (the loop reads no further)
+            C[:, (i_lo // _VQ) * _VQ:] = 0.0
             _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                            i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
             if fused:  # the head's combine while its row sums are in cache
