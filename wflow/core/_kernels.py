@@ -916,13 +916,11 @@ def _paged_empty(size, offset):
     return buf[skip:skip + size]
 
 
-def _paged_zeros(shape, offset, dtype=np.float64):
-    """``np.zeros(shape)`` whose data start ``offset`` bytes into a page (NumPy side)."""
-    size = int(np.prod(shape))
-    item = np.dtype(dtype).itemsize
-    buf = np.zeros(size + _PAGE // item, dtype=dtype)
-    skip = ((offset - buf.ctypes.data % _PAGE) % _PAGE) // item
-    return buf[skip:skip + size].reshape(shape)
+def _paged_zeros(shape, offset):
+    """``np.zeros(shape)`` (float64) whose data start ``offset`` bytes into a page."""
+    a = _paged_empty(int(np.prod(shape)), offset).reshape(shape)
+    a[...] = 0.0
+    return a
 
 
 @njit(inline="always", **_OPTS)
@@ -2479,27 +2477,6 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
 # preempted thread delays at most its current item, not a static share of the loop). Every
 # output slot and every tile partial is written by one item with the same code, and the
 # reductions run afterwards in a fixed order: results never depend on the schedule.
-@intrinsic
-def _fetch_add_at(typingctx, arr, i):
-    """``old = arr[i]; arr[i] += 1`` atomically with acquire-release ordering; int64 array.
-
-    A thread that receives ``old`` sees every write made before the earlier increments of
-    ``arr[i]`` (the release of each increment synchronises with the acquire of the next):
-    the thread that completes the last work item of a group may read what the others wrote."""
-    if (isinstance(arr, types.Array) and arr.dtype == types.int64
-            and isinstance(i, types.Integer)):
-
-        def codegen(context, builder, sig, args):
-            a = context.make_array(sig.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], sig.args[1], types.intp)
-            ptr = builder.gep(a.data, [idx])
-            one = context.get_constant(types.int64, 1)
-            return builder.atomic_rmw("add", ptr, one, "acq_rel")
-
-        return types.int64(arr, i), codegen
-    return None
-
-
 @njit(inline="always", **_OPTS)
 def _tile_item(t, nt, R, n):
     """Work item t of the tile passes: (path p, tile b, its rows i0..i1−1), nt tiles of R rows
@@ -2510,9 +2487,8 @@ def _tile_item(t, nt, R, n):
     return p, b, i0, min(n, i0 + R)
 
 
-def _job_counter(extra, threads):
-    """A fresh job counter (:func:`wflow.core._pool.job_counter`)."""
-    return _pool.job_counter(extra, threads)
+#: A fresh job counter (:func:`wflow.core._pool.job_counter`).
+_job_counter = _pool.job_counter
 
 
 @njit(nogil=True, **_OPTS)
@@ -2607,6 +2583,19 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
 _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 
 
+@njit(**_OPTS)
+def _sym3_items(stage, P, H, nb, nt):
+    """The number of work items of a :func:`_sym3` stage (the body's loop and the pool's
+    thread count)."""
+    if stage == _SYM_FUSED:
+        return P
+    if stage == _SYM_CHAIN:
+        return P * H
+    if stage == _SYM_PAIRS:
+        return P * H * nb
+    return P * nt
+
+
 @njit(nogil=True, **_OPTS)
 def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
           Cb, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
@@ -2624,7 +2613,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
       ⟨x_i, x_j⟩² (:func:`_cos2_table`), which every head's loop reads.
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
-      counter per path, ``counter[2 + p]``: it sees the other threads' row sums) runs path p's
+      counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
       combine for all rows, then its per-row outputs. One job, where the
       unfused form took two (a single path n = 200, H = 10: 0.31 → 0.235 ms; n = 500, H = 100:
       9.1 → 8.5 ms; session 10). With at least as many paths as threads the fused form is
@@ -2650,14 +2639,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
     nb = bands.size - 1
     nt = (n + R - 1) // R
     npq = ((n + _VQ - 1) // _VQ) * _VQ
-    if stage == _SYM_FUSED:
-        items = P
-    elif stage == _SYM_CHAIN:
-        items = P * H
-    elif stage == _SYM_PAIRS:
-        items = P * H * nb
-    else:
-        items = P * nt
+    items = _sym3_items(stage, P, H, nb, nt)
     # one worker: its scratch, then items until none is left
     nps = Xt.shape[2]  # the row length (_sym_stride)
     W = _sym_weights(n, npq, nps)
@@ -2720,7 +2702,7 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
             r0 = (t - p * nt) * R
             r1 = min(n, r0 + R)
         elif stage == _SYM_CHAIN:
-            heads = _fetch_add_at(counter, _C_PATH + p) == H - 1
+            heads = _atomic_add(counter, _C_PATH + p, 1) == H - 1
         if heads:
             acc[:] = 0.0
             for h in range(H):
@@ -2741,16 +2723,11 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
         _leave(role, counter)
 
 
-def _sym3_items(stage, P, H, nb, nt):
-    """The number of work items of a :func:`_sym3` stage."""
-    return {_SYM_FUSED: P, _SYM_CHAIN: P * H, _SYM_PAIRS: P * H * nb}.get(stage, P * nt)
-
-
 def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads,
               Cb, *arrays):
     """One job of :func:`_sym3` on the pool, with at most ``threads`` threads."""
     P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
-    items = _sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R)
+    items = int(_sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R))
     counter = _job_counter(P, threads)
     _pool.run(_sym3, (stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
                       counter, Cb, *arrays), min(threads, items))
@@ -2938,11 +2915,13 @@ def _pair_statistics(role, X, cos_cluster, cos_merge, counter, mins, comps, merg
         _leave(role, counter)
 
 
-def _columns(X, width, dtype=np.float64):
+def _columns(X, width, dtype=np.float64, page_offset=None):
     """The tokens as structure of arrays ``(P, d, n_pad)``, columns zero-padded to a multiple
-    of ``width`` (the pair loops' vector granularity)."""
+    of ``width`` (the pair loops' vector granularity); with ``page_offset`` (float64) the data
+    start that many bytes into a page (:func:`_paged_zeros`)."""
     P, n, d = X.shape
-    Xt = np.zeros((P, d, -(-n // width) * width), dtype=dtype)
+    shape = (P, d, -(-n // width) * width)
+    Xt = np.zeros(shape, dtype=dtype) if page_offset is None else _paged_zeros(shape, page_offset)
     Xt[:, :, :n] = X.transpose(0, 2, 1)
     return Xt
 
@@ -3121,8 +3100,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
     if use_sym:
         nps = _sym_stride(-(-n // _VQ) * _VQ)
-        Xt = _paged_zeros((P, d, nps), _SLOT_LOADS)
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        Xt = _columns(X, nps, page_offset=_SLOT_LOADS)  # rows of nps: whole pages
         bands = _sym_bands(n, H)
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
