@@ -5,6 +5,7 @@ Python threads or in a forked child get the same bits; the spin setting and its 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 
@@ -237,8 +238,11 @@ def test_a_spin_that_loses_its_core_goes_on_unless_other_work_waits(monkeypatch,
     """Every turn of the spin reads as preempted (``_jump`` of one cycle): on an otherwise idle
     machine (the hypervisor took the vCPU) the worker spins on; with more runnable threads than
     cores it sleeps at once."""
+    cores = len(os.sched_getaffinity(0))
+    # (patched before the worker starts: a real read under CI load must not start a calm period)
+    monkeypatch.setattr(_pool, "_runnable_threads", lambda: cores + 1 if busy else 1)
     pool = _pool.Pool(1, 3e5)
-    monkeypatch.setattr(_pool, "_runnable_threads", lambda: pool._cores + 1 if busy else 1)
+    assert pool._cores == cores
     pool._jump = 1
     seen = []
     deadline = time.monotonic() + 60  # (on a cold cache the worker first compiles its wait)
