@@ -874,15 +874,15 @@ def _sym_bands(n, H):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, s, b0, b1, b2, g):
-    """Row i's sums of :func:`_sym_band3`: its row part plus its column part C_k[i]."""
+def _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, s, b0, b1, b2):
+    """Row i's sums of :func:`_sym_band3`: its row part plus its column part C_k[i]; for the
+    Itô sum only the column part, doubled (:func:`_sym_band3`)."""
     s = s + C0[i]
     S0[p, h, i] = s
     SX[p, h, i, 0] = b0 + C1[i]
     SX[p, h, i, 1] = b1 + C2[i]
     SX[p, h, i, 2] = b2 + C3[i]
-    g = g + C4[i]
-    SI[p, h, i] = g + s if own else g
+    SI[p, h, i] = 2.0 * C4[i] + s if own else C4[i]
     RS[p, h, i] = c
 
 
@@ -926,13 +926,21 @@ def _paged_zeros(shape, offset):
 @njit(inline="always", **_OPTS)
 def _sym_weights(n, npq, stride=0):
     r"""The pair weights ω_rj of :func:`_sym_band3`, shape (_VQ/4, 4, ``stride``) (default
-    npq; columns from npq on are never read), rows at :data:`_SLOT_LOADS` in their pages.
+    npq; columns from npq on are never read), rows at :data:`_SLOT_LOADS` in their pages
+    (:func:`_sym_weights_fill`)."""
+    stride = max(stride, npq)
+    W = _paged_empty(_VQ * stride, _SLOT_LOADS).reshape((_VQ // _SYM_ROWS, _SYM_ROWS, stride))
+    _sym_weights_fill(W, n, npq)
+    return W
+
+
+@njit(inline="always", **_OPTS)
+def _sym_weights_fill(W, n, npq):
+    r"""Fill the pair weights ω_rj of :func:`_sym_band3` into ``W`` (_VQ/4, 4, ≥ npq).
     Without padding columns (n a multiple of the vector, npq = n) a fixed table: the group of
     rows i..i+3 reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4,
     with ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]``
     holds ones (zeros beyond n), and each group writes its own weights and restores them."""
-    stride = max(stride, npq)
-    W = _paged_empty(_VQ * stride, _SLOT_LOADS).reshape((_VQ // _SYM_ROWS, _SYM_ROWS, stride))
     W[:] = 1.0
     if npq == n:
         for o in range(_VQ // _SYM_ROWS):
@@ -943,7 +951,6 @@ def _sym_weights(n, npq, stride=0):
                     W[o, r, m] = 0.5
     else:
         W[:, :, n:] = 0.0
-    return W
 
 
 @njit(fastmath=_FM, **_OPTS, **_NOALIAS)
@@ -1063,10 +1070,10 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
         mb = W[o, 1, base:we]
         mcc = W[o, 2, base:we]
         md = W[o, 3, base:we]
-        sa = aa0 = aa1 = aa2 = ia_ = 0.0
-        sb = ab0 = ab1 = ab2 = ib_ = 0.0
-        sc = ac0 = ac1 = ac2 = ic_ = 0.0
-        sd = ad0 = ad1 = ad2 = id2 = 0.0
+        sa = aa0 = aa1 = aa2 = 0.0
+        sb = ab0 = ab1 = ab2 = 0.0
+        sc = ac0 = ac1 = ac2 = 0.0
+        sd = ad0 = ad1 = ad2 = 0.0
         for j in range(npq - jb):
             u0 = v0[j]
             u1 = v1[j]
@@ -1095,38 +1102,30 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
             w1[j] += ea * ya0 + eb * yb0 + ec * yc0 + ed * yd0
             w2[j] += ea * ya1 + eb * yb1 + ec * yc1 + ed * yd1
             w3[j] += ea * ya2 + eb * yb2 + ec * yc2 + ed * yd2
-            if ito == 2:
+            if ito == 2:  # the Itô terms go to the column sums only
                 ga = ea * ga_[j]
                 gb = eb * gb_[j]
                 gc = ec * gc_[j]
                 gd = ed * gd_[j]
-                ia_ += ga
-                ib_ += gb
-                ic_ += gc
-                id2 += gd
                 w4[j] += ga + gb + gc + gd
             elif ito == 1:  # a literal: the loop without the Itô sums is compiled separately
                 ga = _ito_term(ea, ya0, ya1, ya2, u0, u1, u2)
                 gb = _ito_term(eb, yb0, yb1, yb2, u0, u1, u2)
                 gc = _ito_term(ec, yc0, yc1, yc2, u0, u1, u2)
                 gd = _ito_term(ed, yd0, yd1, yd2, u0, u1, u2)
-                ia_ += ga
-                ib_ += gb
-                ic_ += gc
-                id2 += gd
                 w4[j] += ga + gb + gc + gd
         if not table:
             for r in range(_SYM_ROWS):  # back to 1 (0 beyond n)
                 ke = npq if i + r >= i_hi else jh
                 for k in range(jb, ke):
                     W[0, r, k] = 1.0 if k < n else 0.0
-        _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, sa, aa0, aa1, aa2, ia_)
+        _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, sa, aa0, aa1, aa2)
         if i + 1 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 1, c, own, sb, ab0, ab1, ab2, ib_)
+            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 1, c, own, sb, ab0, ab1, ab2)
         if i + 2 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 2, c, own, sc, ac0, ac1, ac2, ic_)
+            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 2, c, own, sc, ac0, ac1, ac2)
         if i + 3 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 3, c, own, sd, ad0, ad1, ad2, id2)
+            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 3, c, own, sd, ad0, ad1, ad2)
 
 
 #: The fused symmetric stage reads ⟨x_i, x_j⟩² from a table per path (and worker) up to this
@@ -1318,7 +1317,7 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
                 SX[p, h, i, 2] = a2
                 SI[p, h, i] = g
         for i in range(n):
-            SI[p, h, i] += S0[p, h, i]
+            SI[p, h, i] = 2.0 * SI[p, h, i] + S0[p, h, i]
         _item_done(counter)
     if master:
         _wait_done(role, counter, P * H)
@@ -2017,9 +2016,10 @@ def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, S0, SX, SI, RS
 # ---------------------------------------------------------------------------------------------
 #: The slots of a job's counter (:func:`wflow.core._pool.job_counter`): the next work item,
 #: the threads, the items complete, the address of ``usleep`` and the caller's patience in
-#: cycles (:func:`_wait_done`, :func:`_leave`), then (from _C_PATH) per path the heads done
-#: (the chained stage of :func:`_sym3`).
-_C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_PATH = 0, 1, 2, 3, 4, 5
+#: cycles (:func:`_wait_done`, :func:`_leave`), the workers that took a scratch slot
+#: (:func:`_sym3`), then (from _C_PATH) per path the heads done (the chained stage of
+#: :func:`_sym3`).
+_C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_SLOT, _C_PATH = 0, 1, 2, 3, 4, 5, 6
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
@@ -2598,7 +2598,7 @@ def _sym3_items(stage, P, H, nb, nt):
 
 @njit(nogil=True, **_OPTS)
 def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
-          Cb, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+          Cb, Ws, Cws, Gs, As, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
@@ -2640,16 +2640,20 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
     nt = (n + R - 1) // R
     npq = ((n + _VQ - 1) // _VQ) * _VQ
     items = _sym3_items(stage, P, H, nb, nt)
-    # one worker: its scratch, then items until none is left
-    nps = Xt.shape[2]  # the row length (_sym_stride)
-    W = _sym_weights(n, npq, nps)
-    Cw = _paged_empty(5 * nps, _SLOT_SUMS).reshape((5, nps))
-    whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
-    acc = np.empty((2 * d + 3, n if whole else R))  # component-major
+    # one thread: its scratch (slot 0 the caller's, then one per worker in order of arrival),
+    # then items until none is left
+    slot = 0 if master else 1 + _atomic_add(counter, _C_SLOT, 1)
+    if slot >= Ws.shape[0]:  # (never: a job has at most as many threads as slots)
+        items = 0
+        slot = 0
+    W = Ws[slot]
+    _sym_weights_fill(W, n, npq)
+    Cw = Cws[slot]
+    acc = As[slot]  # component-major (2d + 3, n or R)
     v = np.empty(d)
     g = np.empty(d)
-    tab = table and stage == _SYM_FUSED and ito.any()
-    G = _paged_empty((n if tab else 0) * npq, _SLOT_LOADS).reshape((n if tab else 0, npq))
+    tab = table and stage == _SYM_FUSED and ito.any() and Gs.shape[1] >= n * npq
+    G = Gs[slot, :n * npq].reshape((n, npq)) if tab else Gs[slot, :0].reshape((0, npq))
     NOG = np.empty((0, npq))
     while True:
         t = _fetch_add(counter)
@@ -2728,9 +2732,42 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
     """One job of :func:`_sym3` on the pool, with at most ``threads`` threads."""
     P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
     items = int(_sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R))
+    threads = max(1, min(threads, items))
     counter = _job_counter(P, threads)
+    whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
+    scratch = _sym3_scratch(threads, n, Xt.shape[2], table and stage == _SYM_FUSED,
+                            n if whole else R)
     _pool.run(_sym3, (stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
-                      counter, Cb, *arrays), min(threads, items))
+                      counter, Cb, *scratch, *arrays), threads)
+
+
+def _sym3_scratch(slots, n, nps, table, rows):
+    """Each thread's scratch of :func:`_sym3`, one slot per thread: the pair weights
+    ``Ws (slots, _VQ/4, 4, nps)`` (:func:`_sym_weights_fill`, filled by the job), the column
+    sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
+    and the row accumulators ``As (slots, 9, rows)``, in the page layout of :data:`_PAGE`.
+    Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
+    like :func:`_row_sum_arrays`: fresh per job, the workers' scratch came from their own
+    malloc arenas, which returned it to the system at the end of a job and took page faults
+    for it at the next (session 12: a worker's items 2–9% slower than the caller's at
+    (200, 100, 3), P = 10; the same with the arenas' trimming switched off)."""
+    npq = -(-n // _VQ) * _VQ
+    per = _PAGE // 8
+    gsize = -(-(n * npq) // per) * per if table else 0
+    key = (slots, n, nps, gsize, rows)
+    kept = getattr(_WORKSPACE, "sym3", None)
+    if kept is None:
+        kept = _WORKSPACE.sym3 = []
+    for k, ws in enumerate(kept):
+        if ws[0] == key:
+            kept.insert(0, kept.pop(k))
+            return ws[1:]
+    ws = (key, _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
+          _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
+          np.zeros((slots, 2 * 3 + 3, rows)))
+    kept.insert(0, ws)
+    del kept[_WORKSPACE_SHAPES:]
+    return ws[1:]
 
 
 def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
