@@ -230,32 +230,71 @@ _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp
 _OPTS = dict(cache=True, error_model="numpy", boundscheck=False)
 
 
-def _noalias_pipeline():
-    """A numba compiler pipeline that marks every pointer argument of the function ``noalias``
-    (numba's internal ``Flags.noalias``, which its parallel gufuncs use): LLVM then needs no
-    runtime overlap checks before vectorising a loop that writes some array arguments and
-    reads others. Only for functions whose array arguments never share memory that one of
-    them writes (:func:`_sym_band3`). None (the default pipeline: the same results, the
-    checks kept) if this numba has no such flag."""
-    try:
-        from numba.core.compiler import Compiler, Flags
+#: Stack alignment (bytes) of the functions compiled by :func:`_kernel_pipeline`: one AVX-512
+#: register.
+_STACK_ALIGN = 64
 
-        if "noalias" not in Flags.options:
+
+def _kernel_pipeline(noalias=True):
+    """A numba compiler pipeline for the hot loop kernels: the function's frame is aligned to
+    :data:`_STACK_ALIGN` bytes (LLVM's ``alignstack``), and with ``noalias`` every pointer
+    argument is marked ``noalias`` (numba's internal ``Flags.noalias``, which its parallel
+    gufuncs use): LLVM then needs no runtime overlap checks before vectorising a loop that
+    writes some array arguments and reads others. ``noalias`` only for functions whose array
+    arguments never share memory that one of them writes (:func:`_sym_band3`).
+
+    The alignment [session 12]: the symmetric pair loop keeps more live vectors than
+    AVX-512 has registers and spills ≈ 45 of them per iteration to its stack frame, which the
+    x86-64 ABI aligns to 16 bytes only; a 64-byte spill then usually spans two cache lines.
+    Where it landed depended on the caller's stack depth (the process's random stack start and
+    the call path): the same band at n = 200 took 21.3–36.4 µs (typically 23.3) over call
+    paths and processes, and 21.2–22.7 µs with the aligned frame (aligned spills, same bits).
+    None (the default pipeline: the same results) if this numba lacks the hooks."""
+    try:
+        from numba.core import lowering, typed_passes
+        from numba.core.compiler import Compiler, DefaultPassBuilder, Flags
+        from numba.core.compiler_machinery import register_pass
+
+        if noalias and "noalias" not in Flags.options:
             return None
     except Exception:  # pragma: no cover - another numba layout
         return None
 
-    class NoAliasCompiler(Compiler):
+    class AlignedLower(lowering.Lower):
+        def post_lower(self):
+            super().post_lower()
+            attrs = self.function.attributes
+            attrs.alignstack = _STACK_ALIGN
+            attrs.add("nounwind")  # (numba functions return errors; llvmlite prints no
+            # attributes for an empty set, alignstack included)
+
+    @register_pass(mutates_CFG=True, analysis_only=False)
+    class AlignedNativeLowering(typed_passes.NativeLowering):
+        _name = "wflow_aligned_native_lowering" + ("_noalias" if noalias else "")
+
+        @property
+        def lowering_class(self):
+            return AlignedLower
+
+    class KernelCompiler(Compiler):
         def define_pipelines(self):
-            self.state.flags.noalias = True
-            return super().define_pipelines()
+            if noalias:
+                self.state.flags.noalias = True
+            pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+            pm.passes = [(AlignedNativeLowering if p is typed_passes.NativeLowering else p, d)
+                         for p, d in pm.passes]
+            pm.finalize()
+            return [pm]
 
-    return NoAliasCompiler
+    return KernelCompiler
 
 
-#: The pipeline of :func:`_noalias_pipeline` as ``njit`` options.
-_NOALIAS_COMPILER = _noalias_pipeline()
+#: The pipeline of :func:`_kernel_pipeline` as ``njit`` options: aligned frame and noalias
+#: arguments, or the aligned frame alone.
+_NOALIAS_COMPILER = _kernel_pipeline()
 _NOALIAS = {} if _NOALIAS_COMPILER is None else {"pipeline_class": _NOALIAS_COMPILER}
+_ALIGNED_COMPILER = _kernel_pipeline(noalias=False)
+_ALIGNED = {} if _ALIGNED_COMPILER is None else {"pipeline_class": _ALIGNED_COMPILER}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,7 +739,7 @@ def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
     return s0, a0, a1, si
 
 
-@njit(fastmath=_FM, **_OPTS)
+@njit(fastmath=_FM, **_OPTS, **_ALIGNED)
 def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1, buf, q,
                       S0, SX, SI, RS):
     r"""Rows i0..i1−1 of path p for every head, d = 3, uniform masses, polynomial exp.
@@ -808,7 +847,7 @@ def _rows3_fixed(x0, x1, x2, Dh, X, beta, c, causal, want_ito, p, h, i0, i1, S0,
         SX[p, h, i, 2] = a2
 
 
-@njit(**_OPTS)
+@njit(**_OPTS, **_ALIGNED)
 def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0, i1, buf, q,
                 S0, SX, SI, RS):
     """:func:`_tile_sums64` for d = 3, uniform masses, polynomial exp: the column views and
@@ -980,11 +1019,11 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
     1.2–1.3× at n = 200, one thread, AVX2). The column loop starts at index 0 of slices, so
     LLVM sees no wrap-around in the addresses and vectorises the read-modify-write.
 
-    Compiled with every pointer argument ``noalias`` (:func:`_noalias_pipeline`): the
-    arguments are separate arrays or disjoint rows of one (the token rows of ``Xt``, the five
-    column-sum rows), so the vector loop needs none of the ≈ 45 runtime overlap checks (90
-    comparisons per group of four rows) LLVM emits otherwise. Measured on one thread, AVX-512:
-    7–8% less time at n = 200, 2–4% at n = 2048, the same bits.
+    Compiled with every pointer argument ``noalias`` (:func:`_kernel_pipeline`, which also
+    aligns its frame): the arguments are separate arrays or disjoint rows of one (the token
+    rows of ``Xt``, the five column-sum rows), so the vector loop needs none of the ≈ 45
+    runtime overlap checks (90 comparisons per group of four rows) LLVM emits otherwise.
+    Measured on one thread, AVX-512: 7–8% less time at n = 200, 2–4% at n = 2048, the same bits.
 
     ``ito`` (a literal: each value compiles its own loop) adds the Itô sums: 1 computes
     ⟨x_{i+r}, x_j⟩² in the loop (:func:`_cos2`), 2 reads it from the table ``G`` (n, n_pad)
@@ -1284,7 +1323,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
         dEp[p, b, h, 2, 2] += es * e22
 
 
-@njit(nogil=True, **_OPTS)
+@njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
     """Rows of band b get the column sums of the earlier bands 0..b−1 in this order, then
     SI = Σ e⟨x_i,x_j⟩² + S0 (a job of :mod:`wflow.core._pool`; items (p, h), each in a fixed
@@ -1324,7 +1363,7 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
         _leave(role, counter)
 
 
-@njit(**_OPTS)
+@njit(**_OPTS, **_ALIGNED)
 def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
                  buf, cbuf, sx, q, S0, SX, SI, RS, U):
     """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
@@ -1439,7 +1478,7 @@ def _row_max3_f32(x0, x1, x2, q0, q1, q2, jend):
     return np.float32(mx)
 
 
-@njit(**_OPTS)
+@njit(**_OPTS, **_ALIGNED)
 def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
                  S0, SX, SI, RS):
     """float32 row sums (d = 3) of rows i0..i1−1 of (path p, head h): Xt (P, 3, n_pad)
@@ -1547,7 +1586,7 @@ def _blas_block_rows(L, C, i0, c_fixed, use_rowmax, causal, want_ito, fast, S0h,
         RSh[i] = c
 
 
-@njit(nogil=True, fastmath=_FM, **_OPTS)
+@njit(nogil=True, fastmath=_FM, **_OPTS, **_ALIGNED)
 def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
     r"""One tile (rows I, columns J) of one head with the fixed shift c:
 
@@ -1620,7 +1659,7 @@ def _blas_tile(L, C, c, libm, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
             siJ[j] += c0[j] + c1[j]
 
 
-@njit(nogil=True, fastmath=_FM, **_OPTS)
+@njit(nogil=True, fastmath=_FM, **_OPTS, **_ALIGNED)
 def _blas_tile_libm(L, C, c, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
     """:func:`_blas_tile` with libm's exponential (``fast_exp=False``, the validation form):
     E = e^{L − c} in place first, then the same row and column sums in plain loops."""
@@ -2491,7 +2530,7 @@ def _tile_item(t, nt, R, n):
 _job_counter = _pool.job_counter
 
 
-@njit(nogil=True, **_OPTS)
+@njit(nogil=True, **_OPTS, **_ALIGNED)
 def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs,
              R, counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
@@ -2543,7 +2582,7 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
         _leave(role, counter)
 
 
-@njit(nogil=True, **_OPTS)
+@njit(nogil=True, **_OPTS, **_ALIGNED)
 def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter,
              U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
@@ -2596,7 +2635,7 @@ def _sym3_items(stage, P, H, nb, nt):
     return P * nt
 
 
-@njit(nogil=True, **_OPTS)
+@njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
           Cb, Ws, Cws, Gs, As, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
