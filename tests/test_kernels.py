@@ -1093,3 +1093,27 @@ def test_row_sum_workspace_keeps_two_shapes():
     K._row_sum_arrays(3, 1, 30, 3)  # a third shape: the least recent (2, 3, 40) goes
     assert K._row_sum_arrays(1, 2, 50, 3)[0] is b[0]
     assert K._row_sum_arrays(2, 3, 40, 3)[0] is not a[0]
+
+
+@pytest.mark.parametrize("opts", ["_NOALIAS", "_ALIGNED"])
+def test_kernel_pipeline_aligns_the_frame(opts):
+    """The hot loop kernels are compiled with their stack frame aligned to one AVX-512 register
+    (LLVM ``alignstack``, :func:`wflow.core._kernels._kernel_pipeline`): their vector spills
+    are then aligned whatever the caller's stack depth. This numba supports the hook, and a
+    function compiled with it carries the attribute and computes the same result."""
+    from numba import njit
+
+    kw = getattr(K, opts)
+    assert kw, "numba lost the lowering hook: the kernels' spills are unaligned again"
+
+    def f(a, b):
+        s = 0.0
+        for i in range(a.size):
+            s += a[i] * b[i]
+        return s
+
+    g = njit(error_model="numpy", **kw)(f)
+    a, b = np.arange(5.0), np.ones(5)
+    assert g(a, b) == f(a, b) == 10.0
+    ir = g.inspect_llvm(g.signatures[0])
+    assert f"alignstack={K._STACK_ALIGN}" in ir or f"alignstack({K._STACK_ALIGN})" in ir
