@@ -856,7 +856,7 @@ def test_sym_weights_table(monkeypatch, vq):
     monkeypatch.setattr(K, "_VQ", vq)
     for n in (vq, 2 * vq, 200, 4096, 203, 13):
         npq = -(-n // vq) * vq
-        W = np.full((vq // 4, 4, npq), np.nan)  # (the layout of K._sym_weights)
+        W = np.full((vq // 4, 4, npq), np.nan)  # (the layout of a thread's scratch)
         K._sym_weights_fill.py_func(W, n, npq)
         if npq != n:
             np.testing.assert_array_equal(W[0], np.broadcast_to(np.arange(npq) < n, (4, npq)))
@@ -894,7 +894,8 @@ def test_sym_band_noalias_same_bits():
         outs = []
         for f in (K._sym_band3, plain):
             for ito in ((1, 2) if K._HAS_FMA else (1,)):  # no table without FMA
-                W = K._sym_weights(n, npq)
+                W = np.empty((K._VQ // 4, 4, npq))
+                K._sym_weights_fill(W, n, npq)
                 C = np.zeros((5, npq))
                 o = (np.zeros((1, 2, n)), np.zeros((1, 2, n, 3)), np.zeros((1, 2, n)),
                      np.zeros((1, 2, n)))

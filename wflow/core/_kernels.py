@@ -963,17 +963,6 @@ def _paged_zeros(shape, offset):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_weights(n, npq, stride=0):
-    r"""The pair weights ω_rj of :func:`_sym_band3`, shape (_VQ/4, 4, ``stride``) (default
-    npq; columns from npq on are never read), rows at :data:`_SLOT_LOADS` in their pages
-    (:func:`_sym_weights_fill`)."""
-    stride = max(stride, npq)
-    W = _paged_empty(_VQ * stride, _SLOT_LOADS).reshape((_VQ // _SYM_ROWS, _SYM_ROWS, stride))
-    _sym_weights_fill(W, n, npq)
-    return W
-
-
-@njit(inline="always", **_OPTS)
 def _sym_weights_fill(W, n, npq):
     r"""Fill the pair weights ω_rj of :func:`_sym_band3` into ``W`` (_VQ/4, 4, ≥ npq).
     Without padding columns (n a multiple of the vector, npq = n) a fixed table: the group of
@@ -1004,7 +993,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
     (base 2: :func:`_exp2_shifted`).
 
     Four rows ``i..i+3`` share one loop over the columns ``j ≥ 4⌊i/4⌋`` (whole vectors), with
-    weights ω_rj (:func:`_sym_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
+    weights ω_rj (:func:`_sym_weights_fill`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
     weighted e is added to the row sums of i+r (registers: Σ e, Σ e x_j) and to the column
     sums of j in ``C0 … C4`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e,
     Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row i gets e_ii
@@ -1051,7 +1040,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
     mc = -c * _LOG2E
     bl = beta * _LOG2E
     npq = ((n + _VQ - 1) // _VQ) * _VQ  # the loop's columns (the rows may be longer)
-    table = npq == n  # no padding columns: the weights are a fixed table (_sym_weights)
+    table = npq == n  # no padding columns: the weights are a fixed table (_sym_weights_fill)
     for i in range(i_lo, i_hi, _SYM_ROWS):
         jb = (i // _VQ) * _VQ
         jh = min(npq, i + _SYM_ROWS + _VQ)  # the weights that differ from 1 (before n)
@@ -2643,7 +2632,7 @@ def _sym3_items(stage, P, H, nb, nt):
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
-def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
+def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
           Cb, Ws, Cws, Gs, As, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
@@ -2655,8 +2644,8 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
       runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the head's
       combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while the
       head's row sums are in cache; then the per-row outputs and the sums (:func:`_finish`).
-      With ``table`` (and an Itô sum wanted) the item first fills the path's table of
-      ⟨x_i, x_j⟩² (:func:`_cos2_table`), which every head's loop reads.
+      With a table slot in the scratch ``Gs`` (and an Itô sum wanted) the item first fills
+      the path's table of ⟨x_i, x_j⟩² (:func:`_cos2_table`), which every head's loop reads.
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
@@ -2689,18 +2678,20 @@ def _sym3(role, stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R
     # one thread: its scratch (slot 0 the caller's, then one per worker in order of arrival),
     # then items until none is left
     slot = 0 if master else 1 + _atomic_add(counter, _C_SLOT, 1)
-    if slot >= Ws.shape[0]:  # (never: a job has at most as many threads as slots)
+    late = slot >= Ws.shape[0]  # (never: a job has at most as many threads as slots)
+    if late:  # no items, and no write to another thread's scratch
         items = 0
         slot = 0
     W = Ws[slot]
-    _sym_weights_fill(W, n, npq)
+    if not late:
+        _sym_weights_fill(W, n, npq)
     Cw = Cws[slot]
     acc = As[slot]  # component-major (2d + 3, n or R)
     v = np.empty(d)
     g = np.empty(d)
-    tab = table and stage == _SYM_FUSED and ito.any() and Gs.shape[1] >= n * npq
-    G = Gs[slot, :n * npq].reshape((n, npq)) if tab else Gs[slot, :0].reshape((0, npq))
     NOG = np.empty((0, npq))
+    tab = n > 0 and Gs.shape[1] >= n * npq and ito.any()  # (a table slot: the fused stage)
+    G = Gs[slot, :n * npq].reshape((n, npq)) if tab else NOG
     while True:
         t = _fetch_add(counter)
         if t >= items:
@@ -2783,7 +2774,7 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
     whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
     scratch = _sym3_scratch(threads, n, Xt.shape[2], table and stage == _SYM_FUSED,
                             n if whole else R)
-    _pool.run(_sym3, (stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
+    _pool.run(_sym3, (stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
                       counter, Cb, *scratch, *arrays), threads)
 
 
@@ -2793,27 +2784,17 @@ def _sym3_scratch(slots, n, nps, table, rows):
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
     and the row accumulators ``As (slots, 9, rows)``, in the page layout of :data:`_PAGE`.
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
-    like :func:`_row_sum_arrays`: fresh per job, the workers' scratch came from their own
-    malloc arenas, which returned it to the system at the end of a job and took page faults
-    for it at the next (session 12: a worker's items 2–9% slower than the caller's at
-    (200, 100, 3), P = 10; the same with the arenas' trimming switched off)."""
+    like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
+    arena, which may return it to the system at the end of a job and fault it in again at
+    the next (session 12: (4096, 8, 3) on two threads 3.41 → 3.52·10⁹ pair-heads/s, six
+    alternated fresh processes; the paper case unchanged within the noise)."""
     npq = -(-n // _VQ) * _VQ
     per = _PAGE // 8
     gsize = -(-(n * npq) // per) * per if table else 0
-    key = (slots, n, nps, gsize, rows)
-    kept = getattr(_WORKSPACE, "sym3", None)
-    if kept is None:
-        kept = _WORKSPACE.sym3 = []
-    for k, ws in enumerate(kept):
-        if ws[0] == key:
-            kept.insert(0, kept.pop(k))
-            return ws[1:]
-    ws = (key, _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
-          _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
-          np.zeros((slots, 2 * 3 + 3, rows)))
-    kept.insert(0, ws)
-    del kept[_WORKSPACE_SHAPES:]
-    return ws[1:]
+    return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
+        _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
+        _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
+        np.zeros((slots, 2 * 3 + 3, rows))))
 
 
 def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
@@ -2861,19 +2842,25 @@ def _row_sum_arrays(P, H, n, d):
     Fresh arrays of this size cost their page faults at every call: ≈ 5% of a field
     evaluation at (200, 100, 3), P = 10, and ≈ 30% when calls alternate between two shapes
     (session 10: the paired benchmark; a caller of :func:`wflow.field` on two sizes)."""
-    key = (P, H, n, d)
-    kept = getattr(_WORKSPACE, "row_sums", None)
+    return _kept("row_sums", (P, H, n, d), lambda: (
+        np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)), np.empty((P, H, n))))
+
+
+def _kept(name, key, make):
+    """The arrays ``make()`` of this Python thread's workspace ``name`` for ``key``, kept for
+    the last :data:`_WORKSPACE_SHAPES` keys (most recent first)."""
+    kept = getattr(_WORKSPACE, name, None)
     if kept is None:
-        kept = _WORKSPACE.row_sums = []
+        kept = []
+        setattr(_WORKSPACE, name, kept)
     for k, ws in enumerate(kept):
         if ws[0] == key:
-            kept.insert(0, kept.pop(k))  # most recent first
-            return ws[1:]
-    ws = (key, np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)),
-          np.empty((P, H, n)))
+            kept.insert(0, kept.pop(k))
+            return ws[1]
+    ws = (key, make())
     kept.insert(0, ws)
     del kept[_WORKSPACE_SHAPES:]
-    return ws[1:]
+    return ws[1]
 
 
 @njit(**_OPTS)
