@@ -930,6 +930,38 @@ def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
             check_agree(a, b, X, D, V, 1.5, code, lap, False, tied, refs=refs)
 
 
+@pytest.mark.parametrize("H", [16, 17, 37])
+def test_sym_head_chunks(H):
+    """The symmetric pass adds its heads in chunks of at most ``_SYM_CHUNK`` (sizes differing by
+    at most one, covering every head once); with several chunks (H = 17: 9 + 8, H = 37:
+    12 + 12 + 13) the fused form (P ≥ threads) still equals the NumPy reference within the
+    conditioning bounds, and the row pass within twice them."""
+    nc = K._sym_chunks(H)
+    assert nc == -(-H // K._SYM_CHUNK)
+    starts = [K._sym_chunk_start(H, nc, c) for c in range(nc + 1)]
+    assert starts[0] == 0 and starts[-1] == H
+    sizes = np.diff(starts)
+    assert sizes.max() <= K._SYM_CHUNK and sizes.max() - sizes.min() <= 1
+    rng = np.random.default_rng(97 + H)
+    X, D, V = make_case(rng, 2, 40, 3, H)
+    lap = np.arange(H) % 3 == 0
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)  # P = 2 ≥ threads: the fused form, items (path, chunk)
+        for norm, code in K.NORM_CODES.items():
+            a = poisoned(K.fused_pass, X, D, V, 1.5, code, lap, False, True)
+            refs = reference(X, D, V, 1.5, norm, lap, False, True)
+            check(a, refs, False)
+            K._SYM_ENABLED = False
+            try:
+                b = K.fused_pass(X, D, V, 1.5, code, lap, False, True)
+            finally:
+                K._SYM_ENABLED = True
+            check_agree(a, b, X, D, V, 1.5, code, lap, False, True, refs=refs)
+    finally:
+        numba.set_num_threads(old)
+
+
 def test_sym_pass_only_where_it_applies():
     """The symmetric pass needs e_ij = e_ji: symmetric D, the fixed shift on every head, no
     mask, uniform masses, float64 and the polynomial exponential, d = 3, n ≤ SYM_MAX_N."""
@@ -978,10 +1010,12 @@ def poisoned(fn, X, D, *args):
     (equal) values."""
     for a in K._row_sum_arrays(D.shape[0], D.shape[1], X.shape[1], X.shape[2]):
         a.fill(np.nan)
+    for _, chunks in getattr(K._WORKSPACE, "sym3_chunks", []):  # the fused form's chunk sums
+        chunks.fill(np.nan)
     return fn(X, D, *args)
 
 
-@pytest.mark.parametrize("n, H, P", [(200, 7, 3), (37, 2, 1), (61, 3, 6)])
+@pytest.mark.parametrize("n, H, P", [(200, 7, 3), (37, 2, 1), (61, 3, 6), (45, 37, 3)])
 def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
     """The per-path fused form of the symmetric pass (pair sums and combine head by head, used
     when there are at least as many paths as threads) and the chained form (items (path, head);

@@ -2618,12 +2618,32 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
 _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 
 
+#: Heads per chunk of the symmetric pass's combine (at most): every row adds its heads chunk by
+#: chunk, each chunk's sum in head order from zero, the chunks' sums in chunk order (a function
+#: of H only, so the same bits in every form). The fused form's work items are (path, chunk):
+#: finer than paths for the dynamic schedule (the paper's P = 10 paths of H = 100 heads on two
+#: threads: 70 items of 14–15 heads, not 10 of 100).
+_SYM_CHUNK = 16
+
+
+@njit(inline="always", **_OPTS)
+def _sym_chunks(H):
+    """The number of head chunks of :func:`_sym3` (:data:`_SYM_CHUNK`)."""
+    return max(1, (H + _SYM_CHUNK - 1) // _SYM_CHUNK)
+
+
+@njit(inline="always", **_OPTS)
+def _sym_chunk_start(H, nc, c):
+    """The first head of chunk c of nc (chunk sizes differ by at most one)."""
+    return (c * H) // nc
+
+
 @njit(**_OPTS)
 def _sym3_items(stage, P, H, nb, nt):
     """The number of work items of a :func:`_sym3` stage (the body's loop and the pool's
     thread count)."""
     if stage == _SYM_FUSED:
-        return P
+        return P * _sym_chunks(H)
     if stage == _SYM_CHAIN:
         return P * H
     if stage == _SYM_PAIRS:
@@ -2633,19 +2653,24 @@ def _sym3_items(stage, P, H, nb, nt):
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
-          Cb, Ws, Cws, Gs, As, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+          Cb, Ws, Cws, Gs, As, Ts, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
     schedule; the caller's thread, ``role`` of :func:`_enter`, then waits until
     every item is complete and runs the sums of :func:`_finish`):
 
-    * ``_SYM_FUSED`` (one band, at least as many paths as threads): items are paths; an item
-      runs head after head the pair sums (:func:`_sym_band3`, all rows) and at once the head's
-      combine for all rows (:func:`_sym_epilogue3`, accumulators of the whole path), while the
-      head's row sums are in cache; then the per-row outputs and the sums (:func:`_finish`).
-      With a table slot in the scratch ``Gs`` (and an Itô sum wanted) the item first fills
-      the path's table of ⟨x_i, x_j⟩² (:func:`_cos2_table`), which every head's loop reads.
+    * ``_SYM_FUSED`` (one band, at least as many paths as threads): items are (path p, chunk
+      of heads, :data:`_SYM_CHUNK`); an item runs head after head the pair sums
+      (:func:`_sym_band3`, all rows) and at once the head's combine for all rows
+      (:func:`_sym_epilogue3`, into the chunk's accumulators ``Ac[p, chunk]``), while the
+      head's row sums are in cache. The thread whose item completes path p's last chunk (the
+      acquire-release counter ``counter[_C_PATH + p]``) adds the chunks in order and runs the
+      path's per-row outputs. Items of chunks rather than whole paths: the paper's 10 paths
+      of 100 heads on two threads left one thread idle for up to one path at the end
+      (session 13, six alternated fresh processes: 2.94 → 3.08·10⁹ pair-heads/s). With a
+      table slot in the scratch ``Gs`` (and an Itô sum wanted) the thread fills path p's
+      table of ⟨x_i, x_j⟩² (:func:`_cos2_table`) unless it holds p's already.
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
@@ -2660,9 +2685,10 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
     * ``_SYM_COMBINE`` (after the pairs): items (path, tile of R rows), each head by head with
       :func:`_sym_epilogue3`, then the per-row outputs and the sums.
 
-    Every row adds its heads in the order h = 0, 1, … and every tile partial is the same sum in
-    the fused, chained and unfused (pairs, then combine) forms: the same bits, so the choice
-    may depend on the thread count. ``ito`` (P,) bool: the paths whose Itô sums are wanted; the
+    Every row adds its heads chunk by chunk (in the order h = 0, 1, … within a chunk, from
+    zero; the chunks' sums in order) and every tile partial is the same sum in the fused,
+    chained and unfused (pairs, then combine) forms: the same bits, so the choice may depend
+    on the thread count. ``ito`` (P,) bool: the paths whose Itô sums are wanted; the
     others skip the Itô loop (SI then holds S0 plus zeros). One function rather than three:
     numba optimises the code a function links (the two pair loops) again in every function
     that calls it, which cost ≈ 11 s of compilation."""
@@ -2687,11 +2713,14 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
         _sym_weights_fill(W, n, npq)
     Cw = Cws[slot]
     acc = As[slot]  # component-major (2d + 3, n or R)
+    tmp = Ts[slot]  # one chunk's sum (the combine of the chained and unfused forms)
+    nc = _sym_chunks(H)
     v = np.empty(d)
     g = np.empty(d)
     NOG = np.empty((0, npq))
     tab = n > 0 and Gs.shape[1] >= n * npq and ito.any()  # (a table slot: the fused stage)
     G = Gs[slot, :n * npq].reshape((n, npq)) if tab else NOG
+    tab_p = -1
     while True:
         t = _fetch_add(counter)
         if t >= items:
@@ -2700,8 +2729,12 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
         b = 0
         h0 = 0
         h1 = H
+        c = 0
         if stage == _SYM_FUSED:
-            p = t
+            p = t // nc
+            c = t - p * nc
+            h0 = _sym_chunk_start(H, nc, c)
+            h1 = _sym_chunk_start(H, nc, c + 1)
         elif stage == _SYM_CHAIN:
             p = t // H
             h0 = t - p * H
@@ -2716,11 +2749,13 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
             p = t // nt
             h1 = 0
         fused = stage == _SYM_FUSED
+        ac = Ac[p, c] if fused else acc  # the chunk's sum (fused: for the path's last chunk)
         if fused:
-            acc[:] = 0.0
+            ac[:] = 0.0
         use_tab = tab and ito[p]  # (the paths without the Itô sum never read it)
-        if use_tab:
+        if use_tab and p != tab_p:  # (the thread's table holds path tab_p)
             _cos2_table(Xt[p, 0], Xt[p, 1], Xt[p, 2], n, G)
+            tab_p = p
         Gp = G if use_tab else NOG
         i_lo = bands[b]
         i_hi = bands[b + 1]
@@ -2733,7 +2768,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
                            i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
             if fused:  # the head's combine while its row sums are in cache
                 _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part,
-                               dEp, acc)
+                               dEp, ac)
         # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
         # last head is done (the thread that completes it sees the others' row sums)
         r0 = 0
@@ -2744,12 +2779,27 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
             r1 = min(n, r0 + R)
         elif stage == _SYM_CHAIN:
             heads = _atomic_add(counter, _C_PATH + p, 1) == H - 1
-        if heads:
-            acc[:] = 0.0
-            for h in range(H):
-                _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0, SX, SI, RS, part,
-                               dEp, acc)
-        if heads or fused:
+        # fused: the thread that completes the path's last chunk (acquire-release: it sees
+        # the other chunks' sums) adds the chunks and runs the path's per-row outputs
+        last = fused and _atomic_add(counter, _C_PATH + p, 1) == nc - 1
+        if heads:  # chunk by chunk, as the fused form
+            m = r1 - r0
+            a = acc[:, :m]
+            tc = tmp[:, :m]
+            for k in range(nc):
+                tc[:] = 0.0
+                for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0, SX, SI, RS, part,
+                                   dEp, tc)
+                if k == 0:
+                    a[:] = tc
+                else:
+                    a += tc
+        if last:
+            acc[:] = Ac[p, 0]
+            for k in range(1, nc):
+                acc += Ac[p, k]
+        if heads or last:
             for tb in range(r0 // R, (r1 + R - 1) // R):
                 i0 = tb * R
                 i1 = min(n, i0 + R)
@@ -2774,15 +2824,20 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
     whole = stage == _SYM_FUSED or stage == _SYM_CHAIN
     scratch = _sym3_scratch(threads, n, Xt.shape[2], table and stage == _SYM_FUSED,
                             n if whole else R)
+    if stage == _SYM_FUSED:  # the chunks' sums (every slot written before it is read)
+        Ac = _kept("sym3_chunks", (P, H, n), lambda: np.empty((P, int(_sym_chunks(H)), 9, n)))
+    else:
+        Ac = _NO_AC
     _pool.run(_sym3, (stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
-                      counter, Cb, *scratch, *arrays), threads)
+                      counter, Cb, *scratch, Ac, *arrays), threads)
 
 
 def _sym3_scratch(slots, n, nps, table, rows):
     """Each thread's scratch of :func:`_sym3`, one slot per thread: the pair weights
     ``Ws (slots, _VQ/4, 4, nps)`` (:func:`_sym_weights_fill`, filled by the job), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
-    and the row accumulators ``As (slots, 9, rows)``, in the page layout of :data:`_PAGE`.
+    and the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads), in
+    the page layout of :data:`_PAGE`.
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
     like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
     arena, which may return it to the system at the end of a job and fault it in again at
@@ -2794,7 +2849,7 @@ def _sym3_scratch(slots, n, nps, table, rows):
     return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
         _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
-        np.zeros((slots, 2 * 3 + 3, rows))))
+        np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows))))
 
 
 def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
@@ -2818,6 +2873,8 @@ def _sym_pair_sums(Xt, D, beta, shift, bands, threads, Cb, S0, SX, SI, RS, ito):
 # ---------------------------------------------------------------------------------------------
 #: No band column sums (one band: per-thread buffers).
 _NO_CB = np.empty((0, 0, 0, 5, 0))
+#: No chunk sums (the stages of :func:`_sym3` other than the fused one).
+_NO_AC = np.empty((0, 0, 9, 0))
 #: No token columns (:func:`_fused64` after the BLAS pair pass reads none).
 _NO_XT = np.empty((0, 0, 0))
 
