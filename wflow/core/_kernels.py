@@ -913,16 +913,31 @@ def _sym_bands(n, H):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, s, b0, b1, b2):
-    """Row i's sums of :func:`_sym_band3`: its row part plus its column part C_k[i]; for the
-    Itô sum only the column part, doubled (:func:`_sym_band3`)."""
-    s = s + C0[i]
-    S0[p, h, i] = s
-    SX[p, h, i, 0] = b0 + C1[i]
-    SX[p, h, i, 1] = b1 + C2[i]
-    SX[p, h, i, 2] = b2 + C3[i]
-    SI[p, h, i] = 2.0 * C4[i] + s if own else C4[i]
-    RS[p, h, i] = c
+def _sym_rows_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, Rp, p, h, i_lo, i_hi, c, own):
+    """Rows ``i_lo..i_hi−1``'s sums of :func:`_sym_band3` once the band is done: the row part
+    ``Rp[i] = (Σ e, Σ e x_j)`` plus the column part C_k[i]; for the Itô sum only the column
+    part, doubled (:func:`_sym_band3`). One loop over the rows, which LLVM vectorises (it
+    was four scalar blocks of ≈ 50 instructions after each group of four rows; the same
+    arithmetic, the same bits)."""
+    m = i_hi - i_lo
+    s0 = S0[p, h, i_lo:i_hi]
+    sx = SX[p, h, i_lo:i_hi].reshape(3 * m)  # (flat: a stride LLVM knows)
+    si = SI[p, h, i_lo:i_hi]
+    rs = RS[p, h, i_lo:i_hi]
+    rp = Rp[i_lo:i_hi].reshape(4 * m)
+    c0 = C0[i_lo:i_hi]
+    c1 = C1[i_lo:i_hi]
+    c2 = C2[i_lo:i_hi]
+    c3 = C3[i_lo:i_hi]
+    c4 = C4[i_lo:i_hi]
+    for k in range(m):
+        s = rp[4 * k] + c0[k]
+        s0[k] = s
+        sx[3 * k] = rp[4 * k + 1] + c1[k]
+        sx[3 * k + 1] = rp[4 * k + 2] + c2[k]
+        sx[3 * k + 2] = rp[4 * k + 3] + c3[k]
+        si[k] = 2.0 * c4[k] + s if own else c4[k]
+        rs[k] = c
 
 
 #: The symmetric pass's streams by page offset [session 11]: its column loop reads the token
@@ -982,8 +997,8 @@ def _sym_weights_fill(W, n, npq):
 
 
 @njit(fastmath=_FM, **_OPTS, **_NOALIAS)
-def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, own, p, h, S0, SX,
-               SI, RS, ito, G):
+def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, Rp, own, p, h, S0,
+               SX, SI, RS, ito, G):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
@@ -997,8 +1012,9 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
     weighted e is added to the row sums of i+r (registers: Σ e, Σ e x_j) and to the column
     sums of j in ``C0 … C4`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e,
     Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row i gets e_ii
-    once. After the loop the column sums of the four rows are complete for this band (later
-    rows touch only later columns): ``S0 = row part + C0[i]`` etc. are written.
+    once. After the loop the four rows' parts go to ``Rp[i + r]`` (≥ i_hi + 3 rows of 4);
+    after the last group :func:`_sym_rows_out` writes ``S0 = row part + C0[i]`` etc. for
+    every row of the band in one vectorised loop.
 
     The Itô sums go to the column sums only [session 12]: the pass's consumers use them only
     through :math:`\sum_i e^{c_h} SI_i` (uniform masses, the sum of :func:`_finish`), and
@@ -1154,13 +1170,13 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, ow
                 ke = npq if i + r >= i_hi else jh
                 for k in range(jb, ke):
                     W[0, r, k] = 1.0 if k < n else 0.0
-        _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i, c, own, sa, aa0, aa1, aa2)
-        if i + 1 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 1, c, own, sb, ab0, ab1, ab2)
-        if i + 2 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 2, c, own, sc, ac0, ac1, ac2)
-        if i + 3 < i_hi:
-            _sym_row_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, p, h, i + 3, c, own, sd, ad0, ad1, ad2)
+        # the four rows' parts (rows beyond i_hi too: Rp has room, they are never read)
+        rp = Rp[i:i + _SYM_ROWS]
+        rp[0, 0], rp[0, 1], rp[0, 2], rp[0, 3] = sa, aa0, aa1, aa2
+        rp[1, 0], rp[1, 1], rp[1, 2], rp[1, 3] = sb, ab0, ab1, ab2
+        rp[2, 0], rp[2, 1], rp[2, 2], rp[2, 3] = sc, ac0, ac1, ac2
+        rp[3, 0], rp[3, 1], rp[3, 2], rp[3, 3] = sd, ad0, ad1, ad2
+    _sym_rows_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, Rp, p, h, i_lo, i_hi, c, own)
 
 
 #: The fused symmetric stage reads ⟨x_i, x_j⟩² from a table per path (and worker) up to this
@@ -1201,19 +1217,19 @@ def _cos2_table(x0, x1, x2, n, G):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, own, p, h, S0, SX, SI, RS,
+def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, p, h, S0, SX, SI, RS,
                    want_ito, G):
     """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito`` and
     the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
     if want_ito and G.shape[0] > 0:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
-                   p, h, S0, SX, SI, RS, 2, G)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
+                   own, p, h, S0, SX, SI, RS, 2, G)
     elif want_ito:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
-                   p, h, S0, SX, SI, RS, 1, G)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
+                   own, p, h, S0, SX, SI, RS, 1, G)
     else:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, own,
-                   p, h, S0, SX, SI, RS, 0, G)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
+                   own, p, h, S0, SX, SI, RS, 0, G)
 
 
 @njit(**_OPTS, **_NOALIAS)
@@ -1228,7 +1244,8 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
 
     (ω = 1 for the head normalisation, Z otherwise), and Σ_h Z, Σ_h 1/Z, the Itô row term
     :math:`e^{c} SI` into the row accumulators ``acc[:, i − i0]`` (component-major, (9, rows));
-    the ∂_D E partial of every tile of R rows it covers into ``dEp[p, tile, h]``.
+    the ∂_D E partial of every tile of R rows it covers into ``dEp[p, tile, h]`` (written, not
+    added: every pass writes each tile of each head once).
     :math:`e^{c}` once per head, 1/S0 once per row. The fused per-path form calls it for all
     rows, the unfused form for one tile: the same arithmetic for every row and tile (the same
     bits).
@@ -1308,15 +1325,15 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
             e20 += x2 * sx0
             e21 += x2 * sx1
             e22 += x2 * sx2
-        dEp[p, b, h, 0, 0] += es * e00
-        dEp[p, b, h, 0, 1] += es * e01
-        dEp[p, b, h, 0, 2] += es * e02
-        dEp[p, b, h, 1, 0] += es * e10
-        dEp[p, b, h, 1, 1] += es * e11
-        dEp[p, b, h, 1, 2] += es * e12
-        dEp[p, b, h, 2, 0] += es * e20
-        dEp[p, b, h, 2, 1] += es * e21
-        dEp[p, b, h, 2, 2] += es * e22
+        dEp[p, b, h, 0, 0] = es * e00
+        dEp[p, b, h, 0, 1] = es * e01
+        dEp[p, b, h, 0, 2] = es * e02
+        dEp[p, b, h, 1, 0] = es * e10
+        dEp[p, b, h, 1, 1] = es * e11
+        dEp[p, b, h, 1, 2] = es * e12
+        dEp[p, b, h, 2, 0] = es * e20
+        dEp[p, b, h, 2, 1] = es * e21
+        dEp[p, b, h, 2, 2] = es * e22
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
@@ -2468,43 +2485,55 @@ def _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g
 def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U):
     r"""Sums over rows (and over tiles for ∂_D E) in a fixed sequential order; with relative
     row masses U (P, ≥n) the row terms are weighted, :math:`\frac1n\sum_i u_i(\cdot)`;
-    U of shape (P, 0) means uniform masses."""
-    P, n = er.shape[1], er.shape[2]
+    U of shape (P, 0) means uniform masses. Path by path: :func:`_finish_path`."""
+    for p in range(er.shape[1]):
+        _finish_path(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U, p)
+
+
+@njit(**_OPTS)
+def _finish_path(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U, p):
+    """:func:`_finish` of path p alone (the symmetric pass's fused and chained forms run it
+    in the item that completes the path). ∂_D E: every entry sums its tiles in tile order
+    from zero; the loop runs over the tiles outside and the (H, d, d) entries inside
+    (contiguous: LLVM vectorises it across entries, each lane the same sequence of
+    additions)."""
+    n = er.shape[2]
     nt, d = dEp.shape[1], dEp.shape[3]
     f = 1.0 / (2.0 * H * n * n)
-    for p in range(P):
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        s4 = 0.0
-        s5 = 0.0
-        if U.shape[1] == 0:
-            for i in range(n):
-                s1 += er[0, p, i]
-                s2 += er[1, p, i]
-                s3 += er[2, p, i]
-                s4 += er[3, p, i]
-                s5 += er[4, p, i]
-        else:
-            for i in range(n):
-                ui = U[p, i]
-                s1 += ui * er[0, p, i]
-                s2 += ui * er[1, p, i]
-                s3 += ui * er[2, p, i]
-                s4 += ui * er[3, p, i]
-                s5 += ui * er[4, p, i]
-        diss[p] = s1 / n
-        G2[p] = s2 / n
-        G2hm[p] = s3 / n
-        energy[p] = s4 / (2.0 * beta * H * n)
-        ito_sum[p] = s5 / (2.0 * H * n * n) if want_ito else np.nan
-        for h in range(H):
-            for a in range(d):
-                for bb in range(d):
-                    acc = 0.0
-                    for b in range(nt):
-                        acc += dEp[p, b, h, a, bb]
-                    dEdD[p, h, a, bb] = acc * f
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    s4 = 0.0
+    s5 = 0.0
+    if U.shape[1] == 0:
+        for i in range(n):
+            s1 += er[0, p, i]
+            s2 += er[1, p, i]
+            s3 += er[2, p, i]
+            s4 += er[3, p, i]
+            s5 += er[4, p, i]
+    else:
+        for i in range(n):
+            ui = U[p, i]
+            s1 += ui * er[0, p, i]
+            s2 += ui * er[1, p, i]
+            s3 += ui * er[2, p, i]
+            s4 += ui * er[3, p, i]
+            s5 += ui * er[4, p, i]
+    diss[p] = s1 / n
+    G2[p] = s2 / n
+    G2hm[p] = s3 / n
+    energy[p] = s4 / (2.0 * beta * H * n)
+    ito_sum[p] = s5 / (2.0 * H * n * n) if want_ito else np.nan
+    m = H * d * d
+    out = dEdD[p].reshape(m)
+    out[:] = 0.0
+    for b in range(nt):
+        t = dEp[p, b].reshape(m)
+        for k in range(m):
+            out[k] += t[k]
+    for k in range(m):
+        out[k] *= f
 
 
 # One pool job per field evaluation. Work items are (path, tile of R rows), R fixed by
@@ -2653,7 +2682,7 @@ def _sym3_items(stage, P, H, nb, nt):
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
-          Cb, Ws, Cws, Gs, As, Ts, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+          Cb, Ws, Cws, Gs, As, Ts, Rs, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
@@ -2666,15 +2695,16 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
       (:func:`_sym_epilogue3`, into the chunk's accumulators ``Ac[p, chunk]``), while the
       head's row sums are in cache. The thread whose item completes path p's last chunk (the
       acquire-release counter ``counter[_C_PATH + p]``) adds the chunks in order and runs the
-      path's per-row outputs. Items of chunks rather than whole paths: the paper's 10 paths
-      of 100 heads on two threads left one thread idle for up to one path at the end
-      (session 13, six alternated fresh processes: 2.94 → 3.08·10⁹ pair-heads/s). With a
+      path's per-row outputs and its sums (:func:`_finish_path`). Items of chunks rather
+      than whole paths: the paper's 10 paths of 100 heads on two threads left one thread
+      idle for up to one path at the end (session 13, six alternated fresh processes:
+      2.94 → 3.08·10⁹ pair-heads/s). With a
       table slot in the scratch ``Gs`` (and an Itô sum wanted) the thread fills path p's
       table of ⟨x_i, x_j⟩² (:func:`_cos2_table`) unless it holds p's already.
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
-      combine for all rows, then its per-row outputs. One job, where the
+      combine for all rows, then its per-row outputs and sums. One job, where the
       unfused form took two (a single path n = 200, H = 10: 0.31 → 0.235 ms; n = 500, H = 100:
       9.1 → 8.5 ms; session 10). With at least as many paths as threads the fused form is
       faster (n = 200, H = 100, P = 10: 14.1 against 14.3–16.4 ms: the chained combine
@@ -2714,6 +2744,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
     Cw = Cws[slot]
     acc = As[slot]  # component-major (2d + 3, n or R)
     tmp = Ts[slot]  # one chunk's sum (the combine of the chained and unfused forms)
+    Rp = Rs[slot]  # the band's row parts
     nc = _sym_chunks(H)
     v = np.empty(d)
     g = np.empty(d)
@@ -2721,6 +2752,8 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
     tab = n > 0 and Gs.shape[1] >= n * npq and ito.any()  # (a table slot: the fused stage)
     G = Gs[slot, :n * npq].reshape((n, npq)) if tab else NOG
     tab_p = -1
+    any_ito = ito.any()
+    NOU = np.empty((1, 0))  # (uniform masses)
     while True:
         t = _fetch_add(counter)
         if t >= items:
@@ -2763,9 +2796,9 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
         # optimised by LLVM) once per site and Itô variant (≈ 3 s each, cold cache)
         for h in range(h0, h1):
             C = Cw if nb == 1 else Cb[p, h, b]
-            C[:, (i_lo // _VQ) * _VQ:] = 0.0
+            C[:, (i_lo // _VQ) * _VQ:npq] = 0.0  # (the columns the loop reads)
             _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                           i_lo, i_hi, C, W, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
+                           i_lo, i_hi, C, W, Rp, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
             if fused:  # the head's combine while its row sums are in cache
                 _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part,
                                dEp, ac)
@@ -2805,12 +2838,14 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
                 i1 = min(n, i0 + R)
                 _rows_epilogue(X, H, norm, False, p, i0, i1, acc[:, i0 - r0:i1 - r0].T,
                                vel, grad, bhat, er, v, g)
+        if last or (heads and stage == _SYM_CHAIN):  # the whole path: its sums here
+            _finish_path(er, dEp, beta, H, any_ito, energy, diss, G2, G2hm, ito_sum, dEdD,
+                         NOU, p)
         _item_done(counter)  # (release: the item's writes)
     if master:
         _wait_done(role, counter, items)
-        if stage != _SYM_PAIRS:
-            _finish(er, dEp, beta, H, ito.any(), energy, diss, G2, G2hm, ito_sum, dEdD,
-                    np.empty((1, 0)))
+        if stage == _SYM_COMBINE:  # (the fused and chained forms ran them path by path)
+            _finish(er, dEp, beta, H, any_ito, energy, diss, G2, G2hm, ito_sum, dEdD, NOU)
         _leave(role, counter)
 
 
@@ -2836,8 +2871,9 @@ def _sym3_scratch(slots, n, nps, table, rows):
     """Each thread's scratch of :func:`_sym3`, one slot per thread: the pair weights
     ``Ws (slots, _VQ/4, 4, nps)`` (:func:`_sym_weights_fill`, filled by the job), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
-    and the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads), in
-    the page layout of :data:`_PAGE`.
+    the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads) and the
+    band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`), in the page layout
+    of :data:`_PAGE`.
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
     like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
     arena, which may return it to the system at the end of a job and fault it in again at
@@ -2849,7 +2885,8 @@ def _sym3_scratch(slots, n, nps, table, rows):
     return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
         _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
-        np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows))))
+        np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
+        np.zeros((slots, npq + _SYM_ROWS, 4))))
 
 
 def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
@@ -3217,7 +3254,9 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     ito = np.full(P, nan)
     dEdD = np.full((P, H, d, d), nan)
     R = _tile_rows(d)
-    dEp = np.zeros((P, -(-n // R), H, d, d))  # per-tile partial sums of ∂_D E
+    # per-tile partial sums of ∂_D E (the symmetric pass writes every one once; the other
+    # passes add to them)
+    dEp = (np.empty if use_sym else np.zeros)((P, -(-n // R), H, d, d))
     # this thread's numba thread count (numba.get_num_threads in compiled code would prevent
     # caching); the tile passes' job counter (the symmetric pass makes its own per job)
     threads = numba.get_num_threads()
