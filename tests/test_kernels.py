@@ -963,6 +963,44 @@ def test_sym_head_chunks(H):
         numba.set_num_threads(old)
 
 
+def test_sym_shift_in_the_items_same_bits(monkeypatch):
+    """When a Frobenius bound shows the fixed shift below its limit (``_sym3_precheck`` = 1)
+    the symmetric pass's items compute their own shifts c_h = β‖D_h‖₂: the same bits as the
+    shifts computed before the pass (precheck forced to 2), in the fused (P ≥ threads) and
+    chained (P = 1, two threads) forms. The precheck: 0 for an asymmetric D, 2 when
+    2β‖D‖_F reaches the limit though 2β‖D‖₂ does not (D = a·I: ‖D‖_F = √3 a), and then the
+    pass still applies with the shifts computed first."""
+    rng = np.random.default_rng(98)
+    lim = K.FIXED_SHIFT_LIMIT
+    old = numba.get_num_threads()
+    nt2 = min(2, numba.config.NUMBA_NUM_THREADS)
+    real = K._sym3_precheck
+    try:
+        for P, nt in ((3, 1), (1, nt2)):
+            X, D, V = make_case(rng, P, 50, 3, 20)
+            lap = np.arange(20) % 4 == 0
+            numba.set_num_threads(nt)
+            assert real(D, 1.3, lim) == 1
+            a = K.fused_pass(X, D, V, 1.3, 1, lap, False, False)
+            monkeypatch.setattr(K, "_sym3_precheck", lambda D, beta, limit: 2)
+            b = K.fused_pass(X, D, V, 1.3, 1, lap, False, False)
+            monkeypatch.setattr(K, "_sym3_precheck", real)
+            for name, x, y in zip(NAMES, a, b):
+                np.testing.assert_array_equal(x, y, err_msg=name)
+    finally:
+        numba.set_num_threads(old)
+    X, D, V = make_case(rng, 1, 30, 3, 2)
+    Dn = D.copy()
+    Dn[0, 1, 2, 0] += 1e-12
+    assert real(Dn, 1.0, lim) == 0
+    a = 0.6 * lim / 2.0  # 2β‖D‖₂ = 0.6 limit, 2β‖D‖_F ≈ 1.04 limit
+    Di = np.broadcast_to(a * np.eye(3), (1, 2, 3, 3)).copy()
+    assert real(Di, 1.0, lim) == 2
+    assert K.takes_sym_pass(X, Di, 1.0)
+    got = K.fused_pass(X, Di, V, 1.0, 0, np.zeros(2, bool), False, True)
+    check(got, reference(X, Di, V, 1.0, "head", np.zeros(2, bool), False, True), False)
+
+
 def test_sym_pass_only_where_it_applies():
     """The symmetric pass needs e_ij = e_ji: symmetric D, the fixed shift on every head, no
     mask, uniform masses, float64 and the polynomial exponential, d = 3, n ≤ SYM_MAX_N."""

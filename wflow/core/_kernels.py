@@ -2681,7 +2681,7 @@ def _sym3_items(stage, P, H, nb, nt):
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
-def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, counter,
+def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, ito, R, counter,
           Cb, Ws, Cws, Gs, As, Ts, Rs, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
@@ -2792,6 +2792,9 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
         Gp = G if use_tab else NOG
         i_lo = bands[b]
         i_hi = bands[b + 1]
+        if own_shift:  # c_h = β‖D_h‖₂ of the item's heads (:func:`_sym3_precheck`)
+            for h in range(h0, h1):
+                shift[p, h] = beta * _sym3_norm(D, p, h)
         # one call site of the pair loop for every stage: each one is compiled (and
         # optimised by LLVM) once per site and Itô variant (≈ 3 s each, cold cache)
         for h in range(h0, h1):
@@ -2850,8 +2853,9 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, count
 
 
 def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads,
-              Cb, *arrays):
-    """One job of :func:`_sym3` on the pool, with at most ``threads`` threads."""
+              Cb, *arrays, own_shift=False):
+    """One job of :func:`_sym3` on the pool, with at most ``threads`` threads; with
+    ``own_shift`` its items write ``shift`` of their heads first (one band only)."""
     P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
     items = int(_sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R))
     threads = max(1, min(threads, items))
@@ -2863,8 +2867,8 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
         Ac = _kept("sym3_chunks", (P, H, n), lambda: np.empty((P, int(_sym_chunks(H)), 9, n)))
     else:
         Ac = _NO_AC
-    _pool.run(_sym3, (stage, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R,
-                      counter, Cb, *scratch, Ac, *arrays), threads)
+    _pool.run(_sym3, (stage, Xt, D, V, X, beta, shift, bool(own_shift), bands, lap, norm, ito,
+                      R, counter, Cb, *scratch, Ac, *arrays), threads)
 
 
 def _sym3_scratch(slots, n, nps, table, rows):
@@ -2966,26 +2970,59 @@ def _sym3_norms(D, out):
     Near a double eigenvalue ``arccos`` costs up to ~√ε relative accuracy: harmless for a shift
     (an upper bound of the logits up to that rounding). ``np.linalg.eigvalsh`` took 1.4 ms for
     the paper's 1000 matrices, ≈ 5% of a field evaluation."""
-    P, H = D.shape[0], D.shape[1]
-    for p_ in range(P):
-        for h in range(H):
-            a00, a01, a02 = D[p_, h, 0, 0], D[p_, h, 0, 1], D[p_, h, 0, 2]
-            a11, a12, a22 = D[p_, h, 1, 1], D[p_, h, 1, 2], D[p_, h, 2, 2]
-            p1 = a01 * a01 + a02 * a02 + a12 * a12
-            if p1 == 0.0:
-                out[p_, h] = max(abs(a00), abs(a11), abs(a22))
-                continue
-            q = (a00 + a11 + a22) / 3.0
-            b00, b11, b22 = a00 - q, a11 - q, a22 - q
-            pp = math.sqrt((b00 * b00 + b11 * b11 + b22 * b22 + 2.0 * p1) / 6.0)
-            det = (b00 * (b11 * b22 - a12 * a12) - a01 * (a01 * b22 - a12 * a02)
-                   + a02 * (a01 * a12 - b11 * a02))
-            r = det / (2.0 * pp * pp * pp)
-            r = min(1.0, max(-1.0, r))
-            phi = math.acos(r) / 3.0
-            l1 = q + 2.0 * pp * math.cos(phi)
-            l3 = q + 2.0 * pp * math.cos(phi + 2.0 * math.pi / 3.0)
-            out[p_, h] = max(abs(l1), abs(l3))
+    for p_ in range(D.shape[0]):
+        for h in range(D.shape[1]):
+            out[p_, h] = _sym3_norm(D, p_, h)
+
+
+@njit(inline="always", **_OPTS)
+def _sym3_norm(D, p_, h):
+    """:func:`_sym3_norms` of D[p_, h] (inlined: the same arithmetic wherever it is called,
+    e.g. in the items of :func:`_sym3`)."""
+    a00, a01, a02 = D[p_, h, 0, 0], D[p_, h, 0, 1], D[p_, h, 0, 2]
+    a11, a12, a22 = D[p_, h, 1, 1], D[p_, h, 1, 2], D[p_, h, 2, 2]
+    p1 = a01 * a01 + a02 * a02 + a12 * a12
+    if p1 == 0.0:
+        return max(abs(a00), abs(a11), abs(a22))
+    q = (a00 + a11 + a22) / 3.0
+    b00, b11, b22 = a00 - q, a11 - q, a22 - q
+    pp = math.sqrt((b00 * b00 + b11 * b11 + b22 * b22 + 2.0 * p1) / 6.0)
+    det = (b00 * (b11 * b22 - a12 * a12) - a01 * (a01 * b22 - a12 * a02)
+           + a02 * (a01 * a12 - b11 * a02))
+    r = det / (2.0 * pp * pp * pp)
+    r = min(1.0, max(-1.0, r))
+    phi = math.acos(r) / 3.0
+    l1 = q + 2.0 * pp * math.cos(phi)
+    l3 = q + 2.0 * pp * math.cos(phi + 2.0 * math.pi / 3.0)
+    return max(abs(l1), abs(l3))
+
+
+#: Relative margin of :func:`_sym3_precheck`'s Frobenius bound over the closed-form spectral
+#: norm (which may exceed the exact one by ~√ε near a double eigenvalue).
+_FRO_MARGIN = 1e-6
+
+
+@njit(**_OPTS)
+def _sym3_precheck(D, beta, limit):
+    r"""One pass over D (P, H, 3, 3): 0 if some D_h is not symmetric (exact equality), 1 if
+    all are and every :math:`2\beta\|D_h\|_F (1 + 10^{-6}) <` ``limit`` (then every fixed
+    shift :math:`c_h = \beta\|D_h\|_2 \le \beta\|D_h\|_F` is below the limit: the
+    symmetric pass applies without the spectral norms), 2 otherwise. With ``1`` the pass's
+    items compute their own shifts (:func:`_sym3`, in parallel); the 1000 closed forms of
+    the paper's case took ≈ 55 µs on the caller's thread before the pass."""
+    sym = 1
+    for p_ in range(D.shape[0]):
+        for h in range(D.shape[1]):
+            f = 0.0
+            for a in range(3):
+                for b in range(3):
+                    v = D[p_, h, a, b]
+                    f += v * v
+                    if v != D[p_, h, b, a]:
+                        return 0
+            if not 2.0 * beta * math.sqrt(f) * (1.0 + _FRO_MARGIN) < limit:
+                sym = 2
+    return sym
 
 
 @njit(**_OPTS)
@@ -3120,10 +3157,12 @@ def _spectral_norm(D, symmetric=None):
         return np.ascontiguousarray(np.linalg.norm(D, ord=2, axis=(-2, -1)))
 
 
-def _shift_and_route(n, d, D, beta, single, fast_exp, U, causal):
+def _shift_and_route(n, d, D, beta, single, fast_exp, U, causal, symmetric=None):
     """The logit bound c_h = β‖D_h‖₂ (P, H) [model §2] and whether :func:`fused_pass` takes
-    the symmetric d = 3 pass (:func:`_use_sym`): one symmetry test of D for both."""
-    symmetric = _is_symmetric(D)
+    the symmetric d = 3 pass (:func:`_use_sym`): one symmetry test of D for both (unless
+    ``symmetric`` is given)."""
+    if symmetric is None:
+        symmetric = _is_symmetric(D)
     shift = beta * _spectral_norm(D, symmetric)
     return shift, _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric)
 
@@ -3235,8 +3274,19 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         single = False  # the weighted pair loop is float64
 
     Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
-    # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]; the route
-    shift, use_sym = _shift_and_route(n, d, D, beta, single, fast_exp, U, causal)
+    # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]; the route. When the
+    # symmetric pass applies whatever the spectral norms (a Frobenius bound) and runs one
+    # band, its items compute the shifts
+    own_shift = False
+    pre = 0
+    if (_SYM_ENABLED and d == 3 and not single and fast_exp and U is None and not causal
+            and 0 < n <= SYM_MAX_N and H > 0):
+        pre = _sym3_precheck(D, beta, FIXED_SHIFT_LIMIT)
+    if pre == 1 and sym_band_count(n, H) == 1:
+        shift, use_sym, own_shift = np.empty((P, H)), True, True
+    else:
+        shift, use_sym = _shift_and_route(n, d, D, beta, single, fast_exp, U, causal,
+                                          None if pre == 0 else True)
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
@@ -3272,9 +3322,10 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
         if nb == 1 and P >= threads and _SYM_FUSE:  # one item per path: the same bits
             _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, S0, SX, SI, RS,
-                      *outs)
+                      *outs, own_shift=own_shift)
         elif nb == 1:  # items (path, head); a path's last head runs its combine
-            _run_sym3(_SYM_CHAIN, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
+            _run_sym3(_SYM_CHAIN, False, *sym, _NO_CB, S0, SX, SI, RS, *outs,
+                      own_shift=own_shift)
         else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
             Cb = _paged_zeros((1, H, nb, 5, nps), _SLOT_SUMS)
             for q in range(P):
