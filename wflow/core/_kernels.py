@@ -913,17 +913,17 @@ def _sym_bands(n, H):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_rows_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, Rp, p, h, i_lo, i_hi, c, own):
+def _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own):
     """Rows ``i_lo..i_hi−1``'s sums of :func:`_sym_band3` once the band is done: the row part
     ``Rp[i] = (Σ e, Σ e x_j)`` plus the column part C_k[i]; for the Itô sum only the column
     part, doubled (:func:`_sym_band3`). One loop over the rows, which LLVM vectorises (it
     was four scalar blocks of ≈ 50 instructions after each group of four rows; the same
     arithmetic, the same bits)."""
     m = i_hi - i_lo
-    s0 = S0[p, h, i_lo:i_hi]
-    sx = SX[p, h, i_lo:i_hi].reshape(3 * m)  # (flat: a stride LLVM knows)
-    si = SI[p, h, i_lo:i_hi]
-    rs = RS[p, h, i_lo:i_hi]
+    s0 = S0h[i_lo:i_hi]
+    sx = SXh[i_lo:i_hi].reshape(3 * m)  # (flat: a stride LLVM knows)
+    si = SIh[i_lo:i_hi]
+    rs = RSh[i_lo:i_hi]
     rp = Rp[i_lo:i_hi].reshape(4 * m)
     c0 = C0[i_lo:i_hi]
     c1 = C1[i_lo:i_hi]
@@ -997,8 +997,8 @@ def _sym_weights_fill(W, n, npq):
 
 
 @njit(fastmath=_FM, **_OPTS, **_NOALIAS)
-def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, Rp, own, p, h, S0,
-               SX, SI, RS, ito, G):
+def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, Rp, own, S0h,
+               SXh, SIh, RSh, ito, G):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
@@ -1176,7 +1176,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, Rp
         rp[1, 0], rp[1, 1], rp[1, 2], rp[1, 3] = sb, ab0, ab1, ab2
         rp[2, 0], rp[2, 1], rp[2, 2], rp[2, 3] = sc, ac0, ac1, ac2
         rp[3, 0], rp[3, 1], rp[3, 2], rp[3, 3] = sd, ad0, ad1, ad2
-    _sym_rows_out(S0, SX, SI, RS, C0, C1, C2, C3, C4, Rp, p, h, i_lo, i_hi, c, own)
+    _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own)
 
 
 #: The fused symmetric stage reads ⟨x_i, x_j⟩² from a table per path (and worker) up to this
@@ -1217,23 +1217,23 @@ def _cos2_table(x0, x1, x2, n, G):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, p, h, S0, SX, SI, RS,
+def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, SXh, SIh, RSh,
                    want_ito, G):
     """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito`` and
     the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
     if want_ito and G.shape[0] > 0:
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, p, h, S0, SX, SI, RS, 2, G)
+                   own, S0h, SXh, SIh, RSh, 2, G)
     elif want_ito:
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, p, h, S0, SX, SI, RS, 1, G)
+                   own, S0h, SXh, SIh, RSh, 1, G)
     else:
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, p, h, S0, SX, SI, RS, 0, G)
+                   own, S0h, SXh, SIh, RSh, 0, G)
 
 
 @njit(**_OPTS, **_NOALIAS)
-def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dEp, acc):
+def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part, dEp, acc):
     r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
     shift :math:`c_h`, uniform masses, no mask): with :math:`\bar y = SX/S0`,
 
@@ -1262,7 +1262,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
     d00, d01, d02 = D[p, h, 0, 0], D[p, h, 0, 1], D[p, h, 0, 2]
     d10, d11, d12 = D[p, h, 1, 0], D[p, h, 1, 1], D[p, h, 1, 2]
     d20, d21, d22 = D[p, h, 2, 0], D[p, h, 2, 1], D[p, h, 2, 2]
-    es = math.exp(RS[p, h, i0])
+    es = math.exp(RSr[i0])
     zn = es / n
     izn = n / es
     head = norm == 0
@@ -1270,9 +1270,9 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
     # flat views: element (r, k) at 3r + k, a stride LLVM knows (with the runtime row stride
     # of a 2-D view it would vectorise only for stride 1, never taken)
     Xp = X[p, i0:i1].reshape(3 * m)
-    S0h = S0[p, h, i0:i1]
-    SXh = SX[p, h, i0:i1].reshape(3 * m)
-    SIh = SI[p, h, i0:i1]
+    S0h = S0r[i0:i1]
+    SXh = SXr[i0:i1].reshape(3 * m)
+    SIh = SIr[i0:i1]
     Ph = part[p, h, i0:i1]
     a0 = acc[0]
     a1 = acc[1]
@@ -1315,7 +1315,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0, SX, SI, RS, part, dE
         e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
         for i in range(max(i0, b * R), min(i1, b * R + R)):
             x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
-            sx0, sx1, sx2 = SX[p, h, i, 0], SX[p, h, i, 1], SX[p, h, i, 2]
+            sx0, sx1, sx2 = SXr[i, 0], SXr[i, 1], SXr[i, 2]
             e00 += x0 * sx0
             e01 += x0 * sx1
             e02 += x0 * sx2
@@ -2682,7 +2682,7 @@ def _sym3_items(stage, P, H, nb, nt):
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, ito, R, counter,
-          Cb, Ws, Cws, Gs, As, Ts, Rs, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+          Cb, Ws, Cws, Gs, As, Ts, Rs, Ss, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
@@ -2693,7 +2693,11 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
       of heads, :data:`_SYM_CHUNK`); an item runs head after head the pair sums
       (:func:`_sym_band3`, all rows) and at once the head's combine for all rows
       (:func:`_sym_epilogue3`, into the chunk's accumulators ``Ac[p, chunk]``), while the
-      head's row sums are in cache. The thread whose item completes path p's last chunk (the
+      head's row sums are in cache: in the thread's scratch ``Ss`` (one head, 9.6 KB at
+      n = 200), not in the (P, H, n) arrays, whose path (0.96 MB for H = 100) evicted the
+      path's table of squared cosines from L2 at every head (session 13, one thread, six
+      alternated fresh processes: paper case 1.45 → 1.62·10⁹ pair-heads/s, (4096, 8, 3)
+      1.73 → 1.83 in the same runs, a noisy hour). The thread whose item completes path p's last chunk (the
       acquire-release counter ``counter[_C_PATH + p]``) adds the chunks in order and runs the
       path's per-row outputs and its sums (:func:`_finish_path`). Items of chunks rather
       than whole paths: the paper's 10 paths of 100 heads on two threads left one thread
@@ -2745,6 +2749,11 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     acc = As[slot]  # component-major (2d + 3, n or R)
     tmp = Ts[slot]  # one chunk's sum (the combine of the chained and unfused forms)
     Rp = Rs[slot]  # the band's row parts
+    # one head's row sums (the fused stage: S0, SX, SI, RS of (P, H, n) stay untouched)
+    S0s = Ss[slot, :n]
+    SXs = Ss[slot, n:4 * n].reshape((n, d))
+    SIs = Ss[slot, 4 * n:5 * n]
+    RSs = Ss[slot, 5 * n:6 * n]
     nc = _sym_chunks(H)
     v = np.empty(d)
     g = np.empty(d)
@@ -2800,10 +2809,14 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         for h in range(h0, h1):
             C = Cw if nb == 1 else Cb[p, h, b]
             C[:, (i_lo // _VQ) * _VQ:npq] = 0.0  # (the columns the loop reads)
+            if fused:  # the head's row sums: consumed at once, in the thread's scratch
+                S0h, SXh, SIh, RSh = S0s, SXs, SIs, RSs
+            else:
+                S0h, SXh, SIh, RSh = S0[p, h], SX[p, h], SI[p, h], RS[p, h]
             _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                           i_lo, i_hi, C, W, Rp, nb == 1, p, h, S0, SX, SI, RS, ito[p], Gp)
+                           i_lo, i_hi, C, W, Rp, nb == 1, S0h, SXh, SIh, RSh, ito[p], Gp)
             if fused:  # the head's combine while its row sums are in cache
-                _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0, SX, SI, RS, part,
+                _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0h, SXh, SIh, RSh, part,
                                dEp, ac)
         # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
         # last head is done (the thread that completes it sees the others' row sums)
@@ -2825,8 +2838,8 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
             for k in range(nc):
                 tc[:] = 0.0
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0, SX, SI, RS, part,
-                                   dEp, tc)
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
+                                   SI[p, h], RS[p, h], part, dEp, tc)
                 if k == 0:
                     a[:] = tc
                 else:
@@ -2876,8 +2889,9 @@ def _sym3_scratch(slots, n, nps, table, rows):
     ``Ws (slots, _VQ/4, 4, nps)`` (:func:`_sym_weights_fill`, filled by the job), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
     the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads) and the
-    band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`), in the page layout
-    of :data:`_PAGE`.
+    band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`) and one head's row sums
+    ``Ss (slots, 6n)`` (S0, SX, SI, RS of the fused stage), in the page layout of
+    :data:`_PAGE`.
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
     like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
     arena, which may return it to the system at the end of a job and fault it in again at
@@ -2890,7 +2904,7 @@ def _sym3_scratch(slots, n, nps, table, rows):
         _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
         np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
-        np.zeros((slots, npq + _SYM_ROWS, 4))))
+        np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n))))
 
 
 def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
