@@ -139,6 +139,7 @@ polynomial exponential (Cody–Waite range reduction, degree-10 polynomial,
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import platform
 import threading
@@ -3130,13 +3131,11 @@ def _pair_statistics(role, X, cos_cluster, cos_merge, counter, mins, comps, merg
         _leave(role, counter)
 
 
-def _columns(X, width, dtype=np.float64, page_offset=None):
+def _columns(X, width, dtype=np.float64):
     """The tokens as structure of arrays ``(P, d, n_pad)``, columns zero-padded to a multiple
-    of ``width`` (the pair loops' vector granularity); with ``page_offset`` (float64) the data
-    start that many bytes into a page (:func:`_paged_zeros`)."""
+    of ``width`` (the pair loops' vector granularity)."""
     P, n, d = X.shape
-    shape = (P, d, -(-n // width) * width)
-    Xt = np.zeros(shape, dtype=dtype) if page_offset is None else _paged_zeros(shape, page_offset)
+    Xt = np.zeros((P, d, -(-n // width) * width), dtype=dtype)
     Xt[:, :, :n] = X.transpose(0, 2, 1)
     return Xt
 
@@ -3287,7 +3286,6 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         U[:, :n] = n * w
         single = False  # the weighted pair loop is float64
 
-    Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
     # logit bound c_h = β‖D_h‖₂ and the shift policy [model §2]; the route. When the
     # symmetric pass applies whatever the spectral norms (a Frobenius bound) and runs one
     # band, its items compute the shifts
@@ -3304,34 +3302,34 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
+    # the symmetric pass writes every output (it is never causal); elsewhere NaN where a
+    # causal pass leaves them undefined
     # NaN where a causal pass leaves them undefined. Separate allocations on purpose: views of
     # one buffer would keep all of them alive while a caller keeps any one (e.g. a record
     # holding ``energy`` would hold ``gradient`` too)
-    nan = np.nan
-    grad = np.full((P, n, d), nan)
-    bhat = np.full((P, n), nan)
-    er = np.full((5, P, n), nan)  # row terms of 𝒟, G², G²_hm, E, Itô
-    energy = np.full(P, nan)
-    diss = np.full(P, nan)
-    G2 = np.full(P, nan)
-    G2hm = np.full(P, nan)
-    ito = np.full(P, nan)
-    dEdD = np.full((P, H, d, d), nan)
+    new = np.empty if use_sym else _nans
+    grad = new((P, n, d))
+    bhat = new((P, n))
+    er = new((5, P, n))  # row terms of 𝒟, G², G²_hm, E, Itô
+    energy = new(P)
+    diss = new(P)
+    G2 = new(P)
+    G2hm = new(P)
+    ito = new(P)
+    dEdD = new((P, H, d, d))
     R = _tile_rows(d)
     # per-tile partial sums of ∂_D E (the symmetric pass writes every one once; the other
     # passes add to them)
     dEp = (np.empty if use_sym else np.zeros)((P, -(-n // R), H, d, d))
     # this thread's numba thread count (numba.get_num_threads in compiled code would prevent
     # caching); the tile passes' job counter (the symmetric pass makes its own per job)
-    threads = numba.get_num_threads()
-    counter = _job_counter(P, threads)
-    tile_threads = min(threads, P * -(-n // R))
+    threads = _num_threads()
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
-    limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
     if use_sym:
-        nps = _sym_stride(-(-n // _VQ) * _VQ)
-        Xt = _columns(X, nps, page_offset=_SLOT_LOADS)  # rows of nps: whole pages
-        bands = _sym_bands(n, H)
+        bands, nps = _sym_layout(n, H)
+        # rows of nps: whole pages (kept: the padding columns stay zero)
+        Xt = _kept("sym_columns", (P, n), lambda: _paged_zeros((P, 3, nps), _SLOT_LOADS))
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
         if nb == 1 and P >= threads and _SYM_FUSE:  # one item per path: the same bits
@@ -3349,7 +3347,13 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                           RS[s], *outs)  # (the outputs are not touched by this stage)
                 _run_sym_reduce3(bands, Cb, S0[s], SX[s], SI[s], threads)
             _run_sym3(_SYM_COMBINE, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
-    elif limits is not None:
+        return _field_pass(want_ito, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm,
+                           dEdD, ito)
+    counter = _job_counter(P, threads)
+    tile_threads = min(threads, P * -(-n // R))
+    Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
+    limits = _blas_limits() if _use_blas(n, d, single, fast_exp) else None
+    if limits is not None:
         rowmax = np.ascontiguousarray(2.0 * shift >= FIXED_SHIFT_LIMIT)
         _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, bool(fast_exp),
                         S0, SX, SI, RS, limits, U)
@@ -3373,6 +3377,41 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         _pool.run(_fused64, (Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal,
                              want_ito, bool(fast_exp), True, R, counter, Uk, S0, SX, SI, RS,
                              *outs), tile_threads)
-    if want_ito and not ito_p.all():  # the other routes computed every path's Itô sum
+    return _field_pass(want_ito, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD,
+                       ito)
+
+
+def _field_pass(want_ito, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito):
+    """The FieldPass of :func:`fused_pass`, NaN as the Itô sum of the paths that do not want
+    it (the routes other than the symmetric pass compute it for every path)."""
+    if want_ito and not ito_p.all():
         ito[~ito_p] = np.nan
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)
+
+
+def _nans(shape):
+    """A new float64 array of NaN."""
+    return np.full(shape, np.nan)
+
+
+def _num_threads():
+    """``numba.get_num_threads()`` (this thread's setting) without its lock once numba's
+    threading layer is up: the public call took ≈ 20 µs per field evaluation (a process
+    lock), ≈ 0.15% of the paper case on two threads."""
+    try:
+        from numba.np.ufunc import parallel as par
+
+        if par._is_initialized:
+            nt = int(par._get_num_threads())
+            if nt > 0:
+                return nt
+    except Exception:  # pragma: no cover - another numba: the public call
+        pass
+    return numba.get_num_threads()
+
+
+@functools.lru_cache(maxsize=64)
+def _sym_layout(n, H):
+    """(bands, nps) of the symmetric pass for (n, H): :func:`_sym_bands` and the page-padded
+    row length :func:`_sym_stride` (never modified by the pass)."""
+    return _sym_bands(n, H), _sym_stride(-(-n // _VQ) * _VQ)
