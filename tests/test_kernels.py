@@ -1001,6 +1001,29 @@ def test_sym_shift_in_the_items_same_bits(monkeypatch):
     check(got, reference(X, Di, V, 1.0, "head", np.zeros(2, bool), False, True), False)
 
 
+def test_num_threads_is_numbas_setting():
+    """The pass reads numba's thread count without its process lock: the same value as
+    ``numba.get_num_threads()``, thread-local like it (a Dask worker thread sets its own)."""
+    import threading
+
+    old = numba.get_num_threads()
+    seen = {}
+
+    def other():
+        numba.set_num_threads(1)
+        seen["other"] = (K._num_threads(), numba.get_num_threads())
+
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert seen["other"] == (1, 1)
+        assert K._num_threads() == numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+    finally:
+        numba.set_num_threads(old)
+
+
 def test_sym_pass_only_where_it_applies():
     """The symmetric pass needs e_ij = e_ji: symmetric D, the fixed shift on every head, no
     mask, uniform masses, float64 and the polynomial exponential, d = 3, n ≤ SYM_MAX_N."""
