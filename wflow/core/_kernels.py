@@ -85,10 +85,10 @@ loop, in the same compiled function, the sums over rows and over tiles run seque
 (:func:`_finish`) on the calling thread. The threads take items from the job's atomic
 counter (:func:`_fetch_add`): a dynamic schedule, so a thread preempted by another process
 delays at most its current item instead of a static half of the loop. The symmetric d = 3
-pass takes one job with one band (items: paths with at least as many paths as threads;
-otherwise (path, head), the thread that completes a path's last head running its combine),
-and with several bands two per path for the pair sums and their band reduction, then one for
-the combine (the stages of :func:`_sym3`).
+pass takes one job with one band (items: (path, chunk of ≤ 16 heads) with at least as many
+paths as threads; otherwise (path, head); the thread that completes a path's last item runs
+its per-row outputs and sums), and with several bands two per path for the pair sums and
+their band reduction, then one for the combine (the stages of :func:`_sym3`).
 
 *Threads: wflow's own pool* (:mod:`wflow.core._pool`, session 11). The passes are not numba
 ``prange`` loops (OpenMP regions) but jobs of a pool of ``numba.get_num_threads() − 1``
@@ -3332,7 +3332,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         Xt[:, :, :n] = X.transpose(0, 2, 1)
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
-        if nb == 1 and P >= threads and _SYM_FUSE:  # one item per path: the same bits
+        if nb == 1 and P >= threads and _SYM_FUSE:  # items (path, chunk of heads): the same bits
             _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, S0, SX, SI, RS,
                       *outs, own_shift=own_shift)
         elif nb == 1:  # items (path, head); a path's last head runs its combine
