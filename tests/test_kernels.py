@@ -902,7 +902,8 @@ def test_sym_band_noalias_same_bits():
                 for h in range(2):
                     C[:] = 0.0
                     f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, 0, n, C[0],
-                      C[1], C[2], C[3], C[4], W, True, *(a[0, h] for a in o), ito, G)
+                      C[1], C[2], C[3], C[4], W, np.full((npq + 4, 4), np.nan), True,
+                      *(a[0, h] for a in o), ito, G)
                 outs.append(o)
         for other in outs[1:]:
             for a, b in zip(outs[0], other):
