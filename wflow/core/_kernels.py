@@ -2491,7 +2491,7 @@ def _finish(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U
         _finish_path(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U, p)
 
 
-@njit(inline="always", **_OPTS)
+@njit(**_OPTS)
 def _finish_path(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dEdD, U, p):
     """:func:`_finish` of path p alone (the symmetric pass's fused and chained forms run it
     in the item that completes the path). ∂_D E: every entry sums its tiles in tile order
@@ -2660,22 +2660,6 @@ _SYM_CHUNK = 16
 def _sym_chunks(H):
     """The number of head chunks of :func:`_sym3` (:data:`_SYM_CHUNK`)."""
     return max(1, (H + _SYM_CHUNK - 1) // _SYM_CHUNK)
-
-
-@njit(inline="always", **_OPTS)
-def _chunk_add(dst, src, m, first):
-    """``dst[:, :m] = src[:, :m]`` (first chunk) or ``+=`` (the next): explicit loops, the
-    same arithmetic as the array expressions, whose shape checks compiled numba's string
-    formatting into :func:`_sym3` (≈ 5 s of a cold cache)."""
-    for k in range(dst.shape[0]):
-        d = dst[k]
-        s = src[k]
-        if first:
-            for r in range(m):
-                d[r] = s[r]
-        else:
-            for r in range(m):
-                d[r] += s[r]
 
 
 @njit(inline="always", **_OPTS)
@@ -2850,18 +2834,21 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         last = fused and _atomic_add(counter, _C_PATH + p, 1) == nc - 1
         if heads:  # chunk by chunk, as the fused form
             m = r1 - r0
+            a = acc[:, :m]
             tc = tmp[:, :m]
             for k in range(nc):
                 tc[:] = 0.0
-                # (tmp whole: the combine uses its first m columns; a C-contiguous argument,
-                # as in the fused call: one compiled combine, not two, ≈ 5 s cold)
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
-                                   SI[p, h], RS[p, h], part, dEp, tmp)
-                _chunk_add(acc, tmp, m, k == 0)
+                                   SI[p, h], RS[p, h], part, dEp, tc)
+                if k == 0:
+                    a[:] = tc
+                else:
+                    a += tc
         if last:
-            for k in range(nc):
-                _chunk_add(acc, Ac[p, k], n, k == 0)
+            acc[:] = Ac[p, 0]
+            for k in range(1, nc):
+                acc += Ac[p, k]
         if heads or last:
             for tb in range(r0 // R, (r1 + R - 1) // R):
                 i0 = tb * R
