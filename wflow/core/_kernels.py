@@ -2743,9 +2743,8 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     if late:  # no items, and no write to another thread's scratch
         items = 0
         slot = 0
-    W = Ws[slot]
-    if not late:
-        _sym_weights_fill(W, n, npq)
+    W = Ws[slot]  # (filled at the thread's first item: below)
+    filled = False
     Cw = Cws[slot]
     acc = As[slot]  # component-major (2d + 3, n or R)
     tmp = Ts[slot]  # one chunk's sum (the combine of the chained and unfused forms)
@@ -2768,6 +2767,11 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         t = _fetch_add(counter)
         if t >= items:
             break
+        if not filled:  # only a thread with an item writes its slot's weights: a worker that
+            # arrives after the items are gone may find the slot (kept scratch) in use by the
+            # next job, whose band may be rewriting its weights (non-table mode)
+            _sym_weights_fill(W, n, npq)
+            filled = True
         # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
         b = 0
         h0 = 0
