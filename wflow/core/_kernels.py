@@ -3294,23 +3294,22 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     # symmetric pass applies whatever the spectral norms (a Frobenius bound) and runs one
     # band, its items compute the shifts
     own_shift = False
-    pre = 0
+    pre = -1  # (not tested)
     if (_SYM_ENABLED and d == 3 and not single and fast_exp and U is None and not causal
             and 0 < n <= SYM_MAX_N and H > 0):
         pre = _sym3_precheck(D, beta, FIXED_SHIFT_LIMIT)
     if pre == 1 and sym_band_count(n, H) == 1:
         shift, use_sym, own_shift = np.empty((P, H)), True, True
-    else:
+    else:  # (the precheck's symmetry verdict, when it ran, is not tested again)
         shift, use_sym = _shift_and_route(n, d, D, beta, single, fast_exp, U, causal,
-                                          None if pre == 0 else True)
+                                          None if pre < 0 else pre > 0)
     S0, SX, SI, RS = _row_sum_arrays(P, H, n, d)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
-    # the symmetric pass writes every output (it is never causal); elsewhere NaN where a
-    # causal pass leaves them undefined
-    # NaN where a causal pass leaves them undefined. Separate allocations on purpose: views of
-    # one buffer would keep all of them alive while a caller keeps any one (e.g. a record
-    # holding ``energy`` would hold ``gradient`` too)
+    # the symmetric pass writes every output (it is never causal); the other routes start
+    # from NaN, where a causal pass leaves them undefined. Separate allocations on purpose:
+    # views of one buffer would keep all of them alive while a caller keeps any one (e.g. a
+    # record holding ``energy`` would hold ``gradient`` too)
     new = np.empty if use_sym else _nans
     grad = new((P, n, d))
     bhat = new((P, n))
@@ -3326,7 +3325,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     # passes add to them)
     dEp = (np.empty if use_sym else np.zeros)((P, -(-n // R), H, d, d))
     # this thread's numba thread count (numba.get_num_threads in compiled code would prevent
-    # caching); the tile passes' job counter (the symmetric pass makes its own per job)
+    # caching)
     threads = _num_threads()
     outs = (vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito, dEdD)
     if use_sym:
