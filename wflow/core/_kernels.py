@@ -2845,14 +2845,29 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
                                    SI[p, h], RS[p, h], part, dEp, tc)
-                if k == 0:
-                    a[:] = tc
-                else:
-                    a += tc
+                # (explicit loops: an array expression's shape check compiles numba's
+                # string formatting into this function, ≈ 5 s of a cold cache)
+                for q in range(a.shape[0]):
+                    aq = a[q]
+                    tq = tc[q]
+                    if k == 0:
+                        for r in range(m):
+                            aq[r] = tq[r]
+                    else:
+                        for r in range(m):
+                            aq[r] += tq[r]
         if last:
-            acc[:] = Ac[p, 0]
-            for k in range(1, nc):
-                acc += Ac[p, k]
+            for k in range(nc):
+                Ak = Ac[p, k]
+                for q in range(acc.shape[0]):
+                    aq = acc[q]
+                    sq = Ak[q]
+                    if k == 0:
+                        for r in range(n):
+                            aq[r] = sq[r]
+                    else:
+                        for r in range(n):
+                            aq[r] += sq[r]
         if heads or last:
             for tb in range(r0 // R, (r1 + R - 1) // R):
                 i0 = tb * R
