@@ -2662,6 +2662,23 @@ def _sym_chunks(H):
     return max(1, (H + _SYM_CHUNK - 1) // _SYM_CHUNK)
 
 
+@njit(**_OPTS)
+def _chunk_add(dst, src, m, first):
+    """``dst[:, :m] = src[:, :m]`` (the first chunk) or ``+=`` (the next ones), by explicit
+    loops: the array expressions' shape checks compiled numba's string formatting into
+    :func:`_sym3` (≈ 5 s of a cold cache). A call, not inlined (session 13 inlined such a
+    helper, and the suite then crashed in two of three CI runs; the cause was not found)."""
+    for q in range(dst.shape[0]):
+        d = dst[q]
+        s = src[q]
+        if first:
+            for r in range(m):
+                d[r] = s[r]
+        else:
+            for r in range(m):
+                d[r] += s[r]
+
+
 @njit(inline="always", **_OPTS)
 def _sym_chunk_start(H, nc, c):
     """The first head of chunk c of nc (chunk sizes differ by at most one)."""
@@ -2820,9 +2837,11 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 S0h, SXh, SIh, RSh = S0[p, h], SX[p, h], SI[p, h], RS[p, h]
             _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
                            i_lo, i_hi, C, W, Rp, nb == 1, S0h, SXh, SIh, RSh, ito[p], Gp)
-            if fused:  # the head's combine while its row sums are in cache
-                _sym_epilogue3(X, D, V, lap, norm, p, h, 0, n, R, S0h, SXh, SIh, RSh, part,
-                               dEp, ac)
+            if fused:  # the head's combine while its row sums are in cache (all rows: the
+                # fused stage has one band, i_lo = 0 and i_hi = n, int64 rather than the
+                # literal 0, so that both call sites compile one combine: ≈ 5 s cold)
+                _sym_epilogue3(X, D, V, lap, norm, p, h, i_lo, i_hi, R, S0h, SXh, SIh, RSh,
+                               part, dEp, ac)
         # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
         # last head is done (the thread that completes it sees the others' row sums)
         r0 = 0
@@ -2838,36 +2857,17 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         last = fused and _atomic_add(counter, _C_PATH + p, 1) == nc - 1
         if heads:  # chunk by chunk, as the fused form
             m = r1 - r0
-            a = acc[:, :m]
-            tc = tmp[:, :m]
             for k in range(nc):
-                tc[:] = 0.0
+                tmp[:, :m] = 0.0
+                # (tmp whole: the combine uses its first m columns; a C-contiguous argument,
+                # as in the fused call, so one compiled combine, not two: ≈ 5 s cold)
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
-                                   SI[p, h], RS[p, h], part, dEp, tc)
-                # (explicit loops: an array expression's shape check compiles numba's
-                # string formatting into this function, ≈ 5 s of a cold cache)
-                for q in range(a.shape[0]):
-                    aq = a[q]
-                    tq = tc[q]
-                    if k == 0:
-                        for r in range(m):
-                            aq[r] = tq[r]
-                    else:
-                        for r in range(m):
-                            aq[r] += tq[r]
+                                   SI[p, h], RS[p, h], part, dEp, tmp)
+                _chunk_add(acc, tmp, m, k == 0)
         if last:
             for k in range(nc):
-                Ak = Ac[p, k]
-                for q in range(acc.shape[0]):
-                    aq = acc[q]
-                    sq = Ak[q]
-                    if k == 0:
-                        for r in range(n):
-                            aq[r] = sq[r]
-                    else:
-                        for r in range(n):
-                            aq[r] += sq[r]
+                _chunk_add(acc, Ac[p, k], n, k == 0)
         if heads or last:
             for tb in range(r0 // R, (r1 + R - 1) // R):
                 i0 = tb * R
