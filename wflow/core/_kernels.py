@@ -2839,7 +2839,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                            i_lo, i_hi, C, W, Rp, nb == 1, S0h, SXh, SIh, RSh, ito[p], Gp)
             if fused:  # the head's combine while its row sums are in cache (all rows: the
                 # fused stage has one band, i_lo = 0 and i_hi = n, int64 rather than the
-                # literal 0, so that both call sites compile one combine: ≈ 5 s cold)
+                # literal 0, so that both call sites compile one combine: 0.8 s of a cold cache)
                 _sym_epilogue3(X, D, V, lap, norm, p, h, i_lo, i_hi, R, S0h, SXh, SIh, RSh,
                                part, dEp, ac)
         # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
@@ -2860,7 +2860,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
             for k in range(nc):
                 tmp[:, :m] = 0.0
                 # (tmp whole: the combine uses its first m columns; a C-contiguous argument,
-                # as in the fused call, so one compiled combine, not two: ≈ 5 s cold)
+                # as in the fused call, so one compiled combine, not two: 0.8 s of a cold cache)
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
                                    SI[p, h], RS[p, h], part, dEp, tmp)
