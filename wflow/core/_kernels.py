@@ -1281,7 +1281,13 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     Two loops: the per-row terms (no sum across rows: LLVM vectorises it over rows, each lane
     the scalar arithmetic, so the bits are those of the scalar loop), then the tile sums of
     ∂_D E row by row in their fixed order. Compiled with noalias pointer arguments (the
-    arrays it writes, ``part``, ``dEp`` and ``acc``, share no memory with any other)."""
+    arrays it writes, ``part``, ``dEp`` and ``acc``, share no memory with any other).
+
+    The tile sums take the six entries a ≤ b and mirror them [session 15]:
+    :math:`\sum_i x_i SX_i^\top = \sum_{i,j} e_{ij} x_i x_j^\top` is symmetric (e_ij = e_ji),
+    so the sum over tiles of the mirrored upper triangles is that matrix up to rounding, and
+    exactly symmetric. Six product chains instead of nine: the combine of the paper's case
+    1.14 → 1.03–1.06 ms per 1000 heads (best of 30, alternated processes), ≈ 0.4% of the case."""
     n = X.shape[1]
     lp = lap[h]
     v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
@@ -1340,27 +1346,24 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
         a5[r] += es * ((d20 * sx0 + d21 * sx1) + d22 * sx2)
         a8[r] += es * SIh[r]
     for b in range(i0 // R, (i1 - 1) // R + 1):
-        e00 = e01 = e02 = e10 = e11 = e12 = e20 = e21 = e22 = 0.0
+        e00 = e01 = e02 = e11 = e12 = e22 = 0.0
         for i in range(max(i0, b * R), min(i1, b * R + R)):
             x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
             sx0, sx1, sx2 = SXr[i, 0], SXr[i, 1], SXr[i, 2]
             e00 += x0 * sx0
             e01 += x0 * sx1
             e02 += x0 * sx2
-            e10 += x1 * sx0
             e11 += x1 * sx1
             e12 += x1 * sx2
-            e20 += x2 * sx0
-            e21 += x2 * sx1
             e22 += x2 * sx2
         dEp[p, b, h, 0, 0] = es * e00
         dEp[p, b, h, 0, 1] = es * e01
         dEp[p, b, h, 0, 2] = es * e02
-        dEp[p, b, h, 1, 0] = es * e10
+        dEp[p, b, h, 1, 0] = es * e01
         dEp[p, b, h, 1, 1] = es * e11
         dEp[p, b, h, 1, 2] = es * e12
-        dEp[p, b, h, 2, 0] = es * e20
-        dEp[p, b, h, 2, 1] = es * e21
+        dEp[p, b, h, 2, 0] = es * e02
+        dEp[p, b, h, 2, 1] = es * e12
         dEp[p, b, h, 2, 2] = es * e22
 
 
