@@ -3215,6 +3215,18 @@ def _columns(X, width, dtype=np.float64):
     return Xt
 
 
+@njit(**_OPTS)
+def _columns_fill(X, Xt):
+    """``Xt[p, k, i] = X[p, i, k]`` for i < n: the tokens into the symmetric pass's layout
+    (compiled: numpy's strided copy took ≈ 10 µs of Python on the caches after a pass)."""
+    P, n, d = X.shape
+    for p in range(P):
+        for k in range(d):
+            row = Xt[p, k]
+            for i in range(n):
+                row[i] = X[p, i, k]
+
+
 def _is_symmetric(D):
     """Whether every D_h (…, d, d) equals its transpose exactly."""
     return bool(np.array_equal(D, np.swapaxes(D, -1, -2)))
@@ -3318,8 +3330,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     single = np.asarray(X).dtype == np.float32
     # C-contiguous and writeable: a read-only view (e.g. a broadcast with P = 1) would be
     # another numba type and compile every kernel again
-    X = np.require(X, np.float64, ("C", "W"))
-    D = np.require(D, np.float64, ("C", "W"))
+    X = _c_f64(X)
+    D = _c_f64(D)
     if X.ndim != 3:
         raise ValueError(f"X has shape {X.shape}: expected (P, n, d)")
     P, n, d = X.shape
@@ -3329,7 +3341,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     if tied or V is None:
         V = D
     else:
-        V = np.require(V, np.float64, ("C", "W"))
+        V = _c_f64(V)
         if V.shape != D.shape:
             raise ValueError(f"V has shape {V.shape}: expected {D.shape}")
     beta = float(beta)
@@ -3338,16 +3350,27 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     norm_code = int(norm_code)
     if norm_code not in (0, 1, 2):
         raise ValueError(f"norm_code = {norm_code}: expected 0 (head), 1 (joint) or 2 (none)")
-    lap = np.zeros(H, dtype=np.bool_)
-    lap[:] = np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1) if np.size(laplacian_mask) else False
+    lap = laplacian_mask  # (the kernels only read it)
+    if not (type(lap) is np.ndarray and lap.dtype == np.bool_ and lap.shape == (H,)
+            and lap.flags.c_contiguous and lap.flags.writeable):
+        lap = np.zeros(H, dtype=np.bool_)
+        lap[:] = (np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1)
+                  if np.size(laplacian_mask) else False)
     causal = bool(causal)
-    ito_p = np.zeros(P, dtype=np.bool_)  # the paths whose Itô sum is wanted
-    try:
-        ito_p[:] = False if causal else want_ito
-    except ValueError:
-        raise ValueError(f"want_ito has shape {np.shape(want_ito)}: expected a bool or "
-                         f"({P},)") from None
-    want_ito = bool(ito_p.any())
+    # the paths whose Itô sum is wanted: all or none (a shared array, only read), or per path
+    if causal or isinstance(want_ito, (bool, np.bool_)):
+        want_ito = False if causal else bool(want_ito)
+        ito_p = _path_flags(P, want_ito)
+        ito_all = True
+    else:
+        ito_p = np.zeros(P, dtype=np.bool_)
+        try:
+            ito_p[:] = want_ito
+        except ValueError:
+            raise ValueError(f"want_ito has shape {np.shape(want_ito)}: expected a bool or "
+                             f"({P},)") from None
+        want_ito = bool(ito_p.any())
+        ito_all = bool(ito_p.all())
     U = None
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
@@ -3384,7 +3407,9 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     new = np.empty if use_sym else _nans
     grad = new((P, n, d))
     bhat = new((P, n))
-    er = new((5, P, n))  # row terms of 𝒟, G², G²_hm, E, Itô
+    # row terms of 𝒟, G², G²_hm, E, Itô (internal: the symmetric pass writes every one, so its
+    # are kept between calls, as the row sums)
+    er = _kept("row_terms", (P, n), lambda: np.empty((5, P, n))) if use_sym else new((5, P, n))
     energy = new(P)
     diss = new(P)
     G2 = new(P)
@@ -3392,9 +3417,11 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     ito = new(P)
     dEdD = new((P, H, d, d))
     R = _tile_rows(d)
-    # per-tile partial sums of ∂_D E (the symmetric pass writes every one once; the other
-    # passes add to them)
-    dEp = (np.empty if use_sym else np.zeros)((P, -(-n // R), H, d, d))
+    # per-tile partial sums of ∂_D E (internal; the symmetric pass writes every one once: kept
+    # between calls, 1.8 MB at (200, 100, 3), P = 10; the other passes add to them)
+    nt = -(-n // R)
+    dEp = (_kept("tile_partials", (P, nt, H, d), lambda: np.empty((P, nt, H, d, d))) if use_sym
+           else np.zeros((P, nt, H, d, d)))
     # this thread's numba thread count (numba.get_num_threads in compiled code would prevent
     # caching)
     threads = _num_threads()
@@ -3403,7 +3430,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         bands, nps = _sym_layout(n, H)
         # rows of nps: whole pages (kept: the padding columns stay zero)
         Xt = _kept("sym_columns", (P, n), lambda: _paged_zeros((P, 3, nps), _SLOT_LOADS))
-        Xt[:, :, :n] = X.transpose(0, 2, 1)
+        _columns_fill(X, Xt)
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
         if nb == 1 and P >= threads and _SYM_FUSE:  # items (path, chunk of heads): the same bits
@@ -3421,8 +3448,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
                           RS[s], *outs)  # (the outputs are not touched by this stage)
                 _run_sym_reduce3(bands, Cb, S0[s], SX[s], SI[s], threads)
             _run_sym3(_SYM_COMBINE, False, *sym, _NO_CB, S0, SX, SI, RS, *outs)
-        return _field_pass(want_ito, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm,
-                           dEdD, ito)
+        return _field_pass(want_ito, ito_all, ito_p, vel, part, grad, bhat, energy, diss, G2,
+                           G2hm, dEdD, ito)
     counter = _job_counter(P, threads)
     tile_threads = min(threads, P * -(-n // R))
     Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
@@ -3451,16 +3478,40 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         _pool.run(_fused64, (Xt, D, V, X, beta, shift, rowmax, lap, norm_code, causal,
                              want_ito, bool(fast_exp), True, R, counter, Uk, S0, SX, SI, RS,
                              *outs), tile_threads)
-    return _field_pass(want_ito, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD,
-                       ito)
+    return _field_pass(want_ito, ito_all, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm,
+                       dEdD, ito)
 
 
-def _field_pass(want_ito, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito):
+def _field_pass(want_ito, ito_all, ito_p, vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD,
+                ito):
     """The FieldPass of :func:`fused_pass`, NaN as the Itô sum of the paths that do not want
-    it (the routes other than the symmetric pass compute it for every path)."""
-    if want_ito and not ito_p.all():
+    it (the routes other than the symmetric pass compute it for every path; ``ito_all``: every
+    path wants it, or none does)."""
+    if want_ito and not ito_all:
         ito[~ito_p] = np.nan
     return FieldPass(vel, part, grad, bhat, energy, diss, G2, G2hm, dEdD, ito)
+
+
+def _c_f64(a):
+    """``a`` as a C-contiguous, writeable float64 array: itself when it is one (``np.require``'s
+    Python took 8–16 µs per call on the caches a field evaluation leaves behind)."""
+    if (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+            and a.flags.writeable):
+        return a
+    return np.require(a, np.float64, ("C", "W"))
+
+
+#: :func:`_path_flags`' arrays by (P, value).
+_PATH_FLAGS = {}
+
+
+def _path_flags(P, value):
+    """A (P,) bool array of ``value``, shared between calls (the kernels only read it: never
+    write to it)."""
+    a = _PATH_FLAGS.get((P, value))
+    if a is None:
+        a = _PATH_FLAGS[(P, value)] = np.full(P, value, dtype=np.bool_)
+    return a
 
 
 def _nans(shape):
