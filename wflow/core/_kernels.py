@@ -3215,18 +3215,6 @@ def _columns(X, width, dtype=np.float64):
     return Xt
 
 
-@njit(**_OPTS)
-def _columns_fill(X, Xt):
-    """``Xt[p, k, i] = X[p, i, k]`` for i < n: the tokens into the symmetric pass's layout
-    (compiled: numpy's strided copy took ≈ 10 µs of Python on the caches after a pass)."""
-    P, n, d = X.shape
-    for p in range(P):
-        for k in range(d):
-            row = Xt[p, k]
-            for i in range(n):
-                row[i] = X[p, i, k]
-
-
 def _is_symmetric(D):
     """Whether every D_h (…, d, d) equals its transpose exactly."""
     return bool(np.array_equal(D, np.swapaxes(D, -1, -2)))
@@ -3430,7 +3418,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
         bands, nps = _sym_layout(n, H)
         # rows of nps: whole pages (kept: the padding columns stay zero)
         Xt = _kept("sym_columns", (P, n), lambda: _paged_zeros((P, 3, nps), _SLOT_LOADS))
-        _columns_fill(X, Xt)
+        Xt[:, :, :n] = X.transpose(0, 2, 1)
         nb = bands.size - 1
         sym = (Xt, D, V, X, beta, shift, bands, lap, norm_code, ito_p, R, threads)
         if nb == 1 and P >= threads and _SYM_FUSE:  # items (path, chunk of heads): the same bits
