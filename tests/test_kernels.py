@@ -931,6 +931,23 @@ def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
             check_agree(a, b, X, D, V, 1.5, code, lap, False, tied, refs=refs)
 
 
+@pytest.mark.parametrize("P, n", [(3, 200), (1, 200), (1, 1031)])
+def test_sym_pass_dE_dD_symmetric(P, n):
+    """∂_D E = e^c Σ_ij e_ij x_i x_jᵀ is symmetric: the symmetric pass takes each tile's six
+    entries a ≤ b and mirrors them, so its ∂_D E is exactly symmetric in the fused (P ≥ threads),
+    chained (P = 1) and multi-band (n = 1031) forms, and within the conditioning bound of the
+    reference (which sums all nine entries)."""
+    rng = np.random.default_rng(17 + P + n)
+    X, D, V = make_case(rng, P, n, 3, 3)
+    lap = np.zeros(3, dtype=bool)
+    assert K.takes_sym_pass(X, D, 1.2)
+    out = K.fused_pass(X, D, None, 1.2, 0, lap, False, True)
+    assert np.array_equal(out.dE_dD, np.swapaxes(out.dE_dD, -1, -2))
+    assert not np.array_equal(out.dE_dD[..., 0, 1], out.dE_dD[..., 0, 2])  # (not trivially so)
+    for p, (ref, bound) in enumerate(reference(X, D, V, 1.2, "head", lap, False, True)):
+        assert_within(f"dE_dD[path {p}]", out.dE_dD[p], ref["dE_dD"], bound["dE_dD"])
+
+
 @pytest.mark.parametrize("H", [16, 17, 37])
 def test_sym_head_chunks(H):
     """The symmetric pass adds its heads in chunks of at most ``_SYM_CHUNK`` (sizes differing by
