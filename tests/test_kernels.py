@@ -1057,6 +1057,19 @@ def test_sym_pass_only_where_it_applies():
     assert not K._use_sym(50, 3, True, True, None, False, D, s)
     assert not K._use_sym(50, 3, False, False, None, False, D, s)
     assert not K._use_sym(K.SYM_MAX_N + 1, 3, False, True, None, False, D, s)
+    # takes_sym_pass (its shortcut: the precheck's Frobenius bound) says what the route says:
+    # bound below the limit (1), spectral norm needed (2: ‖D‖_F above, ‖D‖_2 below), too large
+    # for the fixed shift, not symmetric, float32, causal
+    D2 = D * (330.0 / np.linalg.norm(D[0, 0]))  # 2β‖D‖_F ≈ 660 for β = 1
+    big = D * 1e3
+    for Dc, beta in ((D, 1.0), (D2, 1.0), (D2, 1.1), (big, 1.0), (Dn, 1.0)):
+        pre = K._sym3_precheck(Dc, beta, K.FIXED_SHIFT_LIMIT)
+        want = K._shift_and_route(50, 3, Dc, beta, False, True, None, False)[1]
+        assert K.takes_sym_pass(X, Dc, beta) == want, (pre, beta)
+    assert K._sym3_precheck(D, 1.0, K.FIXED_SHIFT_LIMIT) == 1
+    assert K._sym3_precheck(D2, 1.1, K.FIXED_SHIFT_LIMIT) == 2
+    assert not K.takes_sym_pass(X.astype(np.float32), D, 1.0)
+    assert not K.takes_sym_pass(X, D, 1.0, causal=True)
 
 
 def test_sym_pass_threads_and_batches_identical():
