@@ -338,7 +338,8 @@ def _unowned(typingctx, arr):
     meminfos numba's ``NRT_incref``/``NRT_decref`` return at once. Measured [session 15,
     one process, best of 12 evaluations, alternated trees]: (200, 100, 3) P = 10 on one thread
     1.751/1.754 → 1.789/1.773·10⁹ pair-heads/s, on two 3.326/3.380 → 3.421/3.428; (4096, 8, 3)
-    unchanged (3.68–3.70). Only for a job body's arguments: the Python caller holds every
+    unchanged (3.68–3.70); the general pass with point masses, (200, 100, 3) P = 10, best of 25:
+    51.4–56.4 → 49.6–52.2 ms. Only for a job body's arguments: the Python caller holds every
     one of them until the job is over, and nothing in the body keeps a reference beyond it."""
     if isinstance(arr, types.Array):
 
@@ -1867,13 +1868,18 @@ _SYM_ENABLED = True
 _SYM_FUSE = True
 
 
-def _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric=None):
-    """Whether fused_pass takes the symmetric d = 3 pass: float64, polynomial exp, uniform masses,
-    no mask, n ≤ :data:`SYM_MAX_N`, symmetric D (e_ij = e_ji) and the fixed shift on every head
-    (a function of the inputs, never of the thread count). ``symmetric``: :func:`_is_symmetric`
-    (D), if known."""
+def _sym_form(n, d, H, single, fast_exp, U, causal):
+    """The conditions of the symmetric d = 3 pass that do not depend on D's values: float64,
+    polynomial exp, uniform masses (``U`` None), no mask, 0 < n ≤ :data:`SYM_MAX_N`, H > 0."""
     return (_SYM_ENABLED and d == 3 and not single and fast_exp and U is None and not causal
-            and 0 < n <= SYM_MAX_N and D.shape[1] > 0
+            and 0 < n <= SYM_MAX_N and H > 0)
+
+
+def _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric=None):
+    """Whether fused_pass takes the symmetric d = 3 pass: :func:`_sym_form`, symmetric D
+    (e_ij = e_ji) and the fixed shift on every head (a function of the inputs, never of the
+    thread count). ``symmetric``: :func:`_is_symmetric` (D), if known."""
+    return (_sym_form(n, d, D.shape[1], single, fast_exp, U, causal)
             and bool((2.0 * shift < FIXED_SHIFT_LIMIT).all())
             and (_is_symmetric(D) if symmetric is None else symmetric))
 
@@ -3266,8 +3272,7 @@ def takes_sym_pass(X, D, beta, fast_exp=True, weights=None, causal=False):
     # the precheck's 1 (symmetric, every Frobenius bound below the limit) settles it as in
     # fused_pass, without the spectral norms (0.5 µs against 10 µs, once per step of a run
     # with the ledger: :meth:`wflow.model.attention.AttentionModel.evaluate_pair`)
-    if (_SYM_ENABLED and d == 3 and not single and fast_exp and weights is None and not causal
-            and 0 < n <= SYM_MAX_N and D.ndim == 4 and D.shape[1] > 0
+    if (D.ndim == 4 and _sym_form(n, d, D.shape[1], single, fast_exp, weights, causal)
             and _sym3_precheck(_c_f64(D), float(beta), FIXED_SHIFT_LIMIT) == 1):
         return True
     return _shift_and_route(n, d, D, float(beta), single, fast_exp, weights, bool(causal))[1]
@@ -3385,8 +3390,7 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     # band, its items compute the shifts
     own_shift = False
     pre = -1  # (not tested)
-    if (_SYM_ENABLED and d == 3 and not single and fast_exp and U is None and not causal
-            and 0 < n <= SYM_MAX_N and H > 0):
+    if _sym_form(n, d, H, single, fast_exp, U, causal):
         pre = _sym3_precheck(D, beta, FIXED_SHIFT_LIMIT)
     if pre == 1 and sym_band_count(n, H) == 1:
         shift, use_sym, own_shift = np.empty((P, H)), True, True
@@ -3403,8 +3407,8 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     new = np.empty if use_sym else _nans
     grad = new((P, n, d))
     bhat = new((P, n))
-    # row terms of 𝒟, G², G²_hm, E, Itô (internal: the symmetric pass writes every one, so its
-    # are kept between calls, as the row sums)
+    # row terms of 𝒟, G², G²_hm, E, Itô (internal; the symmetric pass writes every one: kept
+    # between calls, as the row sums)
     er = _kept("row_terms", (P, n), lambda: np.empty((5, P, n))) if use_sym else new((5, P, n))
     energy = new(P)
     diss = new(P)
