@@ -857,7 +857,7 @@ def test_sym_weights_table(monkeypatch, vq):
     for n in (vq, 2 * vq, 200, 4096, 203, 13):
         npq = -(-n // vq) * vq
         W = np.full((vq // 4, 4, npq), np.nan)  # (the layout of a thread's scratch)
-        K._sym_weights_fill.py_func(W, n, npq)
+        K._sym_weights_fill.py_func(W, n, npq, False)
         if npq != n:
             np.testing.assert_array_equal(W[0], np.broadcast_to(np.arange(npq) < n, (4, npq)))
             continue
@@ -895,7 +895,7 @@ def test_sym_band_noalias_same_bits():
         for f in (K._sym_band3, plain):
             for ito in ((1, 2) if K._HAS_FMA else (1,)):  # no table without FMA
                 W = np.empty((K._VQ // 4, 4, npq))
-                K._sym_weights_fill(W, n, npq)
+                K._sym_weights_fill(W, n, npq, False)
                 C = np.zeros((5, npq))
                 o = (np.zeros((1, 2, n)), np.zeros((1, 2, n, 3)), np.zeros((1, 2, n)),
                      np.zeros((1, 2, n)))
@@ -909,6 +909,87 @@ def test_sym_band_noalias_same_bits():
             for a, b in zip(outs[0], other):
                 np.testing.assert_array_equal(a, b)
         assert np.all(outs[0][0] > 0)
+
+
+@pytest.mark.parametrize("vq", [4, 8])
+def test_sym_flat_weights_table(monkeypatch, vq):
+    """The flat pair loop's weight table: for every group of rows i..i+3 of a band
+    [i_lo, i_hi) and every vector of columns jv = jb, jb + vq, … < n_pad (jb = vq⌊i/vq⌋), the
+    entry the loop reads (:func:`_sym_band3_flat`: rows valid, first/last vector, o, r) is
+    the weight of the pair (i + r, jv + m): 0 for rows ≥ i_hi, columns ≥ n or before the
+    diagonal, 1/2 on it, 1 after. Both vector widths, whatever this machine compiles."""
+    monkeypatch.setattr(K, "_VQ", vq)
+    monkeypatch.setattr(K, "_SYM_FLAT_W", 16 * vq * vq)
+    for n, i_lo, i_hi in ((vq, 0, vq), (200, 0, 200), (203, 0, 203), (13, 0, 13),
+                          (203, 96, 150), (64, 8, 61)):
+        npq = -(-n // vq) * vq
+        Wf = np.full(16 * vq * vq, np.nan)
+        K._sym_flat_weights.py_func(Wf, n)
+        for i in range(i_lo, i_hi, 4):
+            jb = (i // vq) * vq
+            v = min(4, i_hi - i) % 4
+            for jv in range(jb, npq, vq):
+                kind = (jv == jb) + 2 * (jv + vq >= npq)
+                w0 = v * 4 * vq * vq + kind * vq * vq + (i - jb) * vq
+                for r in range(4):
+                    j = jv + np.arange(vq)
+                    rule = np.where(j > i + r, 1.0, np.where(j == i + r, 0.5, 0.0))
+                    rule = np.where((j < n) & (i + r < i_hi), rule, 0.0)
+                    np.testing.assert_array_equal(Wf[w0 + r * vq:w0 + (r + 1) * vq], rule)
+
+
+def test_sym_band_flat_matches_group_loop():
+    """The flat pair loop of small n (explicit vectors, one loop over every group's vectors)
+    against the loop per group it replaces there: the row parts have the same bits (each
+    row's lanes are summed in the same order over the same pairs) and the outputs agree
+    within the column sums' rounding (four terms per column added in another order, then
+    about n more: 4(n + 4)u relative for these positive sums; SI with the Itô terms' factor
+    ⟨x_i, x_j⟩² ≤ 1 likewise). Itô sums from the table (``ito`` = 2) and from the loop (1)
+    have the same bits; without noalias the same bits too. Bands with a short last group,
+    padding columns (n = 203) and a band that starts inside the token range."""
+    from numba import njit
+
+    plain = njit(error_model="numpy", boundscheck=False)(K._sym_band3_flat.py_func)
+    rng = np.random.default_rng(29)
+    for n, i_lo, i_hi in ((200, 0, 200), (203, 0, 203), (203, 96, 150), (61, 8, 61)):
+        X, D, _ = make_case(rng, 1, n, 3, 2)
+        Xt = K._columns(X, K._VW)
+        npq = -(-n // K._VQ) * K._VQ
+        shift = K._spectral_norm(D)
+        G = np.full((n, npq), np.nan)
+        K._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
+        outs = {}
+        for name, f, ito in [("group", K._sym_band3, 1), ("flat", K._sym_band3_flat, 1),
+                             ("plain", plain, 1)] + (
+                [("flat table", K._sym_band3_flat, 2)] if K._HAS_FMA else []):
+            flat = f is not K._sym_band3
+            W = np.full((K._VQ // 4, 4, max(npq, K._sym_flat_room(n) // K._VQ)), np.nan)
+            K._sym_weights_fill(W, n, npq, flat)
+            C = np.zeros((5, npq))
+            Rp = np.full((npq + 4, 4), np.nan)
+            o = [np.zeros((2, n)), np.zeros((2, n, 3)), np.zeros((2, n)), np.zeros((2, n))]
+            parts = np.zeros((2, i_hi - i_lo, 4))
+            for h in range(2):
+                C[:] = 0.0
+                args = (Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, i_lo, i_hi,
+                        C[0], C[1], C[2], C[3], C[4])
+                rest = (Rp, True, *(a[h] for a in o), ito)
+                if flat:
+                    f(*args, W.reshape(-1), *rest, G.reshape(-1), npq)
+                else:
+                    f(*args, W, *rest, G)
+                parts[h] = Rp[i_lo:i_hi]
+            outs[name] = (parts, [a[:, i_lo:i_hi] for a in o])
+        ref_parts, ref = outs["group"]
+        assert np.all(ref[0] > 0)
+        for name, (parts, got) in outs.items():
+            np.testing.assert_array_equal(parts, ref_parts, err_msg=name)
+            for a, r in zip(got, ref):
+                np.testing.assert_allclose(a, r, rtol=4 * (n + 4) * U64, atol=0, err_msg=name)
+        for name in ("plain", "flat table"):
+            if name in outs:
+                for a, b in zip(outs[name][1], outs["flat"][1]):
+                    np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 def test_sym_pass_matches_row_pass_and_reference(monkeypatch):

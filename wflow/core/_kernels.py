@@ -152,6 +152,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from wflow.core import _pool
+from wflow.core._simd import vector_ops
 
 __all__ = ["NORM_CODES", "FieldPass", "fused_pass", "fast_exp_array", "fast_exp_rate", "sym_band_count",
            "takes_sym_pass"]
@@ -1007,12 +1008,17 @@ def _paged_zeros(shape, offset):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_weights_fill(W, n, npq):
+def _sym_weights_fill(W, n, npq, flat):
     r"""Fill the pair weights ω_rj of :func:`_sym_band3` into ``W`` (_VQ/4, 4, ≥ npq).
     Without padding columns (n a multiple of the vector, npq = n) a fixed table: the group of
     rows i..i+3 reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4,
     with ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]``
-    holds ones (zeros beyond n), and each group writes its own weights and restores them."""
+    holds ones (zeros beyond n), and each group writes its own weights and restores them.
+    With ``flat`` (n ≤ :data:`_SYM_FLAT_N`) the table of :func:`_sym_band3_flat` instead
+    (:func:`_sym_flat_weights`; W must have room: :func:`_sym_flat_room`)."""
+    if flat:
+        _sym_flat_weights(W.reshape(W.size), n)
+        return
     W[:] = 1.0
     if npq == n:
         for o in range(_VQ // _SYM_ROWS):
@@ -1245,12 +1251,240 @@ def _cos2_table(x0, x1, x2, n, G):
             g[j] = _cos2(y0, y1, y2, x0[j], x1[j], x2[j])
 
 
+#: The flat pair loop (:func:`_sym_band3_flat`) runs the symmetric pass up to this n (its
+#: weight table and row constants fit a thread's weight scratch there; beyond, the loop per
+#: group of :func:`_sym_band3` is as fast and its ramps no longer matter).
+_SYM_FLAT_N = 256
+
+_V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
+_vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
+_vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsum = (_V.add, _V.mul, _V.fma, _V.fma_exact,
+                                                    _V.exp2, _V.hsum)
+_vmul_rounded = _V.mul_rounded
+#: Floats of the flat loop's weight table: (rows valid mod 4, first/last vector, o, r, lane).
+_SYM_FLAT_W = 16 * _VQ * _VQ
+
+
+def _sym_flat_room(n):
+    """Floats of weight scratch :func:`_sym_band3_flat` needs for n tokens (a multiple of
+    _VQ): the weight table and 6 row constants per row of its groups."""
+    return _SYM_FLAT_W + 6 * (-(-n // _VQ) * _VQ + _SYM_ROWS)
+
+
+@njit(**_OPTS)
+def _sym_flat_weights(Wf, n):
+    """Write the pair weights of :func:`_sym_band3_flat` for n tokens into ``Wf[:_SYM_FLAT_W]``,
+    as ``(4, 4, _VQ/4, 4, _VQ)``: ``[v, f + 2l, o, r, m]`` is the weight of lane m of row r of
+    a group of rows i..i+3 with i − _VQ⌊i/_VQ⌋ = 4o, in its first vector of columns (f = 1: 0
+    before the diagonal, 1/2 on it, 1 after), in its last (l = 1: 0 beyond n), in both (a
+    single vector) or in neither (1); v = 1, 2, 3 for a band's last group with only v rows
+    (the others 0), v = 0 otherwise."""
+    npq = ((n + _VQ - 1) // _VQ) * _VQ
+    W = Wf[:_SYM_FLAT_W].reshape((4, 4, _VQ // _SYM_ROWS, _SYM_ROWS, _VQ))
+    for v in range(4):
+        for kind in range(4):
+            for o in range(_VQ // _SYM_ROWS):
+                for r in range(_SYM_ROWS):
+                    for m in range(_VQ):
+                        w = 1.0
+                        k = o * _SYM_ROWS + r
+                        if kind & 1 and m < k:
+                            w = 0.0
+                        elif kind & 1 and m == k:
+                            w = 0.5
+                        if kind & 2 and npq - _VQ + m >= n:
+                            w = 0.0
+                        if v > 0 and r >= v:
+                            w = 0.0
+                        W[v, kind, o, r, m] = w
+
+
+@njit(inline="always", **_OPTS)
+def _cos2_vec(y0, y1, y2, u0, u1, u2):
+    """:func:`_cos2` lane-wise (the same bits: explicit fused multiply-adds where the target
+    has them; plain arithmetic otherwise, as :func:`_ito_term`)."""
+    if _HAS_FMA:
+        c = _vfma_exact(y2, u2, _vfma_exact(y1, u1, _vmul(y0, u0)))
+        return _vfma_exact(c, c, _vzero())
+    c = _vadd(_vadd(_vmul(y0, u0), _vmul(y1, u1)), _vmul(y2, u2))
+    return _vmul(c, c)
+
+
+@njit(fastmath=_FM, **_OPTS)
+def _sym_flat_rows(x0, x1, x2, Dh, bl, i_lo, i_hi, npq, Q):
+    """The row constants of :func:`_sym_band3_flat` for rows i_lo..i_hi−1 (in groups of four,
+    the last group's missing rows repeating row i_hi − 1): group g's q'_i = bl·D_h x_i at
+    ``Q[24g + 3r : 24g + 3r + 3]`` and x_i at ``Q[24g + 12 + 3r : …]``, the same arithmetic as
+    :func:`_sym_band3`'s (its bits). Returns the loop's steps: every group's vectors of
+    columns from its first, _VQ⌊i/_VQ⌋, to npq."""
+    d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
+    d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
+    d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
+    ng = (i_hi - i_lo + _SYM_ROWS - 1) // _SYM_ROWS
+    total = 0
+    for k in range(ng * _SYM_ROWS):
+        i = min(i_lo + k, i_hi - 1)
+        y0, y1, y2 = x0[i], x1[i], x2[i]
+        a = 24 * (k // _SYM_ROWS) + 3 * (k % _SYM_ROWS)
+        Q[a] = bl * (d00 * y0 + d01 * y1 + d02 * y2)
+        Q[a + 1] = bl * (d10 * y0 + d11 * y1 + d12 * y2)
+        Q[a + 2] = bl * (d20 * y0 + d21 * y1 + d22 * y2)
+        Q[a + 12] = y0
+        Q[a + 13] = y1
+        Q[a + 14] = y2
+        if k % _SYM_ROWS == 0:
+            total += (npq - ((i_lo + k) // _VQ) * _VQ) // _VQ
+    return total
+
+
+@njit(**_OPTS, **_NOALIAS)
+def _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, Rp, own,
+                    S0h, SXh, SIh, RSh, ito, Gf, gs):
+    r""":func:`_sym_band3` as one loop over every (group of four rows, vector of columns) of
+    the band, with explicit vectors (:mod:`wflow.core._simd`): the same pairs, weights and
+    sums, each row's sum over j kept lane by lane in registers across vectors and added
+    across lanes (:func:`_vhsum`) when its group ends, inside the loop.
+
+    Why [session 16]: at small n the loop per group is short (n = 200: 13 vectors on
+    average) and each of its ends costs about one iteration (the loop's exit, the lane sums
+    and a new loop's start wait for the last iteration's chain of dependent operations: the
+    body is ≈ 190 instructions and the out-of-order window holds less than two), 12% of the
+    band at n = 200 against n = 1600. One loop keeps the window full across groups. Its
+    steady state is slower at large n (LLVM spills more of this loop's registers:
+    n = 1600 8–10% slower), hence only up to :data:`_SYM_FLAT_N`.
+
+    ``Wf`` (flat, ≥ :data:`_SYM_FLAT_W` + 6·(i_hi + 4) floats): the table of
+    :func:`_sym_flat_weights`, then the rows' constants (q'_i, x_i), filled here for the
+    band (rows beyond i_hi repeat row i_hi − 1; their weights are 0). ``Gf``: the table of
+    ⟨x_i, x_j⟩² flat with row length ``gs`` (``ito`` = 2). The row parts go to ``Rp`` and
+    the outputs are written by :func:`_sym_rows_out`, as in :func:`_sym_band3`; the row
+    parts are the same bits as there, the column sums may differ in the last bits (their
+    four terms are added in another order)."""
+    numba.literally(ito)
+    npq = ((n + _VQ - 1) // _VQ) * _VQ
+    padded = npq != n
+    short = 4 * _VQ * _VQ  # wg from here on: a group with fewer than four rows
+    mc = _vsplat(-c * _LOG2E)
+    Q = Wf[_SYM_FLAT_W:]  # 6 per row from i_lo (_sym_flat_rows)
+    total = _sym_flat_rows(x0, x1, x2, Dh, beta * _LOG2E, i_lo, i_hi, npq, Q)
+    i = i_lo
+    jb = (i // _VQ) * _VQ
+    jv = jb
+    b = 0
+    wg = (min(_SYM_ROWS, i_hi - i) % _SYM_ROWS) * 4 * _VQ * _VQ + (i - jb) * _VQ
+    ra = i * gs
+    rb = min(i + 1, i_hi - 1) * gs
+    rc = min(i + 2, i_hi - 1) * gs
+    rd = min(i + 3, i_hi - 1) * gs
+    sa = aa0 = aa1 = aa2 = _vzero()
+    sb = ab0 = ab1 = ab2 = _vzero()
+    sc = ac0 = ac1 = ac2 = _vzero()
+    sd = ad0 = ad1 = ad2 = _vzero()
+    for _ in range(total):
+        u0 = _vload(x0, jv)
+        u1 = _vload(x1, jv)
+        u2 = _vload(x2, jv)
+        ea = _vexp2(_vfma(_vbcast(Q, b + 2), u2, _vfma(
+            _vbcast(Q, b + 1), u1, _vfma(_vbcast(Q, b), u0, mc))))
+        eb = _vexp2(_vfma(_vbcast(Q, b + 5), u2, _vfma(
+            _vbcast(Q, b + 4), u1, _vfma(_vbcast(Q, b + 3), u0, mc))))
+        ec = _vexp2(_vfma(_vbcast(Q, b + 8), u2, _vfma(
+            _vbcast(Q, b + 7), u1, _vfma(_vbcast(Q, b + 6), u0, mc))))
+        ed = _vexp2(_vfma(_vbcast(Q, b + 11), u2, _vfma(
+            _vbcast(Q, b + 10), u1, _vfma(_vbcast(Q, b + 9), u0, mc))))
+        last = jv + _VQ >= npq
+        if jv == jb or (padded and last) or wg >= short:  # weights other than 1
+            w = wg + _VQ * _VQ * ((jv == jb) + 2 * last)
+            ea = _vmul_rounded(ea, _vload(Wf, w))
+            eb = _vmul_rounded(eb, _vload(Wf, w + _VQ))
+            ec = _vmul_rounded(ec, _vload(Wf, w + 2 * _VQ))
+            ed = _vmul_rounded(ed, _vload(Wf, w + 3 * _VQ))
+        sa = _vadd(sa, ea)
+        aa0 = _vfma(ea, u0, aa0)
+        aa1 = _vfma(ea, u1, aa1)
+        aa2 = _vfma(ea, u2, aa2)
+        sb = _vadd(sb, eb)
+        ab0 = _vfma(eb, u0, ab0)
+        ab1 = _vfma(eb, u1, ab1)
+        ab2 = _vfma(eb, u2, ab2)
+        sc = _vadd(sc, ec)
+        ac0 = _vfma(ec, u0, ac0)
+        ac1 = _vfma(ec, u1, ac1)
+        ac2 = _vfma(ec, u2, ac2)
+        sd = _vadd(sd, ed)
+        ad0 = _vfma(ed, u0, ad0)
+        ad1 = _vfma(ed, u1, ad1)
+        ad2 = _vfma(ed, u2, ad2)
+        _vstore(C0, jv, _vadd(_vload(C0, jv), _vadd(_vadd(ea, eb), _vadd(ec, ed))))
+        _vstore(C1, jv, _vadd(_vload(C1, jv), _vfma(ed, _vbcast(Q, b + 21), _vfma(
+            ec, _vbcast(Q, b + 18), _vfma(eb, _vbcast(Q, b + 15), _vmul_rounded(ea, _vbcast(Q, b + 12)))))))
+        _vstore(C2, jv, _vadd(_vload(C2, jv), _vfma(ed, _vbcast(Q, b + 22), _vfma(
+            ec, _vbcast(Q, b + 19), _vfma(eb, _vbcast(Q, b + 16), _vmul_rounded(ea, _vbcast(Q, b + 13)))))))
+        _vstore(C3, jv, _vadd(_vload(C3, jv), _vfma(ed, _vbcast(Q, b + 23), _vfma(
+            ec, _vbcast(Q, b + 20), _vfma(eb, _vbcast(Q, b + 17), _vmul_rounded(ea, _vbcast(Q, b + 14)))))))
+        if ito != 0:  # the Itô terms go to the column sums only (as in _sym_band3)
+            if ito == 2:  # rows of the table of ⟨x_i, x_j⟩²
+                ga = _vload(Gf, ra + jv)
+                gb = _vload(Gf, rb + jv)
+                gc = _vload(Gf, rc + jv)
+                gd = _vload(Gf, rd + jv)
+            else:  # the same bits in the loop
+                ga = _cos2_vec(_vbcast(Q, b + 12), _vbcast(Q, b + 13), _vbcast(Q, b + 14),
+                               u0, u1, u2)
+                gb = _cos2_vec(_vbcast(Q, b + 15), _vbcast(Q, b + 16), _vbcast(Q, b + 17),
+                               u0, u1, u2)
+                gc = _cos2_vec(_vbcast(Q, b + 18), _vbcast(Q, b + 19), _vbcast(Q, b + 20),
+                               u0, u1, u2)
+                gd = _cos2_vec(_vbcast(Q, b + 21), _vbcast(Q, b + 22), _vbcast(Q, b + 23),
+                               u0, u1, u2)
+            t = _vfma(ed, gd, _vfma(ec, gc, _vfma(eb, gb, _vmul_rounded(ea, ga))))
+            _vstore(C4, jv, _vadd(_vload(C4, jv), t))
+        jv += _VQ
+        if jv >= npq:  # the group's end: its rows' parts (rows beyond i_hi: never read)
+            Rp[i, 0], Rp[i, 1], Rp[i, 2], Rp[i, 3] = (_vhsum(sa), _vhsum(aa0), _vhsum(aa1),
+                                                      _vhsum(aa2))
+            Rp[i + 1, 0], Rp[i + 1, 1], Rp[i + 1, 2], Rp[i + 1, 3] = (
+                _vhsum(sb), _vhsum(ab0), _vhsum(ab1), _vhsum(ab2))
+            Rp[i + 2, 0], Rp[i + 2, 1], Rp[i + 2, 2], Rp[i + 2, 3] = (
+                _vhsum(sc), _vhsum(ac0), _vhsum(ac1), _vhsum(ac2))
+            Rp[i + 3, 0], Rp[i + 3, 1], Rp[i + 3, 2], Rp[i + 3, 3] = (
+                _vhsum(sd), _vhsum(ad0), _vhsum(ad1), _vhsum(ad2))
+            sa = aa0 = aa1 = aa2 = _vzero()
+            sb = ab0 = ab1 = ab2 = _vzero()
+            sc = ac0 = ac1 = ac2 = _vzero()
+            sd = ad0 = ad1 = ad2 = _vzero()
+            i += _SYM_ROWS
+            jb = (i // _VQ) * _VQ
+            jv = jb
+            b += 24
+            wg = (min(_SYM_ROWS, i_hi - i) % _SYM_ROWS) * 4 * _VQ * _VQ + (i - jb) * _VQ
+            ra = i * gs
+            rb = min(i + 1, i_hi - 1) * gs
+            rc = min(i + 2, i_hi - 1) * gs
+            rd = min(i + 3, i_hi - 1) * gs
+    _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own)
+
+
 @njit(inline="always", **_OPTS)
 def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, SXh, SIh, RSh,
                    want_ito, G):
-    """:func:`_sym_band3` with its Itô literal chosen from the runtime flag ``want_ito`` and
-    the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
-    if want_ito and G.shape[0] > 0:
+    """:func:`_sym_band3` (or :func:`_sym_band3_flat` up to n = :data:`_SYM_FLAT_N`, W then
+    filled for it: :func:`_sym_weights_fill` with ``flat``) with its Itô literal chosen from the runtime
+    flag ``want_ito`` and the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
+    if n <= _SYM_FLAT_N:
+        Wf = W.reshape(W.size)
+        Gf = G.reshape(G.size)
+        gs = G.shape[1]
+        if want_ito and G.shape[0] > 0:
+            _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3],
+                            C[4], Wf, Rp, own, S0h, SXh, SIh, RSh, 2, Gf, gs)
+        elif want_ito:
+            _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3],
+                            C[4], Wf, Rp, own, S0h, SXh, SIh, RSh, 1, Gf, gs)
+        else:
+            _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3],
+                            C[4], Wf, Rp, own, S0h, SXh, SIh, RSh, 0, Gf, gs)
+    elif want_ito and G.shape[0] > 0:
         _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
                    own, S0h, SXh, SIh, RSh, 2, G)
     elif want_ito:
@@ -2849,7 +3083,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         if not filled:  # only a thread with an item writes its slot's weights: a worker that
             # arrives after the items are gone may find the slot (kept scratch) in use by the
             # next job, whose band may be rewriting its weights (non-table mode)
-            _sym_weights_fill(W, n, npq)
+            _sym_weights_fill(W, n, npq, n <= _SYM_FLAT_N)
             filled = True
         # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
         b = 0
@@ -2968,7 +3202,8 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
 
 def _sym3_scratch(slots, n, nps, table, rows):
     """Each thread's scratch of :func:`_sym3`, one slot per thread: the pair weights
-    ``Ws (slots, _VQ/4, 4, nps)`` (:func:`_sym_weights_fill`, filled by the job), the column
+    ``Ws (slots, _VQ/4, 4, ≥ nps)`` (:func:`_sym_weights_fill`, filled by the job; room for
+    :func:`_sym_band3_flat`'s table and row constants, :func:`_sym_flat_room`), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
     the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads) and the
     band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`) and one head's row sums
@@ -2983,7 +3218,8 @@ def _sym3_scratch(slots, n, nps, table, rows):
     per = _PAGE // 8
     gsize = -(-(n * npq) // per) * per if table else 0
     return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
-        _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, nps), _SLOT_LOADS),
+        _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, max(nps, _sym_flat_room(n) // _VQ)),
+                     _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
         np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
         np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n))))

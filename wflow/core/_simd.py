@@ -1,0 +1,190 @@
+r"""Explicit SIMD vectors for the numba kernels of :mod:`wflow.core._kernels`.
+
+numba vectorises loops through LLVM's loop vectoriser, which keeps a reduction's partial sums
+in registers only within one loop: every exit reduces them across lanes, every entry starts
+again. The symmetric pair loop of small n (:func:`~wflow.core._kernels._sym_band3_flat`)
+runs one loop over all its (group of rows, vector of columns) steps and needs its row sums as
+vectors across iterations: this module gives numba a vector value type for that.
+
+``vector_ops(lanes)`` returns intrinsics on ``lanes × float64`` vectors (an LLVM
+``<lanes x double>`` held in registers; LLVM splits it where the target's registers are
+narrower). Arithmetic carries the ``contract`` flag only (a product feeding one sum may
+become a fused multiply-add on targets that have one, never reassociated), so a loop written
+with them has one rounding order on a given target, whatever LLVM does to the loop around it.
+
+======================  ================================================================
+``load(a, i)``          ``a[i : i + lanes]`` of a contiguous float64 array (unaligned)
+``store(a, i, v)``      ``a[i : i + lanes] = v``
+``splat(x)``            ``(x, …, x)``;  ``bcast(a, i)``: ``splat(a[i])`` (a broadcast load)
+``zero()``              ``(0, …, 0)``
+``add, mul``            lane-wise ``a + b``, ``a · b``
+``fma(a, b, c)``        ``a·b + c`` (contractible: one instruction with FMA, else two)
+``fma_exact(a, b, c)``  ``a·b + c`` rounded once (``llvm.fma``; a libm call without FMA)
+``exp2(y, coeffs)``     :math:`2^y` as :func:`~wflow.core._kernels._exp2_shifted`
+``hsum(v)``             the lanes' sum in a fixed tree (halves added, then halves again)
+======================  ================================================================
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+
+class F64Vec(types.Type):
+    """numba type of a ``lanes × float64`` vector value."""
+
+    def __init__(self, lanes):
+        self.lanes = lanes
+        super().__init__(name=f"F64x{lanes}")
+
+
+@register_model(F64Vec)
+class _F64VecModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.VectorType(ir.DoubleType(), fe_type.lanes))
+
+
+_FLAGS = ("contract",)
+
+
+def vector_ops(lanes, round_magic, coeffs):
+    """Intrinsics on ``lanes × float64`` vectors (the table of the module docstring). The
+    exponential uses ``round_magic`` (1.5·2^52) and the polynomial coefficients ``coeffs``
+    (E_1 … E_10 of :func:`~wflow.core._kernels._exp2_shifted`, same Horner order)."""
+    ty = F64Vec(lanes)
+    vt = ir.VectorType(ir.DoubleType(), lanes)
+    it = ir.VectorType(ir.IntType(64), lanes)
+    i32 = ir.IntType(32)
+
+    def const(x):
+        return ir.Constant(vt, [x] * lanes)
+
+    def splat_ir(builder, x):
+        v = builder.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(i32, 0))
+        return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                                      ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+
+    def ptr(context, builder, aty, arr, i):
+        data = context.make_array(aty)(context, builder, arr).data
+        return builder.gep(data, [i])
+
+    def is_f64_array(a):
+        return isinstance(a, types.Array) and a.dtype == types.float64
+
+    @intrinsic
+    def load(typingctx, a, i):
+        if is_f64_array(a) and isinstance(i, types.Integer):
+            def codegen(context, builder, sig, args):
+                p = ptr(context, builder, sig.args[0], *args)
+                return builder.load(builder.bitcast(p, vt.as_pointer()), align=8)
+            return ty(a, i), codegen
+        return None
+
+    @intrinsic
+    def store(typingctx, a, i, v):
+        if is_f64_array(a) and isinstance(i, types.Integer) and v == ty:
+            def codegen(context, builder, sig, args):
+                p = ptr(context, builder, sig.args[0], args[0], args[1])
+                builder.store(args[2], builder.bitcast(p, vt.as_pointer()), align=8)
+                return context.get_dummy_value()
+            return types.none(a, i, v), codegen
+        return None
+
+    @intrinsic
+    def splat(typingctx, x):
+        if isinstance(x, types.Float):
+            def codegen(context, builder, sig, args):
+                return splat_ir(builder, args[0])
+            return ty(types.float64), codegen
+        return None
+
+    @intrinsic
+    def bcast(typingctx, a, i):
+        if is_f64_array(a) and isinstance(i, types.Integer):
+            def codegen(context, builder, sig, args):
+                x = builder.load(ptr(context, builder, sig.args[0], *args), align=8)
+                return splat_ir(builder, x)
+            return ty(a, i), codegen
+        return None
+
+    @intrinsic
+    def zero(typingctx):
+        def codegen(context, builder, sig, args):
+            return const(0.0)
+        return ty(), codegen
+
+    def binary(op, flags=_FLAGS):
+        @intrinsic
+        def f(typingctx, a, b):
+            if a == ty and b == ty:
+                def codegen(context, builder, sig, args):
+                    return getattr(builder, op)(args[0], args[1], flags=flags)
+                return ty(a, b), codegen
+            return None
+        return f
+
+    @intrinsic
+    def fma(typingctx, a, b, c):
+        if a == ty and b == ty and c == ty:
+            def codegen(context, builder, sig, args):
+                return builder.fadd(builder.fmul(args[0], args[1], flags=_FLAGS), args[2],
+                                    flags=_FLAGS)
+            return ty(a, b, c), codegen
+        return None
+
+    @intrinsic
+    def fma_exact(typingctx, a, b, c):
+        if a == ty and b == ty and c == ty:
+            def codegen(context, builder, sig, args):
+                fn = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{lanes}f64")
+                return builder.call(fn, args)
+            return ty(a, b, c), codegen
+        return None
+
+    @intrinsic
+    def exp2(typingctx, y):
+        if y == ty:
+            def codegen(context, builder, sig, args):
+                y = args[0]
+                t = builder.fadd(y, const(round_magic))  # (no flags: the rounding trick)
+                k = builder.fsub(t, const(round_magic))
+                r = builder.fsub(y, k)
+                p = const(coeffs[-1])
+                for c in coeffs[-2::-1]:
+                    p = builder.fadd(builder.fmul(p, r, flags=_FLAGS), const(c), flags=_FLAGS)
+                p = builder.fadd(builder.fmul(p, r, flags=_FLAGS), const(1.0), flags=_FLAGS)
+                e = builder.shl(builder.bitcast(t, it), ir.Constant(it, [52] * lanes))
+                return builder.bitcast(builder.add(builder.bitcast(p, it), e), vt)
+            return ty(y), codegen
+        return None
+
+    @intrinsic
+    def hsum(typingctx, v):
+        if v == ty:
+            def codegen(context, builder, sig, args):
+                v = args[0]
+                m = lanes
+                while m > 1:  # lanes [0, m/2) + [m/2, m)
+                    h = m // 2
+                    sub = ir.VectorType(ir.DoubleType(), h)
+                    u = ir.Constant(v.type, ir.Undefined)
+                    lo = builder.shuffle_vector(v, u, ir.Constant(ir.VectorType(i32, h),
+                                                                  list(range(h))))
+                    hi = builder.shuffle_vector(v, u, ir.Constant(ir.VectorType(i32, h),
+                                                                  list(range(h, m))))
+                    v = builder.fadd(lo, hi)
+                    m = h
+                    assert v.type == sub
+                return builder.extract_element(v, ir.Constant(i32, 0))
+            return types.float64(v), codegen
+        return None
+
+    return SimpleNamespace(type=ty, load=load, store=store, splat=splat, bcast=bcast,
+                           zero=zero, add=binary("fadd"), mul=binary("fmul"),
+                           mul_rounded=binary("fmul", ()), fma=fma,
+                           fma_exact=fma_exact, exp2=exp2, hsum=hsum)
