@@ -939,7 +939,7 @@ def test_sym_flat_weights_table(monkeypatch, vq):
 
 
 def test_sym_band_flat_matches_group_loop():
-    """The flat pair loop of small n (explicit vectors, one loop over every group's vectors)
+    """The flat pair loop (explicit vectors, one loop over every group's vectors)
     against the loop per group it replaces there: the row parts have the same bits (each
     row's lanes are summed in the same order over the same pairs) and the outputs agree
     within the column sums' rounding (four terms per column added in another order, then

@@ -1014,7 +1014,7 @@ def _sym_weights_fill(W, n, npq, flat):
     rows i..i+3 reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4,
     with ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]``
     holds ones (zeros beyond n), and each group writes its own weights and restores them.
-    With ``flat`` (n ≤ :data:`_SYM_FLAT_N`) the table of :func:`_sym_band3_flat` instead
+    With ``flat`` (:data:`_SYM_FLAT`) the table of :func:`_sym_band3_flat` instead
     (:func:`_sym_flat_weights`; W must have room: :func:`_sym_flat_room`)."""
     if flat:
         _sym_flat_weights(W.reshape(W.size), n)
@@ -1251,10 +1251,11 @@ def _cos2_table(x0, x1, x2, n, G):
             g[j] = _cos2(y0, y1, y2, x0[j], x1[j], x2[j])
 
 
-#: The flat pair loop (:func:`_sym_band3_flat`) runs the symmetric pass up to this n (its
-#: weight table and row constants fit a thread's weight scratch there; beyond, the loop per
-#: group of :func:`_sym_band3` is as fast and its ramps no longer matter).
-_SYM_FLAT_N = 256
+#: The symmetric pass runs the flat pair loop (:func:`_sym_band3_flat`) where a vector holds 8
+#: floats (AVX-512, 32 vector registers); with 4 (AVX2, 16 registers) its 16 row accumulators
+#: alone fill the registers and it was 8–21% slower than the loop per group
+#: (:func:`_sym_band3`; ``NUMBA_CPU_NAME=znver3`` with the AVX-512 features off, session 16).
+_SYM_FLAT = _VQ >= 8
 
 _V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
 _vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
@@ -1342,24 +1343,37 @@ def _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, 
                     S0h, SXh, SIh, RSh, ito, Gf, gs):
     r""":func:`_sym_band3` as one loop over every (group of four rows, vector of columns) of
     the band, with explicit vectors (:mod:`wflow.core._simd`): the same pairs, weights and
-    sums, each row's sum over j kept lane by lane in registers across vectors and added
-    across lanes (:func:`_vhsum`) when its group ends, inside the loop.
+    sums; each row's sums over j stay lane by lane in registers across the group's vectors and
+    are added across lanes (:func:`_vhsum`, the order of LLVM's reduction in the loop per group)
+    when the group ends, inside the loop. The row parts are the same bits as
+    :func:`_sym_band3`'s; the column sums may differ in the last bits (the four rows' terms
+    are added in another order).
 
-    Why [session 16]: at small n the loop per group is short (n = 200: 13 vectors on
-    average) and each of its ends costs about one iteration (the loop's exit, the lane sums
-    and a new loop's start wait for the last iteration's chain of dependent operations: the
-    body is ≈ 190 instructions and the out-of-order window holds less than two), 12% of the
-    band at n = 200 against n = 1600. One loop keeps the window full across groups. Its
-    steady state is slower at large n (LLVM spills more of this loop's registers:
-    n = 1600 8–10% slower), hence only up to :data:`_SYM_FLAT_N`.
+    Why [session 16]: at small n the loop per group is short (n = 200: 13 vectors on average)
+    and each of its ends costs about one iteration (the loop's exit, the lane sums and the
+    next loop's start wait for the last iteration's chain of dependent operations: the body is
+    ≈ 190 instructions and the out-of-order window holds less than two): 12% of the band at
+    n = 200 against n = 1600. One loop keeps the window full across groups. And the weights
+    (:func:`_sym_flat_weights`) differ from 1 only in a group's first vector (the diagonal),
+    its last when n is not a multiple of the vector (padding) and a band's short last group:
+    only those steps multiply by them (four products fewer per step, on the ports the
+    exponentials use). Band alone, one thread, paired medians of 150 alternations
+    (``/work/s16/b7.py``-style harness), time against the loop per group: n = 200 0.911
+    (no Itô sums), 0.915 (from the table); n = 1600 0.954 (none), 0.98 (in the loop). Whole
+    evaluations, 1 thread, best of 25, 10 alternated processes: (200, 100, 3) P = 10
+    1.710 → 1.782·10⁹ pair-heads/s, (4096, 8, 3) 1.836 → 1.877·10⁹.
 
-    ``Wf`` (flat, ≥ :data:`_SYM_FLAT_W` + 6·(i_hi + 4) floats): the table of
-    :func:`_sym_flat_weights`, then the rows' constants (q'_i, x_i), filled here for the
-    band (rows beyond i_hi repeat row i_hi − 1; their weights are 0). ``Gf``: the table of
-    ⟨x_i, x_j⟩² flat with row length ``gs`` (``ito`` = 2). The row parts go to ``Rp`` and
-    the outputs are written by :func:`_sym_rows_out`, as in :func:`_sym_band3`; the row
-    parts are the same bits as there, the column sums may differ in the last bits (their
-    four terms are added in another order)."""
+    The arithmetic is the module's intrinsics with their own flags (the function itself has
+    no fast-math flags: numba would add ``reassoc`` to the intrinsics' unflagged products,
+    and LLVM could then fuse either of two products into one sum, differently in two
+    compilations). The innermost product of each chain is rounded on its own
+    (:func:`_vmul_rounded`), so only one product of a sum can become a fused multiply-add.
+
+    ``Wf`` (flat, ≥ :func:`_sym_flat_room` floats): the weight table, then the rows'
+    constants (:func:`_sym_flat_rows`, filled here for the band). ``Gf``: the table of
+    ⟨x_i, x_j⟩² flat with row length ``gs`` (``ito`` = 2; 1 computes the same bits in the
+    loop, :func:`_cos2_vec`). The row parts go to ``Rp`` and :func:`_sym_rows_out` writes the
+    outputs, as in :func:`_sym_band3`."""
     numba.literally(ito)
     npq = ((n + _VQ - 1) // _VQ) * _VQ
     padded = npq != n
@@ -1468,10 +1482,10 @@ def _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, 
 @njit(inline="always", **_OPTS)
 def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, SXh, SIh, RSh,
                    want_ito, G):
-    """:func:`_sym_band3` (or :func:`_sym_band3_flat` up to n = :data:`_SYM_FLAT_N`, W then
-    filled for it: :func:`_sym_weights_fill` with ``flat``) with its Itô literal chosen from the runtime
+    """:func:`_sym_band3_flat` (where :data:`_SYM_FLAT`; W filled for it: :func:`_sym_weights_fill`
+    with ``flat``) or :func:`_sym_band3`, with its Itô literal chosen from the runtime
     flag ``want_ito`` and the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
-    if n <= _SYM_FLAT_N:
+    if _SYM_FLAT:
         Wf = W.reshape(W.size)
         Gf = G.reshape(G.size)
         gs = G.shape[1]
@@ -3083,7 +3097,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         if not filled:  # only a thread with an item writes its slot's weights: a worker that
             # arrives after the items are gone may find the slot (kept scratch) in use by the
             # next job, whose band may be rewriting its weights (non-table mode)
-            _sym_weights_fill(W, n, npq, n <= _SYM_FLAT_N)
+            _sym_weights_fill(W, n, npq, _SYM_FLAT)
             filled = True
         # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
         b = 0
@@ -3218,8 +3232,8 @@ def _sym3_scratch(slots, n, nps, table, rows):
     per = _PAGE // 8
     gsize = -(-(n * npq) // per) * per if table else 0
     return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
-        _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS, max(nps, _sym_flat_room(n) // _VQ)),
-                     _SLOT_LOADS),
+        _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS,
+                      max(nps, _sym_flat_room(n) // _VQ) if _SYM_FLAT else nps), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
         np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
         np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n))))
