@@ -847,77 +847,14 @@ def test_sym_pass_pair_sums(n, bands):
 
 
 @pytest.mark.parametrize("vq", [4, 8])
-def test_sym_weights_table(monkeypatch, vq):
-    """Without padding columns the symmetric pass reads its pair weights from a fixed table:
-    for every group of rows i..i+3 (first column jb = vq⌊i/vq⌋), ``W[o, r, m]`` with
-    o = (i − jb)/4 is the weight of the pair (i + r, jb + m): 0 before the diagonal, 1/2 on
-    it, 1 after. With padding, ``W[0]`` is 1 before n and 0 after (each group writes its own
-    diagonal). Both vector widths (AVX2 and AVX-512), whatever this machine compiles."""
-    monkeypatch.setattr(K, "_VQ", vq)
-    for n in (vq, 2 * vq, 200, 4096, 203, 13):
-        npq = -(-n // vq) * vq
-        W = np.full((vq // 4, 4, npq), np.nan)  # (the layout of a thread's scratch)
-        K._sym_weights_fill.py_func(W, n, npq, False)
-        if npq != n:
-            np.testing.assert_array_equal(W[0], np.broadcast_to(np.arange(npq) < n, (4, npq)))
-            continue
-        for i in range(0, n, 4):
-            jb = (i // vq) * vq
-            k = np.arange(jb, npq)
-            for r in range(4):
-                rule = np.where(k > i + r, 1.0, np.where(k == i + r, 0.5, 0.0))
-                np.testing.assert_array_equal(W[(i - jb) // 4, r, : npq - jb], rule)
-
-
-def test_sym_band_noalias_same_bits():
-    """The symmetric band is compiled with noalias pointer arguments (no runtime overlap checks
-    before its vector loop); this numba supports it, and the band gives the same bits as the
-    same code compiled with the default pipeline (n = 200: table weights; 203: padding). Its
-    Itô sums from the table of ⟨x_i, x_j⟩² (``ito`` = 2) have the same bits as those computed
-    in the loop (``ito`` = 1): both use explicit fused multiply-adds (targets with FMA; the
-    others use no table)."""
-    from numba import njit
-
-    assert K._NOALIAS, "numba lost Flags.noalias: the symmetric pass keeps its overlap checks"
-    plain = njit(fastmath=K._FM, error_model="numpy", boundscheck=False)(K._sym_band3.py_func)
-    rng = np.random.default_rng(17)
-    for n in (200, 203):
-        X, D, _ = make_case(rng, 1, n, 3, 2)
-        Xt = K._columns(X, K._VW)
-        npq = -(-n // K._VQ) * K._VQ
-        shift = K._spectral_norm(D)
-        G = np.full((n, npq), np.nan)
-        K._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
-        assert np.all(np.isfinite(G)) and np.all(G[:, n:] == 0.0)
-        # |c| ≤ 1 on the sphere: a 3-term dot product errs ≤ 3u on each side, c² ≤ 2·3u + u
-        np.testing.assert_allclose(G[:, :n], (X[0] @ X[0].T) ** 2, rtol=0, atol=16 * U64)
-        outs = []
-        for f in (K._sym_band3, plain):
-            for ito in ((1, 2) if K._HAS_FMA else (1,)):  # no table without FMA
-                W = np.empty((K._VQ // 4, 4, npq))
-                K._sym_weights_fill(W, n, npq, False)
-                C = np.zeros((5, npq))
-                o = (np.zeros((1, 2, n)), np.zeros((1, 2, n, 3)), np.zeros((1, 2, n)),
-                     np.zeros((1, 2, n)))
-                for h in range(2):
-                    C[:] = 0.0
-                    f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, 0, n, C[0],
-                      C[1], C[2], C[3], C[4], W, np.full((npq + 4, 4), np.nan), True,
-                      *(a[0, h] for a in o), ito, G)
-                outs.append(o)
-        for other in outs[1:]:
-            for a, b in zip(outs[0], other):
-                np.testing.assert_array_equal(a, b)
-        assert np.all(outs[0][0] > 0)
-
-
-@pytest.mark.parametrize("vq", [4, 8])
 def test_sym_flat_weights_table(monkeypatch, vq):
-    """The flat pair loop's weight table: for every group of rows i..i+3 of a band
-    [i_lo, i_hi) and every vector of columns jv = jb, jb + vq, … < n_pad (jb = vq⌊i/vq⌋), the
-    entry the loop reads (:func:`_sym_band3_flat`: rows valid, first/last vector, o, r) is
-    the weight of the pair (i + r, jv + m): 0 for rows ≥ i_hi, columns ≥ n or before the
-    diagonal, 1/2 on it, 1 after. Both vector widths, whatever this machine compiles."""
+    """The pair loop's weight table: for every group of rows i..i+3 of a band [i_lo, i_hi)
+    and every vector of columns jv = jb, jb + vq, … < n_pad (jb = vq⌊i/vq⌋), the entry the
+    loop reads (:func:`_sym_band3`: rows valid, first/last vector, o, r) is the weight of the
+    pair (i + r, jv + m): 0 for rows ≥ i_hi, columns ≥ n or before the diagonal, 1/2 on it,
+    1 after. The loop multiplies by the table only in first and last vectors (last: when n
+    is not a multiple of vq) and in short groups: everywhere else the table holds ones. Both
+    vector widths, whatever this machine compiles."""
     monkeypatch.setattr(K, "_VQ", vq)
     monkeypatch.setattr(K, "_SYM_FLAT_W", 16 * vq * vq)
     for n, i_lo, i_hi in ((vq, 0, vq), (200, 0, 200), (203, 0, 203), (13, 0, 13),
@@ -931,25 +868,46 @@ def test_sym_flat_weights_table(monkeypatch, vq):
             for jv in range(jb, npq, vq):
                 kind = (jv == jb) + 2 * (jv + vq >= npq)
                 w0 = v * 4 * vq * vq + kind * vq * vq + (i - jb) * vq
+                weighted = jv == jb or (npq != n and jv + vq >= npq) or v != 0
                 for r in range(4):
                     j = jv + np.arange(vq)
                     rule = np.where(j > i + r, 1.0, np.where(j == i + r, 0.5, 0.0))
                     rule = np.where((j < n) & (i + r < i_hi), rule, 0.0)
-                    np.testing.assert_array_equal(Wf[w0 + r * vq:w0 + (r + 1) * vq], rule)
+                    got = Wf[w0 + r * vq:w0 + (r + 1) * vq]
+                    np.testing.assert_array_equal(got if weighted else np.ones(vq), rule)
 
 
-def test_sym_band_flat_matches_group_loop():
-    """The flat pair loop (explicit vectors, one loop over every group's vectors)
-    against the loop per group it replaces there: the row parts have the same bits (each
-    row's lanes are summed in the same order over the same pairs) and the outputs agree
-    within the column sums' rounding (four terms per column added in another order, then
-    about n more: 4(n + 4)u relative for these positive sums; SI with the Itô terms' factor
-    ⟨x_i, x_j⟩² ≤ 1 likewise). Itô sums from the table (``ito`` = 2) and from the loop (1)
-    have the same bits; without noalias the same bits too. Bands with a short last group,
-    padding columns (n = 203) and a band that starts inside the token range."""
+def _band_reference(X, D, beta, c, i_lo, i_hi):
+    """NumPy: band [i_lo, i_hi)'s weighted pair sums of :func:`_sym_band3` (own band): the
+    row parts (Σ_j ω e_ij, Σ_j ω e_ij x_j), S0, SX, SI = 2 C4 + S0 of its rows and the
+    column sums C0 … C4 of every column (the later bands' rows read them)."""
+    n = X.shape[0]
+    E = np.exp(beta * X @ D @ X.T - c)
+    i = np.arange(n)[:, None]
+    j = np.arange(n)[None, :]
+    M = np.where(j > i, 1.0, np.where(j == i, 0.5, 0.0)) * ((i >= i_lo) & (i < i_hi))
+    ME = M * E
+    parts = np.concatenate([ME.sum(1)[:, None], ME @ X], axis=1)[i_lo:i_hi]
+    S0 = ME.sum(1) + ME.sum(0)
+    SX = ME @ X + ME.T @ X
+    C4 = (ME * (X @ X.T) ** 2).sum(0)
+    cols = np.concatenate([ME.sum(0)[None], (ME.T @ X).T, C4[None]])
+    return parts, [a[i_lo:i_hi] for a in (S0, SX, 2 * C4 + S0)], cols
+
+
+def test_sym_band_against_numpy_and_same_bits():
+    """The symmetric pair loop (one loop over every group's vectors, explicit vectors)
+    against NumPy: row parts and outputs within the sums' rounding (terms added in groups of
+    four, lanes and about n more: 4(n + 4)u of the sum of the terms' sizes; each term is at
+    most e_ij (|x| ≤ 1, ⟨x_i, x_j⟩² ≤ 1), so of S0, three S0 for SI = 2·C4 + S0), plus the
+    exponential's 7e-16 and the logits' rounding (|s − c| ≤ 2c, about 4·2c·u relative).
+    Bands with a short last group, padding columns (n = 203) and bands that start inside the
+    token range. And the same bits: Itô sums from the table (``ito`` = 2) and from the loop
+    (1) (targets with FMA); compiled without ``noalias`` (the default pipeline); S0 and SX
+    without the Itô sums (``ito`` = 0)."""
     from numba import njit
 
-    plain = njit(error_model="numpy", boundscheck=False)(K._sym_band3_flat.py_func)
+    plain = njit(error_model="numpy", boundscheck=False)(K._sym_band3.py_func)
     rng = np.random.default_rng(29)
     for n, i_lo, i_hi in ((200, 0, 200), (203, 0, 203), (203, 96, 150), (61, 8, 61)):
         X, D, _ = make_case(rng, 1, n, 3, 2)
@@ -959,37 +917,49 @@ def test_sym_band_flat_matches_group_loop():
         G = np.full((n, npq), np.nan)
         K._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
         outs = {}
-        for name, f, ito in [("group", K._sym_band3, 1), ("flat", K._sym_band3_flat, 1),
-                             ("plain", plain, 1)] + (
-                [("flat table", K._sym_band3_flat, 2)] if K._HAS_FMA else []):
-            flat = f is not K._sym_band3
-            W = np.full((K._VQ // 4, 4, max(npq, K._sym_flat_room(n) // K._VQ)), np.nan)
-            K._sym_weights_fill(W, n, npq, flat)
+        for name, f, ito in [("loop", K._sym_band3, 1), ("plain", plain, 1),
+                             ("no ito", K._sym_band3, 0)] + (
+                [("table", K._sym_band3, 2)] if K._HAS_FMA else []):
+            W = np.full(K._sym_flat_room(n), np.nan)
+            K._sym_weights_fill(W, n)
             C = np.zeros((5, npq))
             Rp = np.full((npq + 4, 4), np.nan)
             o = [np.zeros((2, n)), np.zeros((2, n, 3)), np.zeros((2, n)), np.zeros((2, n))]
             parts = np.zeros((2, i_hi - i_lo, 4))
+            cols = np.zeros((2, 5, npq))
             for h in range(2):
                 C[:] = 0.0
-                args = (Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, i_lo, i_hi,
-                        C[0], C[1], C[2], C[3], C[4])
-                rest = (Rp, True, *(a[h] for a in o), ito)
-                if flat:
-                    f(*args, W.reshape(-1), *rest, G.reshape(-1), npq)
-                else:
-                    f(*args, W, *rest, G)
+                f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, i_lo, i_hi,
+                  C[0], C[1], C[2], C[3], C[4], W, Rp, True, *(a[h] for a in o), ito,
+                  G.reshape(-1), npq)
                 parts[h] = Rp[i_lo:i_hi]
-            outs[name] = (parts, [a[:, i_lo:i_hi] for a in o])
-        ref_parts, ref = outs["group"]
-        assert np.all(ref[0] > 0)
-        for name, (parts, got) in outs.items():
-            np.testing.assert_array_equal(parts, ref_parts, err_msg=name)
-            for a, r in zip(got, ref):
-                np.testing.assert_allclose(a, r, rtol=4 * (n + 4) * U64, atol=0, err_msg=name)
-        for name in ("plain", "flat table"):
+                cols[h] = C
+            outs[name] = (parts, [a[:, i_lo:i_hi] for a in o], cols)
+        for h in range(2):
+            ref_parts, ref, ref_cols = _band_reference(X[0], D[0, h], 1.3, shift[0, h], i_lo,
+                                                       i_hi)
+            rel = 4 * (n + 4) * U64 + 8 * 2 * shift[0, h] * U64 + 1e-15
+            tol = rel * ref[0]
+            parts, got, cols = outs["loop"]
+            # every column's sums over the band's rows (padding columns: exact zeros), the
+            # Itô column computed (outs["loop"]: ito = 1)
+            assert np.all(cols[h, :, n:] == 0.0)
+            ctol = rel * ref_cols[0] + 1e-300
+            assert np.all(np.abs(cols[h, :, :n] - ref_cols) <= ctol), \
+                (n, i_lo, float(np.max(np.abs(cols[h, :, :n] - ref_cols) / ctol)))
+            assert np.all(np.abs(parts[h] - ref_parts) <= tol[:, None])
+            for a, r, k in zip(got, ref, (1, 1, 3)):
+                t = k * (tol if a.ndim == 2 else tol[:, None])
+                err = np.abs(a[h] - r)
+                assert np.all(err <= t), (n, i_lo, float(np.max(err / t)))
+            np.testing.assert_array_equal(outs["loop"][1][3][h], shift[0, h])  # RS = c_h
+        for name in ("plain", "table"):
             if name in outs:
-                for a, b in zip(outs[name][1], outs["flat"][1]):
+                for a, b in zip(outs[name][1], outs["loop"][1]):
                     np.testing.assert_array_equal(a, b, err_msg=name)
+                np.testing.assert_array_equal(outs[name][2], outs["loop"][2], err_msg=name)
+        for a, b in zip(outs["no ito"][1][:2], outs["loop"][1][:2]):
+            np.testing.assert_array_equal(a, b, err_msg="no ito")
 
 
 def test_sym_pass_matches_row_pass_and_reference(monkeypatch):

@@ -1008,210 +1008,11 @@ def _paged_zeros(shape, offset):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_weights_fill(W, n, npq, flat):
-    r"""Fill the pair weights ω_rj of :func:`_sym_band3` into ``W`` (_VQ/4, 4, ≥ npq).
-    Without padding columns (n a multiple of the vector, npq = n) a fixed table: the group of
-    rows i..i+3 reads ``W[o, r, 0:]`` from its first column jb = _VQ⌊i/_VQ⌋, o = (i − jb)/4,
-    with ω = 0 before its diagonal, 1/2 on it (column i + r) and 1 after. Otherwise ``W[0]``
-    holds ones (zeros beyond n), and each group writes its own weights and restores them.
-    With ``flat`` (:data:`_SYM_FLAT`) the table of :func:`_sym_band3_flat` instead
-    (:func:`_sym_flat_weights`; W must have room: :func:`_sym_flat_room`)."""
-    if flat:
-        _sym_flat_weights(W.reshape(W.size), n)
-        return
-    W[:] = 1.0
-    if npq == n:
-        for o in range(_VQ // _SYM_ROWS):
-            for r in range(_SYM_ROWS):
-                m = o * _SYM_ROWS + r
-                if m < npq:
-                    W[o, r, :m] = 0.0
-                    W[o, r, m] = 0.5
-    else:
-        W[:, :, n:] = 0.0
-
-
-@njit(fastmath=_FM, **_OPTS, **_NOALIAS)
-def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, W, Rp, own, S0h,
-               SXh, SIh, RSh, ito, G):
-    r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
-    unordered pair once:
-
-    .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = 2^{\langle q'_i, x_j\rangle - c'} = e_{ji},
-        \qquad q'_i = (\beta\log_2 e) D_h x_i,\quad c' = c\log_2 e
-
-    (base 2: :func:`_exp2_shifted`).
-
-    Four rows ``i..i+3`` share one loop over the columns ``j ≥ 4⌊i/4⌋`` (whole vectors), with
-    weights ω_rj (:func:`_sym_weights_fill`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r, 1 for j > i+r. Each
-    weighted e is added to the row sums of i+r (registers: Σ e, Σ e x_j) and to the column
-    sums of j in ``C0 … C4`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e,
-    Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row i gets e_ii
-    once. After the loop the four rows' parts go to ``Rp[i + r]`` (≥ i_hi + 3 rows of 4);
-    after the last group :func:`_sym_rows_out` writes ``S0 = row part + C0[i]`` etc. for
-    every row of the band in one vectorised loop.
-
-    The Itô sums go to the column sums only [session 12]: the pass's consumers use them only
-    through :math:`\sum_i e^{c_h} SI_i` (uniform masses, the sum of :func:`_finish`), and
-    :math:`\sum_{i,j} e_{ij}\langle x_i, x_j\rangle^2 = 2\sum_j C4_j` by symmetry (the
-    diagonal's 1/2 included), so row i holds ``SI = 2·C4[i] + S0`` (when ``own``, i.e. the
-    band is the only one; else C4[i] of this band, and :func:`_sym_reduce3` adds the earlier
-    bands' columns, doubles and adds S0): not its own row's Itô sum, the same total. Four
-    accumulators and four additions per vector fewer than with the row part (the loop spills
-    less: 280 instead of 328 instructions per vector of columns, AVX-512).
-
-    Per group of four rows and vector of four columns: 3 loads, 4 exponentials, the Itô
-    products and the row sums of four rows, and one read-modify-write of the 5 column sums:
-    against the row pass, half the exponentials and logits (measured 1.5–1.6× at n = 4096,
-    1.2–1.3× at n = 200, one thread, AVX2). The column loop starts at index 0 of slices, so
-    LLVM sees no wrap-around in the addresses and vectorises the read-modify-write.
-
-    Compiled with every pointer argument ``noalias`` (:func:`_kernel_pipeline`, which also
-    aligns its frame): the arguments are separate arrays or disjoint rows of one (the token
-    rows of ``Xt``, the five column-sum rows), so the vector loop needs none of the ≈ 45
-    runtime overlap checks (90 comparisons per group of four rows) LLVM emits otherwise.
-    Measured on one thread, AVX-512: 7–8% less time at n = 200, 2–4% at n = 2048, the same bits.
-
-    ``ito`` (a literal: each value compiles its own loop) adds the Itô sums: 1 computes
-    ⟨x_{i+r}, x_j⟩² in the loop (:func:`_cos2`), 2 reads it from the table ``G`` (n, n_pad)
-    of the path (:func:`_cos2_table`; the same bits: explicit fused multiply-adds, never
-    reassociated); 0 skips it and two accumulators per row (10–16% less time at n = 200 and
-    n = 4096: the band alone on one thread, and ``wflow bench``'s two rows): the evaluations
-    that need no Itô sum (the ledger's second pass, Runge–Kutta stages, weights without
-    Brownian noise) take it. The table is head-independent: the fused stage of
-    :func:`_sym3` fills it once per path for all heads, up to n = :data:`_SYM_TABLE_N`
-    (n = 200, H = 100, P = 10 on one thread, CPU time: 27.6–28.5 → 25.3–26.4 ms, session 10;
-    the loop then has 4 loads instead of 16 floating-point operations per vector of columns).
-    """
-    numba.literally(ito)
-    d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
-    d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
-    d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
-    # base-2 logits (:func:`_exp2_shifted`): y = (β⟨D_h x_i, x_j⟩ − c)·log₂e
-    mc = -c * _LOG2E
-    bl = beta * _LOG2E
-    npq = ((n + _VQ - 1) // _VQ) * _VQ  # the loop's columns (the rows may be longer)
-    table = npq == n  # no padding columns: the weights are a fixed table (_sym_weights_fill)
-    for i in range(i_lo, i_hi, _SYM_ROWS):
-        jb = (i // _VQ) * _VQ
-        jh = min(npq, i + _SYM_ROWS + _VQ)  # the weights that differ from 1 (before n)
-        if table:  # the group's weights from column jb on: W[o, r, 0:]
-            o = (i - jb) // _SYM_ROWS
-            base = 0
-        else:  # written into W[0, r, jb:jh] here, back to 1 (0 beyond n) after the loop
-            o = 0
-            base = jb
-            for r in range(_SYM_ROWS):
-                ir = i + r
-                if ir >= i_hi:  # the band's last group is short: this row adds nothing
-                    W[0, r, jb:] = 0.0
-                    continue
-                for k in range(jb, jh):
-                    if k >= n:
-                        W[0, r, k] = 0.0
-                    elif k > ir:
-                        W[0, r, k] = 1.0
-                    elif k == ir:
-                        W[0, r, k] = 0.5
-                    else:
-                        W[0, r, k] = 0.0
-        ia = i
-        ib = min(i + 1, i_hi - 1)
-        ic = min(i + 2, i_hi - 1)
-        id_ = min(i + 3, i_hi - 1)
-        ya0, ya1, ya2 = x0[ia], x1[ia], x2[ia]
-        yb0, yb1, yb2 = x0[ib], x1[ib], x2[ib]
-        yc0, yc1, yc2 = x0[ic], x1[ic], x2[ic]
-        yd0, yd1, yd2 = x0[id_], x1[id_], x2[id_]
-        qa0 = bl * (d00 * ya0 + d01 * ya1 + d02 * ya2)
-        qa1 = bl * (d10 * ya0 + d11 * ya1 + d12 * ya2)
-        qa2 = bl * (d20 * ya0 + d21 * ya1 + d22 * ya2)
-        qb0 = bl * (d00 * yb0 + d01 * yb1 + d02 * yb2)
-        qb1 = bl * (d10 * yb0 + d11 * yb1 + d12 * yb2)
-        qb2 = bl * (d20 * yb0 + d21 * yb1 + d22 * yb2)
-        qc0 = bl * (d00 * yc0 + d01 * yc1 + d02 * yc2)
-        qc1 = bl * (d10 * yc0 + d11 * yc1 + d12 * yc2)
-        qc2 = bl * (d20 * yc0 + d21 * yc1 + d22 * yc2)
-        qd0 = bl * (d00 * yd0 + d01 * yd1 + d02 * yd2)
-        qd1 = bl * (d10 * yd0 + d11 * yd1 + d12 * yd2)
-        qd2 = bl * (d20 * yd0 + d21 * yd1 + d22 * yd2)
-        # slices from jb: the loop index starts at 0 (no wrap-around select in the addresses)
-        v0 = x0[jb:npq]
-        v1 = x1[jb:npq]
-        v2 = x2[jb:npq]
-        w0 = C0[jb:npq]
-        w1 = C1[jb:npq]
-        w2 = C2[jb:npq]
-        w3 = C3[jb:npq]
-        w4 = C4[jb:npq]
-        if ito == 2:  # rows of the table of ⟨x_i, x_j⟩²
-            ga_ = G[ia, jb:npq]
-            gb_ = G[ib, jb:npq]
-            gc_ = G[ic, jb:npq]
-            gd_ = G[id_, jb:npq]
-        else:  # unused
-            ga_ = gb_ = gc_ = gd_ = w4
-        we = base + npq - jb
-        ma = W[o, 0, base:we]
-        mb = W[o, 1, base:we]
-        mcc = W[o, 2, base:we]
-        md = W[o, 3, base:we]
-        sa = aa0 = aa1 = aa2 = 0.0
-        sb = ab0 = ab1 = ab2 = 0.0
-        sc = ac0 = ac1 = ac2 = 0.0
-        sd = ad0 = ad1 = ad2 = 0.0
-        for j in range(npq - jb):
-            u0 = v0[j]
-            u1 = v1[j]
-            u2 = v2[j]
-            ea = _exp2_shifted(((mc + qa0 * u0) + qa1 * u1) + qa2 * u2) * ma[j]
-            eb = _exp2_shifted(((mc + qb0 * u0) + qb1 * u1) + qb2 * u2) * mb[j]
-            ec = _exp2_shifted(((mc + qc0 * u0) + qc1 * u1) + qc2 * u2) * mcc[j]
-            ed = _exp2_shifted(((mc + qd0 * u0) + qd1 * u1) + qd2 * u2) * md[j]
-            sa += ea
-            aa0 += ea * u0
-            aa1 += ea * u1
-            aa2 += ea * u2
-            sb += eb
-            ab0 += eb * u0
-            ab1 += eb * u1
-            ab2 += eb * u2
-            sc += ec
-            ac0 += ec * u0
-            ac1 += ec * u1
-            ac2 += ec * u2
-            sd += ed
-            ad0 += ed * u0
-            ad1 += ed * u1
-            ad2 += ed * u2
-            w0[j] += ea + eb + ec + ed
-            w1[j] += ea * ya0 + eb * yb0 + ec * yc0 + ed * yd0
-            w2[j] += ea * ya1 + eb * yb1 + ec * yc1 + ed * yd1
-            w3[j] += ea * ya2 + eb * yb2 + ec * yc2 + ed * yd2
-            if ito == 2:  # the Itô terms go to the column sums only
-                ga = ea * ga_[j]
-                gb = eb * gb_[j]
-                gc = ec * gc_[j]
-                gd = ed * gd_[j]
-                w4[j] += ga + gb + gc + gd
-            elif ito == 1:  # a literal: the loop without the Itô sums is compiled separately
-                ga = _ito_term(ea, ya0, ya1, ya2, u0, u1, u2)
-                gb = _ito_term(eb, yb0, yb1, yb2, u0, u1, u2)
-                gc = _ito_term(ec, yc0, yc1, yc2, u0, u1, u2)
-                gd = _ito_term(ed, yd0, yd1, yd2, u0, u1, u2)
-                w4[j] += ga + gb + gc + gd
-        if not table:
-            for r in range(_SYM_ROWS):  # back to 1 (0 beyond n)
-                ke = npq if i + r >= i_hi else jh
-                for k in range(jb, ke):
-                    W[0, r, k] = 1.0 if k < n else 0.0
-        # the four rows' parts (rows beyond i_hi too: Rp has room, they are never read)
-        rp = Rp[i:i + _SYM_ROWS]
-        rp[0, 0], rp[0, 1], rp[0, 2], rp[0, 3] = sa, aa0, aa1, aa2
-        rp[1, 0], rp[1, 1], rp[1, 2], rp[1, 3] = sb, ab0, ab1, ab2
-        rp[2, 0], rp[2, 1], rp[2, 2], rp[2, 3] = sc, ac0, ac1, ac2
-        rp[3, 0], rp[3, 1], rp[3, 2], rp[3, 3] = sd, ad0, ad1, ad2
-    _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own)
+def _sym_weights_fill(W, n):
+    """Fill the pair weights of :func:`_sym_band3` for n tokens into a thread's weight scratch
+    ``W`` (any C-contiguous shape with room, :func:`_sym_flat_room`): the table of
+    :func:`_sym_flat_weights`."""
+    _sym_flat_weights(W.reshape(W.size), n)
 
 
 #: The fused symmetric stage reads ⟨x_i, x_j⟩² from a table per path (and worker) up to this
@@ -1251,12 +1052,6 @@ def _cos2_table(x0, x1, x2, n, G):
             g[j] = _cos2(y0, y1, y2, x0[j], x1[j], x2[j])
 
 
-#: The symmetric pass runs the flat pair loop (:func:`_sym_band3_flat`) where a vector holds 8
-#: floats (AVX-512, 32 vector registers); with 4 (AVX2, 16 registers) its 16 row accumulators
-#: alone fill the registers and it was 8–21% slower than the loop per group
-#: (:func:`_sym_band3`; ``NUMBA_CPU_NAME=znver3`` with the AVX-512 features off, session 16).
-_SYM_FLAT = _VQ >= 8
-
 _V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
 _vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
 _vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsum = (_V.add, _V.mul, _V.fma, _V.fma_exact,
@@ -1267,14 +1062,14 @@ _SYM_FLAT_W = 16 * _VQ * _VQ
 
 
 def _sym_flat_room(n):
-    """Floats of weight scratch :func:`_sym_band3_flat` needs for n tokens (a multiple of
-    _VQ): the weight table and 6 row constants per row of its groups."""
+    """Floats of weight scratch :func:`_sym_band3` needs for n tokens: the weight table
+    (:data:`_SYM_FLAT_W`) and 6 row constants per row of its groups."""
     return _SYM_FLAT_W + 6 * (-(-n // _VQ) * _VQ + _SYM_ROWS)
 
 
 @njit(**_OPTS)
 def _sym_flat_weights(Wf, n):
-    """Write the pair weights of :func:`_sym_band3_flat` for n tokens into ``Wf[:_SYM_FLAT_W]``,
+    """Write the pair weights of :func:`_sym_band3` for n tokens into ``Wf[:_SYM_FLAT_W]``,
     as ``(4, 4, _VQ/4, 4, _VQ)``: ``[v, f + 2l, o, r, m]`` is the weight of lane m of row r of
     a group of rows i..i+3 with i − _VQ⌊i/_VQ⌋ = 4o, in its first vector of columns (f = 1: 0
     before the diagonal, 1/2 on it, 1 after), in its last (l = 1: 0 beyond n), in both (a
@@ -1313,11 +1108,12 @@ def _cos2_vec(y0, y1, y2, u0, u1, u2):
 
 @njit(fastmath=_FM, **_OPTS)
 def _sym_flat_rows(x0, x1, x2, Dh, bl, i_lo, i_hi, npq, Q):
-    """The row constants of :func:`_sym_band3_flat` for rows i_lo..i_hi−1 (in groups of four,
+    """The row constants of :func:`_sym_band3` for rows i_lo..i_hi−1 (in groups of four,
     the last group's missing rows repeating row i_hi − 1): group g's q'_i = bl·D_h x_i at
-    ``Q[24g + 3r : 24g + 3r + 3]`` and x_i at ``Q[24g + 12 + 3r : …]``, the same arithmetic as
-    :func:`_sym_band3`'s (its bits). Returns the loop's steps: every group's vectors of
-    columns from its first, _VQ⌊i/_VQ⌋, to npq."""
+    ``Q[24g + 3r : 24g + 3r + 3]`` and x_i at ``Q[24g + 12 + 3r : …]`` (a group's 24 in three
+    cache lines at most; the same arithmetic, hence bits, as sessions 9–15's loop per group).
+    Returns the loop's steps: every group's vectors of columns from its first, _VQ⌊i/_VQ⌋,
+    to npq."""
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
     d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
     d20, d21, d22 = Dh[2, 0], Dh[2, 1], Dh[2, 2]
@@ -1339,41 +1135,72 @@ def _sym_flat_rows(x0, x1, x2, Dh, bl, i_lo, i_hi, npq, Q):
 
 
 @njit(**_OPTS, **_NOALIAS)
-def _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, Rp, own,
-                    S0h, SXh, SIh, RSh, ito, Gf, gs):
-    r""":func:`_sym_band3` as one loop over every (group of four rows, vector of columns) of
-    the band, with explicit vectors (:mod:`wflow.core._simd`): the same pairs, weights and
-    sums; each row's sums over j stay lane by lane in registers across the group's vectors and
-    are added across lanes (:func:`_vhsum`, the order of LLVM's reduction in the loop per group)
-    when the group ends, inside the loop. The row parts are the same bits as
-    :func:`_sym_band3`'s; the column sums may differ in the last bits (the four rows' terms
-    are added in another order).
+def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, Rp, own, S0h,
+               SXh, SIh, RSh, ito, Gf, gs):
+    r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
+    unordered pair once:
 
-    Why [session 16]: at small n the loop per group is short (n = 200: 13 vectors on average)
-    and each of its ends costs about one iteration (the loop's exit, the lane sums and the
-    next loop's start wait for the last iteration's chain of dependent operations: the body is
-    ≈ 190 instructions and the out-of-order window holds less than two): 12% of the band at
-    n = 200 against n = 1600. One loop keeps the window full across groups. And the weights
-    (:func:`_sym_flat_weights`) differ from 1 only in a group's first vector (the diagonal),
-    its last when n is not a multiple of the vector (padding) and a band's short last group:
-    only those steps multiply by them (four products fewer per step, on the ports the
-    exponentials use). Band alone, one thread, paired medians of 150 alternations
-    (``/work/s16/b7.py``-style harness), time against the loop per group: n = 200 0.911
-    (no Itô sums), 0.915 (from the table); n = 1600 0.954 (none), 0.98 (in the loop). Whole
-    evaluations, 1 thread, best of 25, 10 alternated processes: (200, 100, 3) P = 10
-    1.710 → 1.782·10⁹ pair-heads/s, (4096, 8, 3) 1.836 → 1.877·10⁹.
+    .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = 2^{\langle q'_i, x_j\rangle - c'} = e_{ji},
+        \qquad q'_i = (\beta\log_2 e) D_h x_i,\quad c' = c\log_2 e
 
-    The arithmetic is the module's intrinsics with their own flags (the function itself has
-    no fast-math flags: numba would add ``reassoc`` to the intrinsics' unflagged products,
-    and LLVM could then fuse either of two products into one sum, differently in two
-    compilations). The innermost product of each chain is rounded on its own
-    (:func:`_vmul_rounded`), so only one product of a sum can become a fused multiply-add.
+    (base 2: :func:`_exp2_shifted`, here lane-wise: :mod:`wflow.core._simd`).
 
+    Groups of four rows ``i..i+3`` run over the columns ``j ≥ _VQ⌊i/_VQ⌋`` in whole vectors,
+    with weights ω_rj (:func:`_sym_flat_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r,
+    1 for j > i+r. Each weighted e is added to the row sums of i+r (Σ e, Σ e x_j) and to the
+    column sums of j in ``C0 … C4`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e,
+    Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row i gets e_ii
+    once. When a group ends its four rows' parts go to ``Rp[i + r]`` (≥ i_hi + 3 rows of 4);
+    after the last :func:`_sym_rows_out` writes ``S0 = row part + C0[i]`` etc. for every row
+    of the band in one vectorised loop. Against the row pass: half the exponentials and
+    logits (1.5–1.6× at n = 4096, 1.2–1.3× at n = 200, one thread, session 9).
+
+    The Itô sums go to the column sums only [session 12]: the pass's consumers use them only
+    through :math:`\sum_i e^{c_h} SI_i` (uniform masses, the sum of :func:`_finish`), and
+    :math:`\sum_{i,j} e_{ij}\langle x_i, x_j\rangle^2 = 2\sum_j C4_j` by symmetry (the
+    diagonal's 1/2 included), so row i holds ``SI = 2·C4[i] + S0`` (when ``own``, i.e. the
+    band is the only one; else C4[i] of this band, and :func:`_sym_reduce3` adds the earlier
+    bands' columns, doubles and adds S0): not its own row's Itô sum, the same total.
+    ``ito`` (a literal: each value compiles its own loop): 1 computes ⟨x_{i+r}, x_j⟩² in the
+    loop (:func:`_cos2_vec`), 2 reads it from the path's table ``Gf`` (n rows of length
+    ``gs``, flat: :func:`_cos2_table`, filled once per path for all heads by the fused stage
+    of :func:`_sym3` up to n = :data:`_SYM_TABLE_N`; the same bits), 0 skips it (the
+    evaluations that need no Itô sum: the ledger's second pass, Runge–Kutta stages, weights
+    without Brownian noise; 10–16% less time).
+
+    **One loop** over every (group, vector of columns) of the band [session 16], with
+    explicit vectors: each row's sums stay lane by lane in registers across the group's
+    vectors and are added across lanes (:func:`_vhsum`, the order of LLVM's own reduction)
+    when its group ends, inside the loop. Sessions 9–15 ran a loop per group that LLVM
+    vectorised; at small n it is short (n = 200: 13 vectors on average) and each of its ends
+    cost about one iteration (the exit, the lane sums and the next loop's start wait for the
+    last iteration's chain of dependent operations: ≈ 190 instructions per step, and the
+    out-of-order window holds less than two): 12% of the band at n = 200 against n = 1600.
+    And the weights differ from 1 only in a group's first vector (the diagonal), its last when
+    n is not a multiple of the vector (padding) and a band's short last group: only those
+    steps multiply by them (four products fewer per step, on the exponentials' ports).
+    Measured against the loop per group (band alone, one thread, AVX-512, paired medians of
+    150 alternations): n = 200 0.911 of its time (no Itô sums), 0.915 (table); n = 1600
+    0.954 (none), 0.98 (in the loop); whole evaluations (1 thread, best of 25, 10 alternated
+    processes) (200, 100, 3) P = 10 1.710 → 1.782·10⁹ pair-heads/s, (4096, 8, 3)
+    1.836 → 1.877·10⁹. The row parts had the same bits as the loop per group there.
+
+    The other reason: **the same bits in every compilation.** The loop per group was compiled
+    with fast-math reassociation (its reductions needed it), which left LLVM free to fuse
+    and order differently in the stages' separate compilations: with AVX2
+    (``NUMBA_CPU_NAME=znver3``, AVX-512 off) the fused, chained and unfused forms and the Itô
+    variants gave different bits (six tests failed there for session 15's code; the thread
+    count chooses the form). This function has no fast-math flags (numba would add
+    ``reassoc`` to the intrinsics' unflagged products); its arithmetic carries its own
+    (``contract`` only), and the innermost product of each chain is rounded on its own
+    (:func:`_vmul_rounded`), so at most one product of a sum can become a fused multiply-add.
+    With AVX2 (16 registers: the 16 row accumulators alone fill them) it is 8–21% slower than
+    the loop per group was; deterministic first.
+
+    Compiled with every pointer argument ``noalias`` (:func:`_kernel_pipeline`, which also
+    aligns its frame): the arguments are separate arrays or disjoint rows of one.
     ``Wf`` (flat, ≥ :func:`_sym_flat_room` floats): the weight table, then the rows'
-    constants (:func:`_sym_flat_rows`, filled here for the band). ``Gf``: the table of
-    ⟨x_i, x_j⟩² flat with row length ``gs`` (``ito`` = 2; 1 computes the same bits in the
-    loop, :func:`_cos2_vec`). The row parts go to ``Rp`` and :func:`_sym_rows_out` writes the
-    outputs, as in :func:`_sym_band3`."""
+    constants (:func:`_sym_flat_rows`, filled here for the band)."""
     numba.literally(ito)
     npq = ((n + _VQ - 1) // _VQ) * _VQ
     padded = npq != n
@@ -1482,31 +1309,21 @@ def _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, 
 @njit(inline="always", **_OPTS)
 def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, SXh, SIh, RSh,
                    want_ito, G):
-    """:func:`_sym_band3_flat` (where :data:`_SYM_FLAT`; W filled for it: :func:`_sym_weights_fill`
-    with ``flat``) or :func:`_sym_band3`, with its Itô literal chosen from the runtime
-    flag ``want_ito`` and the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
-    if _SYM_FLAT:
-        Wf = W.reshape(W.size)
-        Gf = G.reshape(G.size)
-        gs = G.shape[1]
-        if want_ito and G.shape[0] > 0:
-            _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3],
-                            C[4], Wf, Rp, own, S0h, SXh, SIh, RSh, 2, Gf, gs)
-        elif want_ito:
-            _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3],
-                            C[4], Wf, Rp, own, S0h, SXh, SIh, RSh, 1, Gf, gs)
-        else:
-            _sym_band3_flat(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3],
-                            C[4], Wf, Rp, own, S0h, SXh, SIh, RSh, 0, Gf, gs)
-    elif want_ito and G.shape[0] > 0:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, S0h, SXh, SIh, RSh, 2, G)
+    """:func:`_sym_band3` (W filled by :func:`_sym_weights_fill`) with its Itô literal chosen
+    from the runtime flag ``want_ito`` and the table G (rows ≥ 1: squared cosines; else
+    computed in the loop)."""
+    Wf = W.reshape(W.size)
+    Gf = G.reshape(G.size)
+    gs = G.shape[1]
+    if want_ito and G.shape[0] > 0:
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], Wf, Rp,
+                   own, S0h, SXh, SIh, RSh, 2, Gf, gs)
     elif want_ito:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, S0h, SXh, SIh, RSh, 1, G)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], Wf, Rp,
+                   own, S0h, SXh, SIh, RSh, 1, Gf, gs)
     else:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, S0h, SXh, SIh, RSh, 0, G)
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], Wf, Rp,
+                   own, S0h, SXh, SIh, RSh, 0, Gf, gs)
 
 
 @njit(**_OPTS, **_NOALIAS)
@@ -3097,7 +2914,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         if not filled:  # only a thread with an item writes its slot's weights: a worker that
             # arrives after the items are gone may find the slot (kept scratch) in use by the
             # next job, whose band may be rewriting its weights (non-table mode)
-            _sym_weights_fill(W, n, npq, _SYM_FLAT)
+            _sym_weights_fill(W, n)
             filled = True
         # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
         b = 0
@@ -3216,8 +3033,8 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
 
 def _sym3_scratch(slots, n, nps, table, rows):
     """Each thread's scratch of :func:`_sym3`, one slot per thread: the pair weights
-    ``Ws (slots, _VQ/4, 4, ≥ nps)`` (:func:`_sym_weights_fill`, filled by the job; room for
-    :func:`_sym_band3_flat`'s table and row constants, :func:`_sym_flat_room`), the column
+    ``Ws (slots, ≥ nps)`` (:func:`_sym_weights_fill`, filled by the job; room for the
+    weight table and row constants of :func:`_sym_band3`, :func:`_sym_flat_room`), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
     the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads) and the
     band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`) and one head's row sums
@@ -3232,8 +3049,7 @@ def _sym3_scratch(slots, n, nps, table, rows):
     per = _PAGE // 8
     gsize = -(-(n * npq) // per) * per if table else 0
     return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
-        _paged_zeros((slots, _VQ // _SYM_ROWS, _SYM_ROWS,
-                      max(nps, _sym_flat_room(n) // _VQ) if _SYM_FLAT else nps), _SLOT_LOADS),
+        _paged_zeros((slots, max(nps, _sym_flat_room(n))), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
         np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
         np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n))))
