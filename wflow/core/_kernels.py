@@ -36,12 +36,15 @@ threads, in rounds of disjoint block pairs (fixed order of every sum). From d �
 *Symmetric pairs* (e_ij = e_ji for symmetric D_h and the fixed shift), d = 3:
 :func:`_sym3` computes each unordered pair once (used when :func:`_use_sym` holds:
 float64, polynomial exp, uniform masses, no mask, every head on the fixed shift,
-n ≤ :data:`SYM_MAX_N`). Four rows share one loop over the columns j ≥ i; each e is added to
-its row sums (registers) and to the column sums of j (a read-modify-write vectorised by LLVM
-once the loop runs over slices from index 0); the diagonal counts 1/2 in each. Four rows per
-loop keep four exponential chains in flight: with one or two rows the loop was bound by the
-latency of the polynomial (0.8–1.3×); with four, measured 1.5–1.6× at n = 4096 and
-1.2–1.3× at n = 200 (one thread, CPU time, AVX2, 2026-11-30). Work items are (path, head,
+n ≤ :data:`SYM_MAX_N`). Groups of four rows run over the columns j ≥ i in whole vectors;
+each e is added to its row sums (vector registers) and to the column sums of j (a vector
+read-modify-write); the diagonal counts 1/2 in each. Four rows per group keep four
+exponential chains in flight: with one or two rows the loop was bound by the latency of the
+polynomial (0.8–1.3×); with four, measured 1.5–1.6× at n = 4096 and 1.2–1.3× at n = 200
+(one thread, CPU time, AVX2, 2026-11-30). Since session 16 one loop runs over every (group,
+vector) of a band, written with explicit vectors (:mod:`wflow.core._simd`) and no fast-math
+flags: faster at small n, and the same bits in every compilation (:func:`_sym_band3`).
+Work items are (path, head,
 row band); the bands (:func:`_sym_bands`, a function of n and H only) have their own column
 sums, added in band order afterwards (:func:`_sym_reduce3`), so the bits never depend on
 the thread count or the path batch. Earlier attempts, for the record: a row triangle with
@@ -1057,7 +1060,7 @@ _vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcas
 _vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsum = (_V.add, _V.mul, _V.fma, _V.fma_exact,
                                                     _V.exp2, _V.hsum)
 _vmul_rounded = _V.mul_rounded
-#: Floats of the flat loop's weight table: (rows valid mod 4, first/last vector, o, r, lane).
+#: Floats of the pair loop's weight table: (rows valid mod 4, first/last vector, o, r, lane).
 _SYM_FLAT_W = 16 * _VQ * _VQ
 
 

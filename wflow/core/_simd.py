@@ -2,25 +2,29 @@ r"""Explicit SIMD vectors for the numba kernels of :mod:`wflow.core._kernels`.
 
 numba vectorises loops through LLVM's loop vectoriser, which keeps a reduction's partial sums
 in registers only within one loop: every exit reduces them across lanes, every entry starts
-again. The symmetric pair loop of small n (:func:`~wflow.core._kernels._sym_band3_flat`)
-runs one loop over all its (group of rows, vector of columns) steps and needs its row sums as
-vectors across iterations: this module gives numba a vector value type for that.
+again. The symmetric pair loop (:func:`~wflow.core._kernels._sym_band3`) runs one loop over
+all its (group of rows, vector of columns) steps and keeps its row sums as vectors across
+them: this module gives numba a vector value type for that.
 
-``vector_ops(lanes)`` returns intrinsics on ``lanes × float64`` vectors (an LLVM
+``vector_ops(lanes, round_magic, coeffs)`` returns intrinsics on ``lanes × float64`` vectors (an LLVM
 ``<lanes x double>`` held in registers; LLVM splits it where the target's registers are
 narrower). Arithmetic carries the ``contract`` flag only (a product feeding one sum may
 become a fused multiply-add on targets that have one, never reassociated), so a loop written
-with them has one rounding order on a given target, whatever LLVM does to the loop around it.
+with them has one rounding order on a given target, whatever LLVM does to the loop around it
+— provided the function using them has no fast-math flags of its own (numba adds the
+function's flags to instructions that carry none, ``mul_rounded``'s included).
 
 ======================  ================================================================
 ``load(a, i)``          ``a[i : i + lanes]`` of a contiguous float64 array (unaligned)
 ``store(a, i, v)``      ``a[i : i + lanes] = v``
 ``splat(x)``            ``(x, …, x)``;  ``bcast(a, i)``: ``splat(a[i])`` (a broadcast load)
 ``zero()``              ``(0, …, 0)``
-``add, mul``            lane-wise ``a + b``, ``a · b``
+``add, mul``            lane-wise ``a + b``, ``a · b`` (contractible)
+``mul_rounded(a, b)``   ``a · b`` never contracted into a sum (rounded on its own)
 ``fma(a, b, c)``        ``a·b + c`` (contractible: one instruction with FMA, else two)
 ``fma_exact(a, b, c)``  ``a·b + c`` rounded once (``llvm.fma``; a libm call without FMA)
-``exp2(y, coeffs)``     :math:`2^y` as :func:`~wflow.core._kernels._exp2_shifted`
+``exp2(y)``             :math:`2^y` for y ∈ [−1021, 1023], as
+                        :func:`~wflow.core._kernels._exp2_shifted`, lane-wise
 ``hsum(v)``             the lanes' sum in a fixed tree (halves added, then halves again)
 ======================  ================================================================
 """
