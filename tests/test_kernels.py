@@ -476,8 +476,9 @@ def test_tile_partition_is_fixed():
 
 
 def test_pad_granularity(monkeypatch):
-    """Column padding: 16 only for targets surely without AVX-512, else the safe 32; the
-    padding of the loaded module is a multiple of the float64 vectors it pads for."""
+    """Column padding: 16 only for targets surely without AVX2, else 32 (the symmetric
+    pass's 8-float vectors); the padding of the loaded module is a multiple of the float64
+    vectors it pads for."""
     from numba.core import config
 
     monkeypatch.setattr(config, "CPU_NAME", "generic")
@@ -486,14 +487,14 @@ def test_pad_granularity(monkeypatch):
     monkeypatch.setattr(config, "CPU_NAME", "skylake-avx512")
     assert K._pad_granularity() == 32
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-avx512f")
-    assert K._pad_granularity() == 16
+    assert K._pad_granularity() == 32
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f")
     assert K._pad_granularity() == 32
-    # AVX-512 without FP16 (AMD Zen 4): "-avx512fp16" is not "-avx512f"
-    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f,-avx512fp16,+avx512vl")
-    assert K._pad_granularity() == 32
-    monkeypatch.setattr(config, "CPU_FEATURES", "-avx512fp16,-avx512f")
+    monkeypatch.setattr(config, "CPU_FEATURES", "+sse4.2,-avx,-avx2,-avx512f")
     assert K._pad_granularity() == 16
+    # whole tokens: "-avx2vnni" (a host with AVX2 but not AVX-VNNI) is not "-avx2"
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-avx2vnni,-avx512f")
+    assert K._pad_granularity() == 32
     assert K._VW in (16, 32) and K._VW32 == 2 * K._VW and K._CH % K._VW32 == 0
 
 

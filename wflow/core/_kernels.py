@@ -203,21 +203,26 @@ def _target_features():
 
 def _pad_granularity():
     """Column padding (float64 elements) for numba's compile target: 16 when the target
-    surely lacks AVX-512 (``NUMBA_CPU_NAME=generic``, or the host's or ``NUMBA_CPU_FEATURES``'
-    feature list says ``-avx512f``), else 32.
+    surely lacks AVX2 (``NUMBA_CPU_NAME=generic``, or the host's or ``NUMBA_CPU_FEATURES``'
+    feature list says ``-avx2``), else 32.
 
     The pair loops run over whole vectors only if the padding is a multiple of the vector
-    width × interleave LLVM picks for them: 4 × 4 with AVX2 (measured: padding to 16 or 32
-    gives the same bits there, 4% faster at n = 200 where 32 pads 200 columns to 224),
-    8 × 4 with AVX-512. Padding columns carry weight 0 and add exact zeros to the lane sums,
-    so the granularity changes speed only, never the results of one machine."""
+    width × interleave LLVM picks for them: 4 × 4 with AVX2, 8 × 4 with AVX-512. Padding
+    columns carry weight 0 and add exact zeros to the lane sums, so the granularity changes
+    speed only, never the results of one machine. The padding also sets the symmetric pass's
+    explicit vectors, :data:`_VQ` = padding/4 floats (:func:`_sym_band3`): with AVX2 8 floats
+    (two 256-bit registers per vector, so each step has twice the exponentials in flight)
+    against 4 [session 16, ``NUMBA_CPU_NAME=znver3`` with the AVX-512 features off, one
+    thread, best of 25, four alternations]: (200, 100, 3) P = 10 1.02 → 1.27–1.32·10⁹
+    pair-heads/s, (4096, 8, 3) 1.14 → 1.29–1.32·10⁹ (session 15's loop per group with
+    16: 1.27–1.32 and 1.15–1.25). Sessions 9–15 padded to 16 with AVX2 (the row pass 4%
+    faster at n = 200, where 32 pads 200 columns to 224)."""
     try:
         name, feats = _target_features()
     except Exception:  # pragma: no cover - unknown target: the safe (wider) padding
         return 32
-    # whole tokens: the host's list holds "-avx512fp16" on AVX-512 CPUs without FP16 (AMD Zen 4),
-    # which a substring test would read as "-avx512f"
-    if name == "generic" or "-avx512f" in (feats or "").split(","):
+    # whole tokens (the host's list holds "-avx512fp16" on AVX-512 CPUs without FP16, AMD Zen 4)
+    if name == "generic" or "-avx2" in (feats or "").split(","):
         return 16
     return 32
 
@@ -227,8 +232,9 @@ def _pad_granularity():
 #: numba keys by CPU name and features).
 _VW = _pad_granularity()
 _VW32 = 2 * _VW  # the same for float32 (twice as many lanes)
-#: One float64 vector (4 lanes on AVX2, 8 on AVX-512): the granularity of the last, masked
-#: column block of the fixed-shift d = 3 rows (n = 200: 200 columns, not 208).
+#: The granularity of the last, masked column block of the fixed-shift d = 3 rows (n = 200:
+#: 200 columns, not 208) and the lanes of the symmetric pass's explicit vectors: 8 floats
+#: (AVX-512: one register; AVX2: two), 4 without AVX2.
 _VQ = _VW // 4
 
 _FM = {"reassoc", "contract"}  # for the accumulation loops only (never for _exp_fast)
@@ -1197,8 +1203,9 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     ``reassoc`` to the intrinsics' unflagged products); its arithmetic carries its own
     (``contract`` only), and the innermost product of each chain is rounded on its own
     (:func:`_vmul_rounded`), so at most one product of a sum can become a fused multiply-add.
-    With AVX2 (16 registers: the 16 row accumulators alone fill them) it is 8–21% slower than
-    the loop per group was; deterministic first.
+    With AVX2 its vectors are 8 floats too, two registers each (:func:`_pad_granularity`):
+    with 4 it was 8–22% slower than the loop per group, with 8 as fast at n = 200 and
+    5–10% faster at n = 4096.
 
     Compiled with every pointer argument ``noalias`` (:func:`_kernel_pipeline`, which also
     aligns its frame): the arguments are separate arrays or disjoint rows of one.
