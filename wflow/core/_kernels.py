@@ -1105,6 +1105,12 @@ def _sym_flat_weights(Wf, n):
 
 
 @njit(inline="always", **_OPTS)
+def _vrow_sums(e, u0, u1, u2, s, a0, a1, a2):
+    """One row's sums (Σ e, Σ e x_j) lane-wise over one more vector of columns."""
+    return _vadd(s, e), _vfma(e, u0, a0), _vfma(e, u1, a1), _vfma(e, u2, a2)
+
+
+@njit(inline="always", **_OPTS)
 def _cos2_vec(y0, y1, y2, u0, u1, u2):
     """:func:`_cos2` lane-wise (the same bits: explicit fused multiply-adds where the target
     has them; plain arithmetic otherwise, as :func:`_ito_term`)."""
@@ -1250,22 +1256,10 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
             eb = _vmul_rounded(eb, _vload(Wf, w + _VQ))
             ec = _vmul_rounded(ec, _vload(Wf, w + 2 * _VQ))
             ed = _vmul_rounded(ed, _vload(Wf, w + 3 * _VQ))
-        sa = _vadd(sa, ea)
-        aa0 = _vfma(ea, u0, aa0)
-        aa1 = _vfma(ea, u1, aa1)
-        aa2 = _vfma(ea, u2, aa2)
-        sb = _vadd(sb, eb)
-        ab0 = _vfma(eb, u0, ab0)
-        ab1 = _vfma(eb, u1, ab1)
-        ab2 = _vfma(eb, u2, ab2)
-        sc = _vadd(sc, ec)
-        ac0 = _vfma(ec, u0, ac0)
-        ac1 = _vfma(ec, u1, ac1)
-        ac2 = _vfma(ec, u2, ac2)
-        sd = _vadd(sd, ed)
-        ad0 = _vfma(ed, u0, ad0)
-        ad1 = _vfma(ed, u1, ad1)
-        ad2 = _vfma(ed, u2, ad2)
+        sa, aa0, aa1, aa2 = _vrow_sums(ea, u0, u1, u2, sa, aa0, aa1, aa2)
+        sb, ab0, ab1, ab2 = _vrow_sums(eb, u0, u1, u2, sb, ab0, ab1, ab2)
+        sc, ac0, ac1, ac2 = _vrow_sums(ec, u0, u1, u2, sc, ac0, ac1, ac2)
+        sd, ad0, ad1, ad2 = _vrow_sums(ed, u0, u1, u2, sd, ad0, ad1, ad2)
         _vstore(C0, jv, _vadd(_vload(C0, jv), _vadd(_vadd(ea, eb), _vadd(ec, ed))))
         _vstore(C1, jv, _vadd(_vload(C1, jv), _vfma(ed, _vbcast(Q, b + 21), _vfma(
             ec, _vbcast(Q, b + 18), _vfma(eb, _vbcast(Q, b + 15), _vmul_rounded(ea, _vbcast(Q, b + 12)))))))
