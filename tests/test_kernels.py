@@ -922,7 +922,7 @@ def test_sym_band_against_numpy_and_same_bits():
                              ("no ito", K._sym_band3, 0)] + (
                 [("table", K._sym_band3, 2)] if K._HAS_FMA else []):
             W = np.full(K._sym_flat_room(n), np.nan)
-            K._sym_weights_fill(W, n)
+            K._sym_flat_weights(W, n)
             C = np.zeros((5, npq))
             Rp = np.full((npq + 4, 4), np.nan)
             o = [np.zeros((2, n)), np.zeros((2, n, 3)), np.zeros((2, n)), np.zeros((2, n))]

@@ -980,8 +980,9 @@ def _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own
 
 
 #: The symmetric pass's streams by page offset [session 11]: its column loop reads the token
-#: rows (3), the pair weights (4 rows) and the column sums (5 rows, read and written) at one
-#: index j. A load whose address equals, in its low 12 bits, that of a store still in flight
+#: rows (3), the cosine table's rows (4) and the column sums (5 rows, read and written) at one
+#: index j (the pair weights, sessions 11–15 a row per column too, are a small table since
+#: session 16). A load whose address equals, in its low 12 bits, that of a store still in flight
 #: (a few hundred bytes behind) waits for it ("4K aliasing"); with rows at arbitrary offsets
 #: some pair usually collides, and (4096, 8, 3) took 75–98 ms on one thread depending on
 #: where the allocator put the weights (37.6–53.7 ms on two). Now every row of these arrays
@@ -1014,14 +1015,6 @@ def _paged_zeros(shape, offset):
     a = _paged_empty(int(np.prod(shape)), offset).reshape(shape)
     a[...] = 0.0
     return a
-
-
-@njit(inline="always", **_OPTS)
-def _sym_weights_fill(W, n):
-    """Fill the pair weights of :func:`_sym_band3` for n tokens into a thread's weight scratch
-    ``W`` (any C-contiguous shape with room, :func:`_sym_flat_room`): the table of
-    :func:`_sym_flat_weights`."""
-    _sym_flat_weights(W.reshape(W.size), n)
 
 
 #: The fused symmetric stage reads ⟨x_i, x_j⟩² from a table per path (and worker) up to this
@@ -1313,20 +1306,19 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
 @njit(inline="always", **_OPTS)
 def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, SXh, SIh, RSh,
                    want_ito, G):
-    """:func:`_sym_band3` (W filled by :func:`_sym_weights_fill`) with its Itô literal chosen
+    """:func:`_sym_band3` (W flat, filled by :func:`_sym_flat_weights`) with its Itô literal chosen
     from the runtime flag ``want_ito`` and the table G (rows ≥ 1: squared cosines; else
     computed in the loop)."""
-    Wf = W.reshape(W.size)
     Gf = G.reshape(G.size)
     gs = G.shape[1]
     if want_ito and G.shape[0] > 0:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], Wf, Rp,
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
                    own, S0h, SXh, SIh, RSh, 2, Gf, gs)
     elif want_ito:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], Wf, Rp,
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
                    own, S0h, SXh, SIh, RSh, 1, Gf, gs)
     else:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], Wf, Rp,
+        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
                    own, S0h, SXh, SIh, RSh, 0, Gf, gs)
 
 
@@ -2918,7 +2910,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         if not filled:  # only a thread with an item writes its slot's weights: a worker that
             # arrives after the items are gone may find the slot (kept scratch) in use by the
             # next job, whose band may be rewriting its weights (non-table mode)
-            _sym_weights_fill(W, n)
+            _sym_flat_weights(W, n)
             filled = True
         # the item: path p and its heads h0..h1−1 of band b (no heads: a combine tile)
         b = 0
@@ -3037,7 +3029,7 @@ def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, 
 
 def _sym3_scratch(slots, n, nps, table, rows):
     """Each thread's scratch of :func:`_sym3`, one slot per thread: the pair weights
-    ``Ws (slots, ≥ nps)`` (:func:`_sym_weights_fill`, filled by the job; room for the
+    ``Ws (slots, room)`` (:func:`_sym_flat_weights`, filled by the job; room for the
     weight table and row constants of :func:`_sym_band3`, :func:`_sym_flat_room`), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
     the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads) and the
@@ -3053,7 +3045,7 @@ def _sym3_scratch(slots, n, nps, table, rows):
     per = _PAGE // 8
     gsize = -(-(n * npq) // per) * per if table else 0
     return _kept("sym3", (slots, n, nps, gsize, rows), lambda: (
-        _paged_zeros((slots, max(nps, _sym_flat_room(n))), _SLOT_LOADS),
+        _paged_zeros((slots, _sym_flat_room(n)), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
         np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
         np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n))))

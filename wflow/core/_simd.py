@@ -188,7 +188,7 @@ def vector_ops(lanes, round_magic, coeffs):
             return types.float64(v), codegen
         return None
 
-    return SimpleNamespace(type=ty, load=load, store=store, splat=splat, bcast=bcast,
+    return SimpleNamespace(load=load, store=store, splat=splat, bcast=bcast,
                            zero=zero, add=binary("fadd"), mul=binary("fmul"),
                            mul_rounded=binary("fmul", ()), fma=fma,
                            fma_exact=fma_exact, exp2=exp2, hsum=hsum)
