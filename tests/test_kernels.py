@@ -878,6 +878,49 @@ def test_sym_flat_weights_table(monkeypatch, vq):
                     np.testing.assert_array_equal(got if weighted else np.ones(vq), rule)
 
 
+def _tree_sum(v):
+    """A vector's lanes added as :func:`wflow.core._simd` promises: halves, then halves."""
+    v = np.asarray(v, dtype=np.float64)
+    while v.size > 1:
+        v = v[:v.size // 2] + v[v.size // 2:]
+    return v[0]
+
+
+@pytest.mark.parametrize("lanes", [4, 8])
+def test_simd_hsums_is_hsum_per_vector(lanes):
+    """``hsums`` (the band's group end: 16 vectors reduced and stored as whole vectors by a
+    transposing tree) gives, for every vector, the bits of ``hsum`` and of the halves tree
+    in NumPy: the same additions in the same order, only regrouped across vectors. Values
+    spread over 30 binades, so that any other order rounds differently somewhere."""
+    from numba import njit
+
+    from wflow.core._simd import vector_ops
+
+    V = vector_ops(lanes, K._ROUND_MAGIC, (1.0,))
+    load, hsum, hsums = V.load, V.hsum, V.hsums
+
+    @njit
+    def both(a, out, one):
+        L = lanes
+        hsums(out, 3, (load(a, 0), load(a, L), load(a, 2 * L), load(a, 3 * L), load(a, 4 * L),
+                       load(a, 5 * L), load(a, 6 * L), load(a, 7 * L), load(a, 8 * L),
+                       load(a, 9 * L), load(a, 10 * L), load(a, 11 * L), load(a, 12 * L),
+                       load(a, 13 * L), load(a, 14 * L), load(a, 15 * L)))
+        for k in range(16):
+            one[k] = hsum(load(a, k * L))
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        a = rng.normal(size=16 * lanes) * 2.0 ** rng.integers(-15, 15, size=16 * lanes)
+        out = np.full(16 + 3, np.nan)
+        one = np.empty(16)
+        both(a, out, one)
+        ref = np.array([_tree_sum(a[k * lanes:(k + 1) * lanes]) for k in range(16)])
+        np.testing.assert_array_equal(out[3:], ref)
+        np.testing.assert_array_equal(one, ref)
+        assert np.isnan(out[:3]).all()
+
+
 def _band_reference(X, D, beta, c, i_lo, i_hi):
     """NumPy: band [i_lo, i_hi)'s weighted pair sums of :func:`_sym_band3` (own band): the
     row parts (Σ_j ω e_ij, Σ_j ω e_ij x_j), S0, SX, SI = 2 C4 + S0 of its rows and the

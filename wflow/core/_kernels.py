@@ -1056,8 +1056,8 @@ def _cos2_table(x0, x1, x2, n, G):
 
 _V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
 _vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
-_vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsum = (_V.add, _V.mul, _V.fma, _V.fma_exact,
-                                                    _V.exp2, _V.hsum)
+_vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsums = (_V.add, _V.mul, _V.fma, _V.fma_exact,
+                                                     _V.exp2, _V.hsums)
 _vmul_rounded = _V.mul_rounded
 #: Floats of the pair loop's weight table: (rows valid mod 4, first/last vector, o, r, lane).
 _SYM_FLAT_W = 16 * _VQ * _VQ
@@ -1178,10 +1178,14 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
 
     **One loop** over every (group, vector of columns) of the band [session 16], with
     explicit vectors: each row's sums stay lane by lane in registers across the group's
-    vectors and are added across lanes (:func:`_vhsum`, the order of LLVM's own reduction)
-    when its group ends, inside the loop. Sessions 9–15 ran a loop per group that LLVM
-    vectorised; at small n it is short (n = 200: 13 vectors on average) and each of its ends
-    cost about one iteration (the exit, the lane sums and the next loop's start wait for the
+    vectors and are added across lanes when its group ends, inside the loop: all sixteen at
+    once (:func:`_vhsums`, a transposing tree that stores the group's ``Rp`` rows as whole
+    vectors; per vector the order of LLVM's own reduction) [session 17: sixteen
+    reductions of their own and sixteen scalar stores were ≈ 100 instructions per group,
+    against ≈ 40: the band at n = 200, one thread, 20.1 → 18.7 µs per head without Itô
+    sums, 21.6 → 19.9 with the table, 23.9 → 22.4 in the loop; the same bits].
+    Sessions 9–15 ran a loop per group that LLVM vectorised; at small n it is short
+    (n = 200: 13 vectors on average) and each of its ends cost about one iteration (the exit, the lane sums and the next loop's start wait for the
     last iteration's chain of dependent operations: ≈ 190 instructions per step, and the
     out-of-order window holds less than two): 12% of the band at n = 200 against n = 1600.
     And the weights differ from 1 only in a group's first vector (the diagonal), its last when
@@ -1216,6 +1220,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     short = 4 * _VQ * _VQ  # wg from here on: a group with fewer than four rows
     mc = _vsplat(-c * _LOG2E)
     Q = Wf[_SYM_FLAT_W:]  # 6 per row from i_lo (_sym_flat_rows)
+    Rpf = Rp.reshape(Rp.size)  # (rows i..i+3 of a group: 16 floats in a row)
     total = _sym_flat_rows(x0, x1, x2, Dh, beta * _LOG2E, i_lo, i_hi, npq, Q)
     i = i_lo
     jb = (i // _VQ) * _VQ
@@ -1279,14 +1284,8 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
             _vstore(C4, jv, _vadd(_vload(C4, jv), t))
         jv += _VQ
         if jv >= npq:  # the group's end: its rows' parts (rows beyond i_hi: never read)
-            Rp[i, 0], Rp[i, 1], Rp[i, 2], Rp[i, 3] = (_vhsum(sa), _vhsum(aa0), _vhsum(aa1),
-                                                      _vhsum(aa2))
-            Rp[i + 1, 0], Rp[i + 1, 1], Rp[i + 1, 2], Rp[i + 1, 3] = (
-                _vhsum(sb), _vhsum(ab0), _vhsum(ab1), _vhsum(ab2))
-            Rp[i + 2, 0], Rp[i + 2, 1], Rp[i + 2, 2], Rp[i + 2, 3] = (
-                _vhsum(sc), _vhsum(ac0), _vhsum(ac1), _vhsum(ac2))
-            Rp[i + 3, 0], Rp[i + 3, 1], Rp[i + 3, 2], Rp[i + 3, 3] = (
-                _vhsum(sd), _vhsum(ad0), _vhsum(ad1), _vhsum(ad2))
+            _vhsums(Rpf, 4 * i, (sa, aa0, aa1, aa2, sb, ab0, ab1, ab2,
+                                 sc, ac0, ac1, ac2, sd, ad0, ad1, ad2))
             sa = aa0 = aa1 = aa2 = _vzero()
             sb = ab0 = ab1 = ab2 = _vzero()
             sc = ac0 = ac1 = ac2 = _vzero()
