@@ -1185,7 +1185,8 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     against ≈ 40: the band at n = 200, one thread, 20.1 → 18.7 µs per head without Itô
     sums, 21.6 → 19.9 with the table, 23.9 → 22.4 in the loop; the same bits].
     Sessions 9–15 ran a loop per group that LLVM vectorised; at small n it is short
-    (n = 200: 13 vectors on average) and each of its ends cost about one iteration (the exit, the lane sums and the next loop's start wait for the
+    (n = 200: 13 vectors on average) and each of its ends cost about one iteration (the
+    exit, the lane sums and the next loop's start wait for the
     last iteration's chain of dependent operations: ≈ 190 instructions per step, and the
     out-of-order window holds less than two): 12% of the band at n = 200 against n = 1600.
     And the weights differ from 1 only in a group's first vector (the diagonal), its last when
