@@ -921,6 +921,39 @@ def test_simd_hsums_is_hsum_per_vector(lanes):
         assert np.isnan(out[:3]).all()
 
 
+@pytest.mark.parametrize("lanes", [4, 8])
+def test_simd_load3_and_rounded_ops(lanes):
+    """``load3`` splits ``lanes`` rows of a flat (rows, 3) array into its three components,
+    and ``mul_rounded``, ``add_rounded``, ``sub``, ``div`` give lane by lane the bits of
+    NumPy's scalar operations (each rounded on its own: the symmetric combine relies on it
+    to have the scalar loop's bits)."""
+    from numba import njit
+
+    from wflow.core._simd import vector_ops
+
+    V = vector_ops(lanes, K._ROUND_MAGIC, (1.0,))
+    load3, store, mul, add, sub, div = (V.load3, V.store, V.mul_rounded, V.add_rounded,
+                                        V.sub, V.div)
+
+    @njit
+    def run(a, off, out):
+        x, y, z = load3(a, off)
+        store(out, 0, x)
+        store(out, lanes, y)
+        store(out, 2 * lanes, z)
+        store(out, 3 * lanes, sub(div(add(mul(x, y), z), y), x))
+
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=3 * lanes + 9) * 2.0 ** rng.integers(-20, 20, size=3 * lanes + 9)
+    out = np.empty(4 * lanes)
+    run(a, 6, out)
+    rows = a[6:6 + 3 * lanes].reshape(lanes, 3)
+    for q in range(3):
+        np.testing.assert_array_equal(out[q * lanes:(q + 1) * lanes], rows[:, q])
+    x, y, z = rows.T
+    np.testing.assert_array_equal(out[3 * lanes:], (x * y + z) / y - x)
+
+
 def _band_reference(X, D, beta, c, i_lo, i_hi):
     """NumPy: band [i_lo, i_hi)'s weighted pair sums of :func:`_sym_band3` (own band): the
     row parts (Σ_j ω e_ij, Σ_j ω e_ij x_j), S0, SX, SI = 2 C4 + S0 of its rows and the
@@ -1026,12 +1059,14 @@ def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
             check_agree(a, b, X, D, V, 1.5, code, lap, False, tied, refs=refs)
 
 
-@pytest.mark.parametrize("P, n", [(3, 200), (1, 200), (1, 1031)])
+@pytest.mark.parametrize("P, n", [(3, 200), (1, 200), (1, 1031), (2, 605)])
 def test_sym_pass_dE_dD_symmetric(P, n):
-    """∂_D E = e^c Σ_ij e_ij x_i x_jᵀ is symmetric: the symmetric pass takes each tile's six
+    """∂_D E = e^c Σ_ij e_ij x_i x_jᵀ is symmetric: the symmetric pass takes each block's six
     entries a ≤ b and mirrors them, so its ∂_D E is exactly symmetric in the fused (P ≥ threads),
     chained (P = 1) and multi-band (n = 1031) forms, and within the conditioning bound of the
-    reference (which sums all nine entries)."""
+    reference (which sums all nine entries). n = 605 and 1031: several blocks of
+    ``_SYM_BLOCK_ROWS`` rows, the last one short and ending inside a vector."""
+    assert n <= 256 or n % K._SYM_BLOCK_ROWS % 8 != 0
     rng = np.random.default_rng(17 + P + n)
     X, D, V = make_case(rng, P, n, 3, 3)
     lap = np.zeros(3, dtype=bool)

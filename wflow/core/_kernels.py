@@ -1058,7 +1058,9 @@ _V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9,
 _vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
 _vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsums = (_V.add, _V.mul, _V.fma, _V.fma_exact,
                                                      _V.exp2, _V.hsums)
+_vhsum = _V.hsum
 _vmul_rounded = _V.mul_rounded
+_vadd_rounded, _vsub, _vdiv, _vload3 = _V.add_rounded, _V.sub, _V.div, _V.load3
 #: Floats of the pair loop's weight table: (rows valid mod 4, first/last vector, o, r, lane).
 _SYM_FLAT_W = 16 * _VQ * _VQ
 
@@ -1322,6 +1324,90 @@ def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, S
                    own, S0h, SXh, SIh, RSh, 0, Gf, gs)
 
 
+@njit(inline="always", **_OPTS)
+def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, V9, D9, es, zn, izn, one, lp, head):
+    """One vector of rows of :func:`_sym_epilogue3`: the rows' components at ``Xf[xo:]``,
+    ``SXf[xo:]`` (flat (rows, 3)), their S0, SI at ``so``, Z into ``Pf[so:]`` and the
+    increments into the accumulators ``A[k, ao:]``; returns the six products
+    :math:`x_a\,SX_b` (a ≤ b) of the ∂_D E tile sums. Every operation rounded on its own,
+    in the scalar code's order (lane by lane the bits of a scalar loop)."""
+    x0, x1, x2 = _vload3(Xf, xo)
+    sx0, sx1, sx2 = _vload3(SXf, xo)
+    s0 = _vload(S0f, so)
+    rs = _vdiv(one, s0)
+    Z = _vmul_rounded(zn, s0)
+    _vstore(Pf, so, Z)
+    _vstore(A[6], ao, _vadd_rounded(_vload(A[6], ao), Z))
+    _vstore(A[7], ao, _vadd_rounded(_vload(A[7], ao), _vmul_rounded(izn, rs)))
+    y0 = _vmul_rounded(sx0, rs)
+    y1 = _vmul_rounded(sx1, rs)
+    y2 = _vmul_rounded(sx2, rs)
+    w0 = _vadd_rounded(_vadd_rounded(_vmul_rounded(V9[0], y0), _vmul_rounded(V9[1], y1)),
+                       _vmul_rounded(V9[2], y2))
+    w1 = _vadd_rounded(_vadd_rounded(_vmul_rounded(V9[3], y0), _vmul_rounded(V9[4], y1)),
+                       _vmul_rounded(V9[5], y2))
+    w2 = _vadd_rounded(_vadd_rounded(_vmul_rounded(V9[6], y0), _vmul_rounded(V9[7], y1)),
+                       _vmul_rounded(V9[8], y2))
+    if lp:
+        w0 = _vsub(_vadd_rounded(_vadd_rounded(_vmul_rounded(V9[0], x0),
+                                               _vmul_rounded(V9[1], x1)),
+                                 _vmul_rounded(V9[2], x2)), w0)
+        w1 = _vsub(_vadd_rounded(_vadd_rounded(_vmul_rounded(V9[3], x0),
+                                               _vmul_rounded(V9[4], x1)),
+                                 _vmul_rounded(V9[5], x2)), w1)
+        w2 = _vsub(_vadd_rounded(_vadd_rounded(_vmul_rounded(V9[6], x0),
+                                               _vmul_rounded(V9[7], x1)),
+                                 _vmul_rounded(V9[8], x2)), w2)
+    xw = _vadd_rounded(_vadd_rounded(_vmul_rounded(w0, x0), _vmul_rounded(w1, x1)),
+                       _vmul_rounded(w2, x2))
+    om = one if head else Z
+    _vstore(A[0], ao, _vadd_rounded(_vload(A[0], ao),
+                                    _vmul_rounded(om, _vsub(w0, _vmul_rounded(xw, x0)))))
+    _vstore(A[1], ao, _vadd_rounded(_vload(A[1], ao),
+                                    _vmul_rounded(om, _vsub(w1, _vmul_rounded(xw, x1)))))
+    _vstore(A[2], ao, _vadd_rounded(_vload(A[2], ao),
+                                    _vmul_rounded(om, _vsub(w2, _vmul_rounded(xw, x2)))))
+    _vstore(A[3], ao, _vadd_rounded(_vload(A[3], ao), _vmul_rounded(es, _vadd_rounded(
+        _vadd_rounded(_vmul_rounded(D9[0], sx0), _vmul_rounded(D9[1], sx1)),
+        _vmul_rounded(D9[2], sx2)))))
+    _vstore(A[4], ao, _vadd_rounded(_vload(A[4], ao), _vmul_rounded(es, _vadd_rounded(
+        _vadd_rounded(_vmul_rounded(D9[3], sx0), _vmul_rounded(D9[4], sx1)),
+        _vmul_rounded(D9[5], sx2)))))
+    _vstore(A[5], ao, _vadd_rounded(_vload(A[5], ao), _vmul_rounded(es, _vadd_rounded(
+        _vadd_rounded(_vmul_rounded(D9[6], sx0), _vmul_rounded(D9[7], sx1)),
+        _vmul_rounded(D9[8], sx2)))))
+    _vstore(A[8], ao, _vadd_rounded(_vload(A[8], ao), _vmul_rounded(es, _vload(SIf, so))))
+    return (_vmul_rounded(x0, sx0), _vmul_rounded(x0, sx1), _vmul_rounded(x0, sx2),
+            _vmul_rounded(x1, sx1), _vmul_rounded(x1, sx2), _vmul_rounded(x2, sx2))
+
+
+@njit(**_OPTS)
+def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, V9, D9, es, zn, izn, one, lp, head):
+    """:func:`_sym_combine_vec` for the last k < lanes rows from r: on zero-padded copies
+    (S0 = 1: finite lanes; their products are zeros), the k rows' outputs copied back."""
+    tX = np.zeros(3 * _VQ)
+    tSX = np.zeros(3 * _VQ)
+    tS0 = np.ones(_VQ)
+    tSI = np.zeros(_VQ)
+    tP = np.empty(_VQ)
+    tA = np.zeros((9, _VQ))
+    for q in range(3 * k):
+        tX[q] = Xp[3 * r + q]
+        tSX[q] = SXh[3 * r + q]
+    for q in range(k):
+        tS0[q] = S0h[r + q]
+        tSI[q] = SIh[r + q]
+        for c in range(9):
+            tA[c, q] = acc[c, r + q]
+    t = _sym_combine_vec(tX, 0, tS0, tSX, tSI, 0, tP, tA, 0, V9, D9, es, zn, izn, one, lp,
+                         head)
+    for q in range(k):
+        Ph[r + q] = tP[q]
+        for c in range(9):
+            acc[c, r + q] = tA[c, q]
+    return t
+
+
 @njit(**_OPTS, **_NOALIAS)
 def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part, dEp, acc):
     r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
@@ -1337,96 +1423,80 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     the ∂_D E partial of every tile of R rows it covers into ``dEp[p, tile, h]`` (written, not
     added: every pass writes each tile of each head once).
     :math:`e^{c}` once per head, 1/S0 once per row. The fused per-path form calls it for all
-    rows, the unfused form for one tile: the same arithmetic for every row and tile (the same
-    bits).
+    rows, the unfused form for one tile (i0 a multiple of R): the same arithmetic for every
+    row and tile (the same bits).
 
-    Two loops: the per-row terms (no sum across rows: LLVM vectorises it over rows, each lane
-    the scalar arithmetic, so the bits are those of the scalar loop), then the tile sums of
-    ∂_D E row by row in their fixed order. Compiled with noalias pointer arguments (the
-    arrays it writes, ``part``, ``dEp`` and ``acc``, share no memory with any other).
+    One loop over vectors of rows (:func:`_sym_combine_vec`, explicit vectors of
+    :mod:`wflow.core._simd`; a last partial vector runs on zero-padded copies), each
+    operation rounded on its own: the row terms have the bits of the scalar loop. The tile
+    sums of ∂_D E add each tile's products lane by lane over its vectors (R a multiple of
+    the vector), then across lanes by :func:`_vhsums`' fixed tree [session 17; sessions
+    9–16 summed row after row: scalar chains, and an LLVM-vectorised rows loop reading the
+    (rows, 3) arrays by stride-3 shuffles. In the whole evaluation of the paper's case,
+    one thread, the combine took ≈ 1.5 ms of 22 (skipping it: 22.24 → 20.72 ms, medians of
+    eight alternated fresh processes)].
 
     The tile sums take the six entries a ≤ b and mirror them [session 15]:
     :math:`\sum_i x_i SX_i^\top = \sum_{i,j} e_{ij} x_i x_j^\top` is symmetric (e_ij = e_ji),
     so the sum over tiles of the mirrored upper triangles is that matrix up to rounding, and
-    exactly symmetric. Six product chains instead of nine: the combine of the paper's case
-    1.14 → 1.03–1.06 ms per 1000 heads (best of 30, alternated processes), ≈ 0.4% of the case."""
+    exactly symmetric. Compiled with noalias pointer arguments (the arrays it writes,
+    ``part``, ``dEp`` and ``acc``, share no memory with any other)."""
     n = X.shape[1]
     lp = lap[h]
-    v00, v01, v02 = V[p, h, 0, 0], V[p, h, 0, 1], V[p, h, 0, 2]
-    v10, v11, v12 = V[p, h, 1, 0], V[p, h, 1, 1], V[p, h, 1, 2]
-    v20, v21, v22 = V[p, h, 2, 0], V[p, h, 2, 1], V[p, h, 2, 2]
-    d00, d01, d02 = D[p, h, 0, 0], D[p, h, 0, 1], D[p, h, 0, 2]
-    d10, d11, d12 = D[p, h, 1, 0], D[p, h, 1, 1], D[p, h, 1, 2]
-    d20, d21, d22 = D[p, h, 2, 0], D[p, h, 2, 1], D[p, h, 2, 2]
+    V9 = (_vbcast(V[p, h, 0], 0), _vbcast(V[p, h, 0], 1), _vbcast(V[p, h, 0], 2),
+          _vbcast(V[p, h, 1], 0), _vbcast(V[p, h, 1], 1), _vbcast(V[p, h, 1], 2),
+          _vbcast(V[p, h, 2], 0), _vbcast(V[p, h, 2], 1), _vbcast(V[p, h, 2], 2))
+    D9 = (_vbcast(D[p, h, 0], 0), _vbcast(D[p, h, 0], 1), _vbcast(D[p, h, 0], 2),
+          _vbcast(D[p, h, 1], 0), _vbcast(D[p, h, 1], 1), _vbcast(D[p, h, 1], 2),
+          _vbcast(D[p, h, 2], 0), _vbcast(D[p, h, 2], 1), _vbcast(D[p, h, 2], 2))
     es = math.exp(RSr[i0])
-    zn = es / n
-    izn = n / es
+    ves = _vsplat(es)
+    zn = _vsplat(es / n)
+    izn = _vsplat(n / es)
+    one = _vsplat(1.0)
     head = norm == 0
     m = i1 - i0
-    # flat views: element (r, k) at 3r + k, a stride LLVM knows (with the runtime row stride
-    # of a 2-D view it would vectorise only for stride 1, never taken)
+    # flat views: element (r, k) at 3r + k
     Xp = X[p, i0:i1].reshape(3 * m)
     S0h = S0r[i0:i1]
     SXh = SXr[i0:i1].reshape(3 * m)
     SIh = SIr[i0:i1]
     Ph = part[p, h, i0:i1]
-    a0 = acc[0]
-    a1 = acc[1]
-    a2 = acc[2]
-    a3 = acc[3]
-    a4 = acc[4]
-    a5 = acc[5]
-    a6 = acc[6]
-    a7 = acc[7]
-    a8 = acc[8]
-    for r in range(m):
-        x0, x1, x2 = Xp[3 * r], Xp[3 * r + 1], Xp[3 * r + 2]
-        s0 = S0h[r]
-        rs = 1.0 / s0
-        Z = zn * s0
-        Ph[r] = Z
-        a6[r] += Z
-        a7[r] += izn * rs
-        sx0, sx1, sx2 = SXh[3 * r], SXh[3 * r + 1], SXh[3 * r + 2]
-        y0 = sx0 * rs
-        y1 = sx1 * rs
-        y2 = sx2 * rs
-        w0 = (v00 * y0 + v01 * y1) + v02 * y2
-        w1 = (v10 * y0 + v11 * y1) + v12 * y2
-        w2 = (v20 * y0 + v21 * y1) + v22 * y2
-        if lp:
-            w0 = ((v00 * x0 + v01 * x1) + v02 * x2) - w0
-            w1 = ((v10 * x0 + v11 * x1) + v12 * x2) - w1
-            w2 = ((v20 * x0 + v21 * x1) + v22 * x2) - w2
-        xw = (w0 * x0 + w1 * x1) + w2 * x2
-        om = 1.0 if head else Z
-        a0[r] += om * (w0 - xw * x0)
-        a1[r] += om * (w1 - xw * x1)
-        a2[r] += om * (w2 - xw * x2)
-        a3[r] += es * ((d00 * sx0 + d01 * sx1) + d02 * sx2)
-        a4[r] += es * ((d10 * sx0 + d11 * sx1) + d12 * sx2)
-        a5[r] += es * ((d20 * sx0 + d21 * sx1) + d22 * sx2)
-        a8[r] += es * SIh[r]
-    for b in range(i0 // R, (i1 - 1) // R + 1):
-        e00 = e01 = e02 = e11 = e12 = e22 = 0.0
-        for i in range(max(i0, b * R), min(i1, b * R + R)):
-            x0, x1, x2 = X[p, i, 0], X[p, i, 1], X[p, i, 2]
-            sx0, sx1, sx2 = SXr[i, 0], SXr[i, 1], SXr[i, 2]
-            e00 += x0 * sx0
-            e01 += x0 * sx1
-            e02 += x0 * sx2
-            e11 += x1 * sx1
-            e12 += x1 * sx2
-            e22 += x2 * sx2
-        dEp[p, b, h, 0, 0] = es * e00
-        dEp[p, b, h, 0, 1] = es * e01
-        dEp[p, b, h, 0, 2] = es * e02
-        dEp[p, b, h, 1, 0] = es * e01
-        dEp[p, b, h, 1, 1] = es * e11
-        dEp[p, b, h, 1, 2] = es * e12
-        dEp[p, b, h, 2, 0] = es * e02
-        dEp[p, b, h, 2, 1] = es * e12
-        dEp[p, b, h, 2, 2] = es * e22
+    mv = (m // _VQ) * _VQ
+    b = i0 // R  # the block and the row within it (i0 is a block's first row)
+    pos = i0 - b * R
+    e00 = e01 = e02 = e11 = e12 = e22 = _vzero()
+    for r in range(0, m, _VQ):
+        if r < mv:
+            t00, t01, t02, t11, t12, t22 = _sym_combine_vec(
+                Xp, 3 * r, S0h, SXh, SIh, r, Ph, acc, r, V9, D9, ves, zn, izn, one, lp, head)
+        else:  # the last rows (fewer than a vector)
+            t00, t01, t02, t11, t12, t22 = _sym_combine_tail(
+                Xp, S0h, SXh, SIh, Ph, acc, r, m - r, V9, D9, ves, zn, izn, one, lp, head)
+        if pos == 0:  # a block's first vector
+            e00, e01, e02, e11, e12, e22 = t00, t01, t02, t11, t12, t22
+        else:
+            e00 = _vadd_rounded(e00, t00)
+            e01 = _vadd_rounded(e01, t01)
+            e02 = _vadd_rounded(e02, t02)
+            e11 = _vadd_rounded(e11, t11)
+            e12 = _vadd_rounded(e12, t12)
+            e22 = _vadd_rounded(e22, t22)
+        pos += _VQ
+        if pos == R or r + _VQ >= m:  # the block's last vector: its partial of ∂_D E
+            f00, f01, f02 = es * _vhsum(e00), es * _vhsum(e01), es * _vhsum(e02)
+            f11, f12, f22 = es * _vhsum(e11), es * _vhsum(e12), es * _vhsum(e22)
+            dEp[p, b, h, 0, 0] = f00
+            dEp[p, b, h, 0, 1] = f01
+            dEp[p, b, h, 0, 2] = f02
+            dEp[p, b, h, 1, 0] = f01
+            dEp[p, b, h, 1, 1] = f11
+            dEp[p, b, h, 1, 2] = f12
+            dEp[p, b, h, 2, 0] = f02
+            dEp[p, b, h, 2, 1] = f12
+            dEp[p, b, h, 2, 2] = f22
+            b += 1
+            pos = 0
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
@@ -2759,6 +2829,12 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
 
 #: The stages of :func:`_sym3`.
 _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
+#: Rows per block of the symmetric pass's combine (a multiple of the vector): the tiles of its
+#: ∂_D E partial sums and the items of its unfused combine stage [session 17; before, tiles
+#: of 8 rows (:func:`_tile_rows`): the fused stage wrote 25 tiles per head at n = 200, each
+#: in its own cache line of a 1.8 MB array at P = 10, H = 100]. A constant: the partial sums'
+#: rounding depends on it, never on the thread count or the path batch.
+_SYM_BLOCK_ROWS = 256
 
 
 #: Heads per chunk of the symmetric pass's combine (at most): every row adds its heads chunk by
@@ -2847,8 +2923,9 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     * ``_SYM_PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
       the column sums live in a per-thread buffer (tests only); with several, band b writes
       ``Cb[p, h, b]`` and :func:`_sym_reduce3` adds them afterwards in band order.
-    * ``_SYM_COMBINE`` (after the pairs): items (path, tile of R rows), each head by head with
-      :func:`_sym_epilogue3`, then the per-row outputs and the sums.
+    * ``_SYM_COMBINE`` (after the pairs): items (path, block of R = :data:`_SYM_BLOCK_ROWS`
+      rows), each head by head with :func:`_sym_epilogue3`, then the per-row outputs and
+      the sums.
 
     Every row adds its heads chunk by chunk (in the order h = 0, 1, … within a chunk, from
     zero; the chunks' sums in order) and every tile partial is the same sum in the fused,
@@ -3478,9 +3555,11 @@ def fused_pass(X, D, V, beta, norm_code, laplacian_mask, causal, tied, want_ito=
     G2hm = new(P)
     ito = new(P)
     dEdD = new((P, H, d, d))
-    R = _tile_rows(d)
+    # rows per tile: the work items of the unfused passes, and the tiles of ∂_D E's partial
+    # sums (the symmetric pass: blocks of _SYM_BLOCK_ROWS)
+    R = _SYM_BLOCK_ROWS if use_sym else _tile_rows(d)
     # per-tile partial sums of ∂_D E (internal; the symmetric pass writes every one once: kept
-    # between calls, 1.8 MB at (200, 100, 3), P = 10; the other passes add to them)
+    # between calls; the other passes add to them)
     nt = -(-n // R)
     dEp = (_kept("tile_partials", (P, nt, H, d), lambda: np.empty((P, nt, H, d, d))) if use_sym
            else np.zeros((P, nt, H, d, d)))

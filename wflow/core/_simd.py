@@ -19,8 +19,13 @@ function's flags to instructions that carry none, ``mul_rounded``'s included).
 ``store(a, i, v)``      ``a[i : i + lanes] = v``
 ``splat(x)``            ``(x, …, x)``;  ``bcast(a, i)``: ``splat(a[i])`` (a broadcast load)
 ``zero()``              ``(0, …, 0)``
+``load3(a, i)``         three vectors ``(a[i + 3l + q])_l`` for q = 0, 1, 2 (the components
+                        of ``lanes`` rows of a C-contiguous (rows, 3) array, flat)
 ``add, mul``            lane-wise ``a + b``, ``a · b`` (contractible)
 ``mul_rounded(a, b)``   ``a · b`` never contracted into a sum (rounded on its own)
+``add_rounded, sub,``   ``a + b``, ``a − b``, ``a / b``, each rounded on its own: with
+``div``                 ``mul_rounded``, a vector loop whose lanes are bit for bit the
+                        scalar code's (numba compiles scalar code uncontracted)
 ``fma(a, b, c)``        ``a·b + c`` (contractible: one instruction with FMA, else two)
 ``fma_exact(a, b, c)``  ``a·b + c`` rounded once (``llvm.fma``; a libm call without FMA)
 ``exp2(y)``             :math:`2^y` for y ∈ [−1021, 1023], as
@@ -90,6 +95,21 @@ def vector_ops(lanes, round_magic, coeffs):
                 p = ptr(context, builder, sig.args[0], *args)
                 return builder.load(builder.bitcast(p, vt.as_pointer()), align=8)
             return ty(a, i), codegen
+        return None
+
+    @intrinsic
+    def load3(typingctx, a, i):
+        if is_f64_array(a) and isinstance(i, types.Integer):
+            def codegen(context, builder, sig, args):
+                p = ptr(context, builder, sig.args[0], *args)
+                wide = ir.VectorType(ir.DoubleType(), 3 * lanes)
+                w = builder.load(builder.bitcast(p, wide.as_pointer()), align=8)
+                u = ir.Constant(wide, ir.Undefined)
+                out = [builder.shuffle_vector(w, u, ir.Constant(
+                    ir.VectorType(i32, lanes), [q + 3 * k for k in range(lanes)]))
+                    for q in range(3)]
+                return context.make_tuple(builder, sig.return_type, out)
+            return types.UniTuple(ty, 3)(a, i), codegen
         return None
 
     @intrinsic
@@ -230,5 +250,7 @@ def vector_ops(lanes, round_magic, coeffs):
 
     return SimpleNamespace(load=load, store=store, splat=splat, bcast=bcast,
                            zero=zero, add=binary("fadd"), mul=binary("fmul"),
-                           mul_rounded=binary("fmul", ()), fma=fma,
+                           mul_rounded=binary("fmul", ()), add_rounded=binary("fadd", ()),
+                           sub=binary("fsub", ()), div=binary("fdiv", ()), load3=load3,
+                           fma=fma,
                            fma_exact=fma_exact, exp2=exp2, hsum=hsum, hsums=hsums)
