@@ -1326,7 +1326,7 @@ def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, S
 
 @njit(inline="always", **_OPTS)
 def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, V9, D9, es, zn, izn, one, lp, head):
-    """One vector of rows of :func:`_sym_epilogue3`: the rows' components at ``Xf[xo:]``,
+    r"""One vector of rows of :func:`_sym_epilogue3`: the rows' components at ``Xf[xo:]``,
     ``SXf[xo:]`` (flat (rows, 3)), their S0, SI at ``so``, Z into ``Pf[so:]`` and the
     increments into the accumulators ``A[k, ao:]``; returns the six products
     :math:`x_a\,SX_b` (a ≤ b) of the ∂_D E tile sums. Every operation rounded on its own,
