@@ -1329,7 +1329,7 @@ def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, V9, D9, es, zn, izn, 
     r"""One vector of rows of :func:`_sym_epilogue3`: the rows' components at ``Xf[xo:]``,
     ``SXf[xo:]`` (flat (rows, 3)), their S0, SI at ``so``, Z into ``Pf[so:]`` and the
     increments into the accumulators ``A[k, ao:]``; returns the six products
-    :math:`x_a\,SX_b` (a ≤ b) of the ∂_D E tile sums. Every operation rounded on its own,
+    :math:`x_a\,SX_b` (a ≤ b) of the ∂_D E block sums. Every operation rounded on its own,
     in the scalar code's order (lane by lane the bits of a scalar loop)."""
     x0, x1, x2 = _vload3(Xf, xo)
     sx0, sx1, sx2 = _vload3(SXf, xo)
@@ -1416,21 +1416,22 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     .. math::
         Z = \tfrac{e^{c}}{n} S0,\quad v \mathrel{+}= \omega\,P_x(V_h\bar y \text{ or }
         V_h x - V_h\bar y),\quad g \mathrel{+}= e^{c} D_h SX,\quad
-        \partial_D E_{\text{tile}} \mathrel{+}= e^{c} \textstyle\sum_{i} x_i SX_i^\top
+        \partial_D E_{\text{block}} \mathrel{+}= e^{c} \textstyle\sum_{i} x_i SX_i^\top
 
     (ω = 1 for the head normalisation, Z otherwise), and Σ_h Z, Σ_h 1/Z, the Itô row term
     :math:`e^{c} SI` into the row accumulators ``acc[:, i − i0]`` (component-major, (9, rows));
-    the ∂_D E partial of every tile of R rows it covers into ``dEp[p, tile, h]`` (written, not
-    added: every pass writes each tile of each head once).
+    the ∂_D E partial of every block of R rows it covers into ``dEp[p, block, h]`` (written,
+    not added: every pass writes each block of each head once).
     :math:`e^{c}` once per head, 1/S0 once per row. The fused per-path form calls it for all
-    rows, the unfused form for one tile (i0 a multiple of R): the same arithmetic for every
-    row and tile (the same bits).
+    rows, the unfused form for one block (i0 a multiple of R): the same arithmetic for every
+    row and block (the same bits).
 
     One loop over vectors of rows (:func:`_sym_combine_vec`, explicit vectors of
     :mod:`wflow.core._simd`; a last partial vector runs on zero-padded copies), each
-    operation rounded on its own: the row terms have the bits of the scalar loop. The tile
-    sums of ∂_D E add each tile's products lane by lane over its vectors (R a multiple of
-    the vector), then across lanes by :func:`_vhsums`' fixed tree [session 17; sessions
+    operation rounded on its own: the row terms have the bits of the scalar loop. The
+    partial sums of ∂_D E add each block's products lane by lane over its vectors (R rows,
+    :data:`_SYM_BLOCK_ROWS`, a multiple of the vector), then across lanes by
+    :func:`_vhsum`'s fixed tree [session 17; sessions
     9–16 summed row after row: scalar chains, and an LLVM-vectorised rows loop reading the
     (rows, 3) arrays by stride-3 shuffles. In the whole evaluation of the paper's case,
     one thread, the combine took ≈ 1.5 ms of 22 (skipping it: 22.24 → 20.72 ms, medians of
