@@ -1382,15 +1382,20 @@ def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, V9, D9, es, zn, izn, 
 
 
 @njit(**_OPTS)
-def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, V9, D9, es, zn, izn, one, lp, head):
+def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, V9, D9, es, zn, izn, one, lp, head,
+                      tl):
     """:func:`_sym_combine_vec` for the last k < lanes rows from r: on zero-padded copies
-    (S0 = 1: finite lanes; their products are zeros), the k rows' outputs copied back."""
-    tX = np.zeros(3 * _VQ)
-    tSX = np.zeros(3 * _VQ)
-    tS0 = np.ones(_VQ)
-    tSI = np.zeros(_VQ)
-    tP = np.empty(_VQ)
-    tA = np.zeros((9, _VQ))
+    in the scratch ``tl`` (≥ :data:`_SYM_TAIL` floats; S0 = 1: finite lanes, whose products
+    are zeros), the k rows' outputs copied back."""
+    L = _VQ
+    tl[:_SYM_TAIL] = 0.0
+    tX = tl[:3 * L]
+    tSX = tl[3 * L:6 * L]
+    tS0 = tl[6 * L:7 * L]
+    tSI = tl[7 * L:8 * L]
+    tP = tl[8 * L:9 * L]
+    tA = tl[9 * L:18 * L].reshape((9, L))
+    tS0[:] = 1.0
     for q in range(3 * k):
         tX[q] = Xp[3 * r + q]
         tSX[q] = SXh[3 * r + q]
@@ -1408,8 +1413,13 @@ def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, V9, D9, es, zn, izn, one
     return t
 
 
+#: Floats of the scratch of :func:`_sym_combine_tail`.
+_SYM_TAIL = 18 * _VQ
+
+
 @njit(**_OPTS, **_NOALIAS)
-def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part, dEp, acc):
+def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part, dEp, acc,
+                   tl):
     r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
     shift :math:`c_h`, uniform masses, no mask): with :math:`\bar y = SX/S0`,
 
@@ -1441,7 +1451,8 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     :math:`\sum_i x_i SX_i^\top = \sum_{i,j} e_{ij} x_i x_j^\top` is symmetric (e_ij = e_ji),
     so the sum over tiles of the mirrored upper triangles is that matrix up to rounding, and
     exactly symmetric. Compiled with noalias pointer arguments (the arrays it writes,
-    ``part``, ``dEp`` and ``acc``, share no memory with any other)."""
+    ``part``, ``dEp``, ``acc`` and the tail's scratch ``tl``, share no memory with any
+    other)."""
     n = X.shape[1]
     lp = lap[h]
     V9 = (_vbcast(V[p, h, 0], 0), _vbcast(V[p, h, 0], 1), _vbcast(V[p, h, 0], 2),
@@ -1473,7 +1484,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
                 Xp, 3 * r, S0h, SXh, SIh, r, Ph, acc, r, V9, D9, ves, zn, izn, one, lp, head)
         else:  # the last rows (fewer than a vector)
             t00, t01, t02, t11, t12, t22 = _sym_combine_tail(
-                Xp, S0h, SXh, SIh, Ph, acc, r, m - r, V9, D9, ves, zn, izn, one, lp, head)
+                Xp, S0h, SXh, SIh, Ph, acc, r, m - r, V9, D9, ves, zn, izn, one, lp, head, tl)
         if pos == 0:  # a block's first vector
             e00, e01, e02, e11, e12, e22 = t00, t01, t02, t11, t12, t22
         else:
@@ -2890,7 +2901,7 @@ def _sym3_items(stage, P, H, nb, nt):
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, ito, R, counter,
-          Cb, Ws, Cws, Gs, As, Ts, Rs, Ss, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+          Cb, Ws, Cws, Gs, As, Ts, Rs, Ss, Ks, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
@@ -2941,7 +2952,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     shift, bands, lap, ito = _unowned(shift), _unowned(bands), _unowned(lap), _unowned(ito)
     counter, Cb, Ws, Cws = _unowned(counter), _unowned(Cb), _unowned(Ws), _unowned(Cws)
     Gs, As, Ts, Rs = _unowned(Gs), _unowned(As), _unowned(Ts), _unowned(Rs)
-    Ss, Ac, S0, SX = _unowned(Ss), _unowned(Ac), _unowned(S0), _unowned(SX)
+    Ss, Ks, Ac, S0, SX = _unowned(Ss), _unowned(Ks), _unowned(Ac), _unowned(S0), _unowned(SX)
     SI, RS, vel, part = _unowned(SI), _unowned(RS), _unowned(vel), _unowned(part)
     grad, bhat, er, dEp = _unowned(grad), _unowned(bhat), _unowned(er), _unowned(dEp)
     energy, diss, G2, G2hm = _unowned(energy), _unowned(diss), _unowned(G2), _unowned(G2hm)
@@ -2967,6 +2978,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     acc = As[slot]  # component-major (2d + 3, n or R)
     tmp = Ts[slot]  # one chunk's sum (the combine of the chained and unfused forms)
     Rp = Rs[slot]  # the band's row parts
+    tl = Ks[slot]  # the combine's last rows (:func:`_sym_combine_tail`)
     # one head's row sums (the fused stage: S0, SX, SI, RS of (P, H, n) stay untouched)
     S0s = Ss[slot, :n]
     SXs = Ss[slot, n:4 * n].reshape((n, d))
@@ -3042,7 +3054,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 # fused stage has one band, i_lo = 0 and i_hi = n, int64 rather than the
                 # literal 0, so that both call sites compile one combine: 0.8 s of a cold cache)
                 _sym_epilogue3(X, D, V, lap, norm, p, h, i_lo, i_hi, R, S0h, SXh, SIh, RSh,
-                               part, dEp, ac)
+                               part, dEp, ac, tl)
         # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
         # last head is done (the thread that completes it sees the others' row sums)
         r0 = 0
@@ -3064,7 +3076,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 # as in the fused call, so one compiled combine, not two: 0.8 s of a cold cache)
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
                     _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
-                                   SI[p, h], RS[p, h], part, dEp, tmp)
+                                   SI[p, h], RS[p, h], part, dEp, tmp, tl)
                 _chunk_add(acc, tmp, m, k == 0)
         if last:
             for k in range(nc):
@@ -3111,8 +3123,9 @@ def _sym3_scratch(slots, n, nps, table, rows):
     weight table and row constants of :func:`_sym_band3`, :func:`_sym_flat_room`), the column
     sums ``Cws (slots, 5, nps)``, the table of squared cosines ``Gs (slots, ≥ n·n_pad or 0)``
     the row accumulators ``As, Ts (slots, 9, rows)`` (all heads; one chunk of heads) and the
-    band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`) and one head's row sums
-    ``Ss (slots, 6n)`` (S0, SX, SI, RS of the fused stage), in the page layout of
+    band's row parts ``Rs (slots, n_pad + 4, 4)`` (:func:`_sym_band3`), one head's row sums
+    ``Ss (slots, 6n)`` (S0, SX, SI, RS of the fused stage) and the combine's last rows
+    ``Ks (slots, _SYM_TAIL)`` (:func:`_sym_combine_tail`), in the page layout of
     :data:`_PAGE`.
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
     like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
@@ -3126,7 +3139,8 @@ def _sym3_scratch(slots, n, nps, table, rows):
         _paged_zeros((slots, _sym_flat_room(n)), _SLOT_LOADS),
         _paged_zeros((slots, 5, nps), _SLOT_SUMS), _paged_zeros((slots, gsize), _SLOT_LOADS),
         np.zeros((slots, 2 * 3 + 3, rows)), np.zeros((slots, 2 * 3 + 3, rows)),
-        np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n))))
+        np.zeros((slots, npq + _SYM_ROWS, 4)), np.zeros((slots, 6 * n)),
+        np.zeros((slots, _SYM_TAIL))))
 
 
 def _run_sym_reduce3(bands, Cb, S0, SX, SI, threads):
