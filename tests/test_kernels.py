@@ -954,6 +954,34 @@ def test_simd_load3_and_rounded_ops(lanes):
     np.testing.assert_array_equal(out[3 * lanes:], (x * y + z) / y - x)
 
 
+@pytest.mark.parametrize("n, i_lo, i_hi", [(200, 0, 200), (203, 0, 203), (13, 0, 13),
+                                           (203, 96, 150), (64, 8, 61), (1100, 520, 1100),
+                                           (5, 0, 5)])
+def test_sym_flat_rows_layout_and_bits(n, i_lo, i_hi):
+    """The band's row constants: group g of four rows holds q'_i = bl·D_h x_i (each product
+    and sum rounded on its own: NumPy's bits) then x_i, row by row, the last group's missing
+    rows repeating row i_hi − 1; the vectors of rows and the rows after them agree with the
+    NumPy layout bit for bit, and nothing past the last group is written. The step count is
+    every group's vectors from _VQ⌊i/_VQ⌋ to n_pad."""
+    rng = np.random.default_rng(2 + n + i_lo)
+    npq = -(-n // K._VQ) * K._VQ
+    X = np.zeros((3, K._sym_stride(npq)))
+    X[:, :n] = rng.normal(size=(3, n))
+    Dh = rng.normal(size=(3, 3))
+    Dh = Dh + Dh.T
+    ng = (i_hi - i_lo + 3) // 4
+    Q = np.full(24 * ng + 8, np.nan)
+    steps = K._sym_flat_rows(X[0], X[1], X[2], Dh, 1.7, i_lo, i_hi, npq, Q)
+    ref = np.full_like(Q, np.nan)
+    for k in range(4 * ng):
+        y = X[:, min(i_lo + k, i_hi - 1)]
+        a = 24 * (k // 4) + 3 * (k % 4)
+        ref[a:a + 3] = 1.7 * ((Dh[:, 0] * y[0] + Dh[:, 1] * y[1]) + Dh[:, 2] * y[2])
+        ref[a + 12:a + 15] = y
+    np.testing.assert_array_equal(Q, ref)
+    assert steps == sum((npq - ((i_lo + 4 * g) // K._VQ) * K._VQ) // K._VQ for g in range(ng))
+
+
 def _band_reference(X, D, beta, c, i_lo, i_hi):
     """NumPy: band [i_lo, i_hi)'s weighted pair sums of :func:`_sym_band3` (own band): the
     row parts (Σ_j ω e_ij, Σ_j ω e_ij x_j), S0, SX, SI = 2 C4 + S0 of its rows and the

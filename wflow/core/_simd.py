@@ -31,6 +31,9 @@ function's flags to instructions that carry none, ``mul_rounded``'s included).
 ``exp2(y)``             :math:`2^y` for y ∈ [−1021, 1023], as
                         :func:`~wflow.core._kernels._exp2_shifted`, lane-wise
 ``hsum(v)``             the lanes' sum in a fixed tree (halves added, then halves again)
+``store3_groups(a, i,   rows r of the vectors (lanes ≥ 4, a multiple of 4) interleaved,
+u, v, w)``              ``(u_r, v_r, w_r)``, in groups of four rows: group k's 12 floats
+                        at ``a[i + 24k :]`` (the row constants of the symmetric band)
 ``hsums(a, i, vs)``     ``a[i + k] = hsum(vs[k])`` for a tuple of m·lanes vectors, as
                         m stores of whole vectors (a transposing tree: the same sums in
                         the same order as ``hsum``, ≈ 3 instructions per vector instead
@@ -232,6 +235,30 @@ def vector_ops(lanes, round_magic, coeffs):
                     reduce_ir(builder, vs[1::2], 2 * k), k)
 
     @intrinsic
+    def store3_groups(typingctx, a, i, u, v, w):
+        if (is_f64_array(a) and isinstance(i, types.Integer) and u == ty and v == ty
+                and w == ty and lanes % 4 == 0):
+            def codegen(context, builder, sig, args):
+                arr, i, u, v, w = args
+                two = lambda x, y: builder.shuffle_vector(  # noqa: E731
+                    x, y, ir.Constant(ir.VectorType(i32, 2 * lanes), list(range(2 * lanes))))
+                uv, ww = two(u, v), two(w, w)  # (lanes of w at 2·lanes + r)
+                full = builder.shuffle_vector(uv, ww, ir.Constant(
+                    ir.VectorType(i32, 3 * lanes),
+                    [c * lanes + r for r in range(lanes) for c in range(3)]))
+                g12 = ir.VectorType(ir.DoubleType(), 12)
+                for k in range(lanes // 4):
+                    part = builder.shuffle_vector(full, ir.Constant(full.type, ir.Undefined),
+                                                  ir.Constant(ir.VectorType(i32, 12),
+                                                              list(range(12 * k, 12 * k + 12))))
+                    p = ptr(context, builder, sig.args[0], arr,
+                            builder.add(i, ir.Constant(i.type, 24 * k)))
+                    builder.store(part, builder.bitcast(p, g12.as_pointer()), align=8)
+                return context.get_dummy_value()
+            return types.none(a, i, u, v, w), codegen
+        return None
+
+    @intrinsic
     def hsums(typingctx, a, i, vs):
         if (is_f64_array(a) and isinstance(i, types.Integer)
                 and isinstance(vs, types.UniTuple) and vs.dtype == ty
@@ -253,4 +280,5 @@ def vector_ops(lanes, round_magic, coeffs):
                            mul_rounded=binary("fmul", ()), add_rounded=binary("fadd", ()),
                            sub=binary("fsub", ()), div=binary("fdiv", ()), load3=load3,
                            fma=fma,
-                           fma_exact=fma_exact, exp2=exp2, hsum=hsum, hsums=hsums)
+                           fma_exact=fma_exact, exp2=exp2, hsum=hsum, hsums=hsums,
+                           store3_groups=store3_groups)
