@@ -23,17 +23,18 @@ function's flags to instructions that carry none, ``mul_rounded``'s included).
                         of ``lanes`` rows of a C-contiguous (rows, 3) array, flat)
 ``add, mul``            lane-wise ``a + b``, ``a · b`` (contractible)
 ``mul_rounded(a, b)``   ``a · b`` never contracted into a sum (rounded on its own)
-``add_rounded, sub,``   ``a + b``, ``a − b``, ``a / b``, each rounded on its own: with
-``div``                 ``mul_rounded``, a vector loop whose lanes are bit for bit the
-                        scalar code's (numba compiles scalar code uncontracted)
+``add_rounded``         ``a + b``; ``sub``, ``div``: ``a − b``, ``a / b``; each rounded on its
+                        own: with ``mul_rounded``, a vector loop whose lanes are bit for bit
+                        the scalar code's (numba compiles scalar code uncontracted)
 ``fma(a, b, c)``        ``a·b + c`` (contractible: one instruction with FMA, else two)
 ``fma_exact(a, b, c)``  ``a·b + c`` rounded once (``llvm.fma``; a libm call without FMA)
 ``exp2(y)``             :math:`2^y` for y ∈ [−1021, 1023], as
                         :func:`~wflow.core._kernels._exp2_shifted`, lane-wise
 ``hsum(v)``             the lanes' sum in a fixed tree (halves added, then halves again)
-``store3_groups(a, i,   rows r of the vectors (lanes ≥ 4, a multiple of 4) interleaved,
-u, v, w)``              ``(u_r, v_r, w_r)``, in groups of four rows: group k's 12 floats
-                        at ``a[i + 24k :]`` (the row constants of the symmetric band)
+``store3_groups``       ``(a, i, u, v, w)``: rows r of the vectors (lanes a multiple of 4)
+                        interleaved, ``(u_r, v_r, w_r)``, in groups of four rows: group
+                        k's 12 floats at ``a[i + 24k :]`` (the symmetric band's row
+                        constants)
 ``hsums(a, i, vs)``     ``a[i + k] = hsum(vs[k])`` for a tuple of m·lanes vectors, as
                         m stores of whole vectors (a transposing tree: the same sums in
                         the same order as ``hsum``, ≈ 3 instructions per vector instead
