@@ -3085,7 +3085,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 # literal 0, so that both call sites compile one combine: 0.8 s of a cold cache)
                 _sym_epilogue3(X, D, V, lap, norm, p, h, i_lo, i_hi, R, S0h, SXh, SIh, RSh,
                                part, dEp, ac, tl)
-        # the combine of rows r0..r1−1, every head: a tile, or a chained path once its
+        # the combine of rows r0..r1−1, every head: a block of R rows, or a chained path once its
         # last head is done (the thread that completes it sees the others' row sums)
         r0 = 0
         r1 = n
