@@ -1212,9 +1212,10 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     explicit vectors: each row's sums stay lane by lane in registers across the group's
     vectors and are added across lanes when its group ends, inside the loop: all sixteen at
     once (:func:`_vhsums`, a transposing tree that stores the group's ``Rp`` rows as whole
-    vectors; per vector the order of LLVM's own reduction) [session 17: sixteen
-    reductions of their own and sixteen scalar stores were ≈ 100 instructions per group,
-    against ≈ 40: the band at n = 200, one thread, 20.1 → 18.7 µs per head without Itô
+    vectors; per vector the order of LLVM's own reduction) [session 17: by construction
+    fourteen two-vector folds (two shuffles and an add each) and two vector stores per
+    group, against sixteen halving trees (six each) and sixteen scalar stores: the band at
+    n = 200, one thread, 20.1 → 18.7 µs per head without Itô
     sums, 21.6 → 19.9 with the table, 23.9 → 22.4 in the loop; the same bits].
     Sessions 9–15 ran a loop per group that LLVM vectorised; at small n it is short
     (n = 200: 13 vectors on average) and each of its ends cost about one iteration (the
@@ -3185,7 +3186,7 @@ def _sym_pair_sums(Xt, D, beta, shift, bands, threads, Cb, S0, SX, SI, RS, ito):
     RS; tests)."""
     e1, e2, e3, e4 = np.empty(0), np.empty((0, 0)), np.empty((0, 0, 0)), np.empty((0,) * 4)
     _run_sym3(_SYM_PAIRS, False, Xt, D, D, e3, float(beta), shift, bands,
-              np.zeros(D.shape[1], np.bool_), 0, ito, _tile_rows(3), threads, Cb, S0, SX, SI,
+              np.zeros(D.shape[1], np.bool_), 0, ito, _SYM_BLOCK_ROWS, threads, Cb, S0, SX, SI,
               RS, e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
 
 

@@ -37,8 +37,9 @@ function's flags to instructions that carry none, ``mul_rounded``'s included).
                         constants)
 ``hsums(a, i, vs)``     ``a[i + k] = hsum(vs[k])`` for a tuple of m·lanes vectors, as
                         m stores of whole vectors (a transposing tree: the same sums in
-                        the same order as ``hsum``, ≈ 3 instructions per vector instead
-                        of 2·log2(lanes) and a scalar store)
+                        the same order as ``hsum``: by construction fewer than one
+                        fold of three instructions per vector, against log2(lanes)
+                        levels and a scalar store each)
 ======================  ================================================================
 """
 from __future__ import annotations
