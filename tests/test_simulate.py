@@ -164,3 +164,52 @@ def test_layers_switch_weights_on_step_boundaries():
     np.testing.assert_array_equal(res.D[1, 0], I)
     assert not np.allclose(res.D[3, 0], I)
     np.testing.assert_array_equal(res.D[3, 0], res.D[4, 1])
+
+
+@pytest.mark.parametrize("ready", [False, True])
+def test_a_run_says_when_it_compiles(monkeypatch, capsys, ready):
+    """With a progress bar, a run whose kernels are not compiled for this CPU says so in one
+    line before compiling (and starts its bar after it); one whose kernels are cached does
+    not. The bits do not depend on it."""
+    from wflow.engine.run import COMPILING
+    from wflow.model.attention import AttentionModel
+
+    monkeypatch.setattr(AttentionModel, "kernels_ready", lambda self, X, D: ready)
+    res = wflow.simulate(small_config(), progress=True)
+    err = capsys.readouterr().err
+    assert (COMPILING in err) is (not ready)
+    np.testing.assert_array_equal(res.X, wflow.simulate(small_config()).X)
+
+
+_CACHED_MODULE = """
+from numba import njit
+
+@njit(cache=True)
+def plus_one(x):
+    return x + 1.0
+"""
+
+_CACHE_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import probe_mod
+from wflow.core._kernels import _compiled_for_this_cpu
+before = _compiled_for_this_cpu(probe_mod.plus_one)
+probe_mod.plus_one(1.0)
+print(int(before), int(_compiled_for_this_cpu(probe_mod.plus_one)))
+"""
+
+
+def test_cold_cache_is_detected_from_numba_index(tmp_path):
+    """The check behind the compile message reads numba's cache index: a function never
+    compiled on this machine is not ready; compiled, it is; a new process finds it on disk."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "probe_mod.py").write_text(_CACHED_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    run = lambda: subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(tmp_path)], env=env,
+                                 capture_output=True, text=True, check=True).stdout.split()
+    assert run() == ["0", "1"]
+    assert run() == ["1", "1"]

@@ -79,6 +79,18 @@ def test_bad_executor(tmp_path):
         run_sweep(_tasks(), tmp_path, executor="mpi")
 
 
+def test_dask_missing_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    """Without dask.distributed the Dask executor fails with one line naming the extra, and
+    creates no folder (neither the sweep's nor a grid point's batch folder)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # `import` raises ImportError
+    out = tmp_path / "sw"
+    with pytest.raises(ConfigError, match=r"wflow\[distributed\]"):
+        run_sweep(_tasks(), out, executor="dask", paths_per_task=1)
+    assert not out.exists()
+
+
 def test_section6_tasks_follow_spec():
     tasks = dict(get_study("section6").tasks())
     ou = tasks["ou-heads=100"]

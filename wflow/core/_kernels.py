@@ -3727,3 +3727,36 @@ def _sym_layout(n, H):
     """(bands, nps) of the symmetric pass for (n, H): :func:`_sym_bands` and the page-padded
     row length :func:`_sym_stride` (never modified by the pass)."""
     return _sym_bands(n, H), _sym_stride(-(-n // _VQ) * _VQ)
+
+
+def _compiled_for_this_cpu(dispatcher):
+    """Whether numba holds a compiled form of ``dispatcher`` for this CPU: in this process, or
+    in its on-disk cache (numba's cache index, whose keys carry the target's CPU name and
+    features). False when the index cannot be read (numba's cache layout is not public)."""
+    if dispatcher.overloads:
+        return True
+    try:
+        from numba.core.registry import cpu_target
+
+        magic = cpu_target.target_context.codegen().magic_tuple()
+        index = dispatcher._cache._cache_file._load_index()
+        return any(key[1] == magic for key in index)
+    except Exception:  # pragma: no cover - another numba's cache internals
+        return False
+
+
+def kernels_ready(X, D, beta, fast_exp=True, weights=None, causal=False):
+    """Whether :func:`fused_pass` on (X (P, n, d); D (P, H, d, d)) runs without compiling its
+    route's main kernel first: the symmetric d = 3 pass, the BLAS tiles or the row pass.
+    A cold numba cache compiles it once per machine and CPU (tens of seconds; the documented
+    times are in ``docs/performance.md``)."""
+    X = np.asarray(X)
+    P, n, d = X.shape
+    single = X.dtype == np.float32
+    if takes_sym_pass(X, D, beta, fast_exp, weights, causal):
+        entry = _sym3
+    elif _use_blas(n, d, single, fast_exp):
+        entry = _blas_sym_item
+    else:
+        entry = _fused32 if (single and d == 3 and fast_exp) else _fused64
+    return _compiled_for_this_cpu(entry)

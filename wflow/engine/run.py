@@ -39,6 +39,7 @@ run of all of them (sweeps batch paths this way).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -64,6 +65,11 @@ __all__ = ["simulate", "Simulation", "Result", "State", "perturb_tokens", "pertu
 
 #: the per-step ledger pieces, in the order of the step-ledger buffer's last axis
 STEP_LEDGER = _series.names(kind="per_step", group="step_ledger")
+
+#: The line a run with a progress bar prints before its kernels compile (a cold numba cache:
+#: once per machine and CPU; the measured times are in docs/performance.md).
+COMPILING = ("wflow: compiling the numba kernels for this CPU, once per machine "
+             "(about 20-40 s; later runs load them from numba's cache)")
 
 
 @dataclass
@@ -410,6 +416,12 @@ class Simulation:
         if progress:
             from tqdm.auto import tqdm
 
+            ready = getattr(self.model, "kernels_ready", None)
+            if ready is not None and not ready(st.X, st.D):
+                # the first field evaluation compiles; the bar starts after it, so its rate
+                # and ETA are the run's own
+                print(COMPILING, file=sys.stderr, flush=True)
+                self.model.evaluate(st.X, st.D, want_ito=want_ito)
             bar = tqdm(total=self.nsteps, initial=st.k, unit="step", dynamic_ncols=True,
                        desc="wflow")
         t_start = time.perf_counter()

@@ -269,7 +269,7 @@ class SweepReport:
     """What :func:`run_sweep` did: ``rows`` (one dict per task, in task order), ``counts``
     (skipped / ran / resumed / failed), ``failed`` (grid point -> error), the summary paths
     the summary as columns (``table``: name -> list) and as an ``xarray.Dataset``
-    (``summary``, ``None`` without xarray)."""
+    (``summary``)."""
 
     rows: list
     counts: dict
@@ -337,6 +337,8 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     if len(set(names)) != len(names):
         raise ConfigError("sweep: task names must be unique (they name the result files)")
     points = _plan(tasks, outdir, paths_per_task)  # bad input raises before anything runs
+    if executor == "dask":
+        _require_dask()  # before anything is created on disk
     outdir.mkdir(parents=True, exist_ok=True)
     hooks = _exit_at or {}
     jobs = []  # (point index, batch index, name, cfg, path)
@@ -381,10 +383,7 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     table = summary_rows(points, rows, failed, keys, columns)
     h5, csvp = _write_summary(outdir, table)
     report = SweepReport(rows, counts, failed, h5, csvp, table=table)
-    try:
-        report.summary = _to_dataset(table)
-    except ImportError:  # pragma: no cover - xarray is a dependency of the lab
-        pass
+    report.summary = _to_dataset(table)
     log.info("sweep %s: %s", outdir, report.describe())
     return report
 
@@ -411,13 +410,22 @@ def _bar(progress, total):
     return _Nop()
 
 
-def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, hooks):
+def _require_dask():
+    """Raise :class:`ConfigError` (one line: what to install) unless ``dask.distributed``
+    imports."""
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError:  # pragma: no cover - depends on the extra
+        import dask.distributed  # noqa: F401
+    except ImportError:
         raise ConfigError(
-            "executor = 'dask' needs dask.distributed: pip install 'wflow[distributed]'"
+            "executor = 'dask' needs dask.distributed, which is not installed: "
+            "pip install 'wflow[distributed]'"
         ) from None
+
+
+def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, hooks):
+    _require_dask()
+    from dask.distributed import Client, LocalCluster, as_completed
+
     cluster = own = None
     threads = None
     quiet = not progress

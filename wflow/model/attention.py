@@ -190,6 +190,17 @@ class AttentionModel:
         names = Field.__dataclass_fields__.keys()
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
 
+    def kernels_ready(self, X, D) -> bool:
+        """Whether :meth:`evaluate` at (X (P, n, d); D (P, H, d, d)) runs without compiling
+        its numba kernels first (always True for the NumPy backend)."""
+        if self.backend != "numba":
+            return True
+        from wflow.core import _kernels
+
+        Xk = np.asarray(X, dtype=np.float32 if self.precision == "float32" else float)
+        return _kernels.kernels_ready(Xk, np.asarray(D, dtype=float), float(self.beta),
+                                      self.fast_exp, None, bool(self.causal))
+
     def evaluate_pair(self, X, Da, Db, want_ito=(False, True)) -> tuple[Field, Field]:
         """The fields at (X; Da) and at (X; Db), ``want_ito`` for each: X (P, n, d), Da and Db
         (P, H, d, d).

@@ -181,13 +181,8 @@ def inspect(path) -> dict:
 def to_xarray(path):
     """The result file as an ``xarray.Dataset``; dimension names, descriptions and units come
     from each dataset's own attributes (the file describes itself)."""
-    try:
-        import xarray as xr
-    except ImportError:
-        raise ImportError(
-            "wflow.storage.io.to_xarray needs xarray, which is not installed: pip install xarray "
-            "(or use wflow.storage.io.read, which returns plain numpy arrays)"
-        ) from None
+    import xarray as xr  # imported here: a plain read does not pay for it
+
     path = Path(path)
 
     def meta(f):
