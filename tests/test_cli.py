@@ -217,7 +217,7 @@ def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch, resu
     assert "status         complete" in stdout
     assert "records        5 of 5" in stdout
     assert "[model]" in stdout and "n = 12" in stdout and "heads = 3" in stdout
-    assert C.config_hash(tiny()) in stdout
+    assert driver.result_hash(tiny()) in stdout
     assert "energy" in stdout and "series/energy" in stdout
     # the printed configuration is valid TOML describing the same run
     import tomllib

@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -131,8 +132,35 @@ def test_config_hash_stable_and_sensitive():
     # any change of value changes the hash
     assert C.config_hash(with_values(cfg, model__n=201)) != h
     assert C.config_hash(with_values(cfg, solver__dt=0.0025)) != h
-    assert C.config_hash(with_values(cfg, output__overwrite=True)) != h
     assert C.config_hash(with_values(cfg, model__laplacian_heads=[9])) != h
+    assert C.config_hash(with_values(cfg, output__store_tokens=False)) != h  # other arrays
+    # where and how the result is written is not part of the computation
+    for key in C.NOT_COMPUTATION:
+        s, k = key.split(".")
+        other = {"path": "elsewhere/r.h5", "checkpoint_every": 7, "overwrite": True}[k]
+        assert C.config_hash(with_values(cfg, **{f"{s}__{k}": other})) == h, key
+    assert C.differing_keys(cfg, with_values(cfg, model__n=201, output__path="x.h5")) == [
+        "model.n"]
+    # the versions of the format and of wflow are part of a result's hash
+    assert C.config_hash(cfg, {"format": 2}) != C.config_hash(cfg, {"format": 3}) != h
+
+
+def test_config_hash_follows_the_content_of_input_files(tmp_path):
+    """A weights or tokens file enters the hash by its bytes: the same name with other
+    contents is another computation, another name with the same contents is the same."""
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    np.savez(a, D=np.eye(3)[None])
+    b.write_bytes(a.read_bytes())
+    cfg = C.default_config()
+    cfg["model"].update(d=3, heads=1)
+    cfg["init"].update(weights="file", weights_file=str(a))
+    h = C.config_hash(cfg)
+    cfg_b = copy.deepcopy(cfg)
+    cfg_b["init"]["weights_file"] = str(b)
+    assert C.config_hash(cfg_b) == h
+    np.savez(a, D=2 * np.eye(3)[None])
+    assert C.config_hash(cfg) != h
+    assert C.differing_keys(cfg, cfg_b) == ["init.weights_file"]
 
 
 def test_validate_returns_new_dict_and_does_not_mutate_input():

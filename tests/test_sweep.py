@@ -1,8 +1,10 @@
 """Sweeps: grid expansion, executor independence (serial vs Dask), skip/resume, studies pipeline."""
 
 import csv
+import json
 import time
 
+import h5py
 import numpy as np
 import pytest
 from conftest import small_config
@@ -183,6 +185,21 @@ def test_cli_sweep_and_study(tmp_path, capsys):
     assert (tmp_path / "run-heads=2.h5").exists()
     assert main(args) == 0
     assert "skipped (complete)" in capsys.readouterr().out
+    # a rerun asking for another computation is refused, naming the key; nothing is touched
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.h5")}
+    assert main([*args, "--set", "model.beta=2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.beta = 1.0 there, 2.0 here" in err[0], err
+    assert "--overwrite" in err[0] and "run-heads=1.h5" in err[0]
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.h5")} == before
+    # a file whose stored hash is of another wflow's rule is judged by its configuration
+    with h5py.File(tmp_path / "run-heads=1.h5", "r+") as f:
+        f.attrs["config_hash"] = "0" * 64
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("skipped (complete)") >= 2
+    assert main([*args, "--set", "model.beta=2", "--overwrite"]) == 0
+    with h5py.File(tmp_path / "run-heads=2.h5", "r") as f:
+        assert json.loads(f.attrs["config"])["model"]["beta"] == 2.0
     assert main(["sweep", "--grid", "model.headz=[1]", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.heads" in err[0]
@@ -212,6 +229,10 @@ def test_cli_study_writes_results_and_figures(tmp_path):
     assert len(list(out.glob("*.h5"))) == 6 + 1  # the runs and the sweep summary
     assert (out / "sweep_summary.h5").exists() and not (out / "figures").exists()
     assert (out / "summary.csv").stat().st_size > 0
+    summary = (out / "summary.csv").read_bytes()
+    assert main(["study", "section6", "--quick", "-q", "--no-plots", "-o", str(out), *s6,
+                 "--set", "model.beta=2"]) == 2  # another computation: refused, not reused
+    assert (out / "summary.csv").read_bytes() == summary
     lap = tmp_path / "lap"
     assert main(["study", "laplacian", "--quick", "-q", "-o", str(lap), *fast]) == 0
     assert len(list(lap.glob("*.h5"))) == 8 + 1
@@ -290,8 +311,10 @@ def test_summary_identical_across_executors_and_batches(tmp_path, dask_client, m
     from wflow.lab.sweep import read_summary
 
     _same_summary(s, read_summary(tmp_path / "k1"))
-    assert (tmp_path / "k1" / "sweep_summary.csv").read_text().splitlines()[0].startswith(
-        "point,path,model.heads,G2")
+    header = (tmp_path / "k1" / "sweep_summary.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["point", "path", "model.heads"]  # then every non-default key
+    assert {"model.n", "solver.T", "solver.backend"} <= set(header[3:header.index("G2")])
+    assert "output.path" not in header and "init.first_path" not in header
     # the joined grid-point file equals the unbatched one, series by series
     _, xa, _ = io.read(serial_dir / "run-heads=2.h5")
     _, xb, attrs = io.read(tmp_path / "k1" / "run-heads=2.h5")

@@ -29,6 +29,7 @@ Choices (see also the README):
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -82,7 +83,8 @@ from wflow.stepping.integrators import STEPPERS
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
-    "resolve", "config_hash", "n_steps", "config_errors", "PARAM_KEYS", "default_toml",
+    "resolve", "config_hash", "computation", "differing_keys", "NOT_COMPUTATION", "n_steps",
+    "config_errors", "PARAM_KEYS", "default_toml",
     "markdown_reference", "generated_files",
 ]
 
@@ -541,7 +543,63 @@ def resolve(cfg_or_path=None, overrides=(), explicit=None) -> dict:
     return validate(cfg, given if explicit is None else tuple(explicit))
 
 
-def config_hash(cfg) -> str:
-    """sha256 (hex) of the canonical JSON (sorted keys) of the validated configuration."""
-    text = json.dumps(validate(cfg, ()), sort_keys=True, separators=(",", ":"), allow_nan=False)
+#: Keys that decide where and how a result is written, not what its arrays hold: left out of
+#: :func:`computation` (a rerun that changes only these reuses the result).
+NOT_COMPUTATION = ("output.path", "output.checkpoint_every", "output.overwrite")
+
+#: Keys naming input files: :func:`computation` holds the sha256 of the file's bytes.
+INPUT_FILE_KEYS = ("init.tokens_file", "init.weights_file", "weights.file")
+
+
+def _file_digest(name):
+    """``"sha256:<hex>"`` of the file's bytes, or the name itself when it cannot be read."""
+    try:
+        with open(name, "rb") as fh:
+            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return name
+
+
+def computation(cfg) -> dict:
+    """What decides the arrays of a run's result: the validated configuration without
+    :data:`NOT_COMPUTATION`, each input file of :data:`INPUT_FILE_KEYS` replaced by the
+    sha256 of its bytes (the file's content, not its name, is what the run reads)."""
+    out = copy.deepcopy(validate(cfg, ()))
+    for key in NOT_COMPUTATION:
+        sec, k = key.split(".")
+        out.get(sec, {}).pop(k, None)
+    for key in INPUT_FILE_KEYS:
+        sec, k = key.split(".")
+        if out.get(sec, {}).get(k):
+            out[sec][k] = _file_digest(out[sec][k])
+    return out
+
+
+def config_hash(cfg, versions=None) -> str:
+    r"""The computation hash: sha256 (hex) of the canonical JSON (sorted keys) of
+    :func:`computation` and ``versions``.
+
+    Two runs with the same hash give the same arrays, so a result is reused only when its
+    hash, recomputed from its stored configuration and versions, equals the request's.
+
+    Parameters
+    ----------
+    cfg : a configuration (validated here).
+    versions : mapping, e.g. ``{"format": 2, "wflow": "0.1.0"}``: the results format and the
+        wflow version whose numbers the file promises (:func:`wflow.engine.driver.result_hash`
+        passes them); None hashes the configuration alone.
+    """
+    data = computation(cfg) if versions is None else {"config": computation(cfg),
+                                                      "versions": dict(versions)}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def differing_keys(a, b) -> list[str]:
+    """The dotted keys whose values differ between the computations of configurations ``a``
+    and ``b`` (:func:`computation`), sorted."""
+    ca, cb = computation(a), computation(b)
+    keys = {f"{s}.{k}" for c in (ca, cb) for s, sec in c.items() if isinstance(sec, Mapping)
+            for k in sec}
+    get = lambda c, key: c.get(key.split(".")[0], {}).get(key.split(".")[1], None)
+    return sorted(k for k in keys if get(ca, k) != get(cb, k))

@@ -21,14 +21,53 @@ from wflow.storage import io
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_to_file", "resume", "ResumeResult", "header", "failed_message"]
+__all__ = ["run_to_file", "resume", "ResumeResult", "header", "failed_message", "result_hash",
+           "check_reuse"]
+
+
+def result_hash(cfg, format_version=io.FORMAT_VERSION, wflow_version=__version__) -> str:
+    """The computation hash of a result (:func:`wflow.config.config_hash`): the configuration's
+    computation, the results format and the wflow version whose numbers the file promises.
+    Output location, checkpoint spacing, progress and a sweep's batch size are not part of it."""
+    return _config.config_hash(cfg, {"format": int(format_version), "wflow": str(wflow_version)})
 
 
 def header(sim: Simulation) -> dict:
     """Root attributes a result file carries besides the configuration."""
     cfg = sim.config
-    return {"config_hash": _config.config_hash(cfg), "seed": int(cfg["init"]["seed"]),
+    return {"config_hash": result_hash(cfg), "seed": int(cfg["init"]["seed"]),
             "nsteps": sim.nsteps, "n_records_expected": len(sim.record_steps)}
+
+
+def check_reuse(path, cfg, what="result") -> None:
+    """Raise :class:`ConfigError` unless the result file ``path`` holds the computation that
+    ``cfg`` asks for: its hash is recomputed from the stored configuration and versions (so
+    files of any wflow version are judged by the same rule) and compared with ``cfg``'s. The
+    message names the differing keys and the way out (``--overwrite``, or another ``-o``)."""
+    path = Path(path)
+    try:
+        head = io.read_header(path)
+        stored = _config.validate(head["config"], explicit=())
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: cannot be reused ({exc}); rerun with --overwrite or "
+                          f"another -o") from None
+    mine = result_hash(cfg)
+    theirs = result_hash(stored, head["format_version"], head["wflow_version"])
+    if mine == theirs:
+        return
+    diffs = []
+    for key in _config.differing_keys(stored, cfg):
+        sec, k = key.split(".")
+        old, new = stored.get(sec, {}).get(k), cfg.get(sec, {}).get(k)
+        diffs.append(f"{key} = {old!r} there, {new!r} here" if old != new
+                     else f"the file {key} = {new!r} changed")
+    if head["wflow_version"] != __version__:
+        diffs.append(f"written by wflow {head['wflow_version'] or '?'}, this is {__version__}")
+    if head["format_version"] != io.FORMAT_VERSION:
+        diffs.append(f"results format {head['format_version']}, this is {io.FORMAT_VERSION}")
+    raise ConfigError(f"{path}: holds another computation than this {what} asks for "
+                      f"({'; '.join(diffs) or 'an input file changed'}); rerun with --overwrite "
+                      f"to replace it, or give another -o")
 
 
 def _run_sim(sim, rec, state, progress):

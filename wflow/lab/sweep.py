@@ -202,6 +202,7 @@ def _attempt(cfg, path, part, overwrite, worker):
     if status == "foreign":
         raise ConfigError(f"sweep: {str(path)!r} exists and is not a wflow result")
     if status == "complete" and not overwrite:
+        driver.check_reuse(path, cfg, "sweep point")  # written meanwhile by another sweep?
         return "skipped (complete)"
     if status == "running":  # a file of an older sweep, written in place
         driver.resume(path)
@@ -347,6 +348,8 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
             pt.batches[0][4].parent.mkdir(exist_ok=True)
         for j, (_, _, bname, cfg, bpath) in enumerate(pt.batches):
             jobs.append((i, j, bname, cfg, str(bpath)))
+    if not overwrite:
+        _check_reuse(points)  # before anything runs: a stale file is refused, never reused
     skip = [] if overwrite else [_complete(pt.path) for pt in points]
     results = {}
     todo = []
@@ -386,6 +389,23 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     report.summary = _to_dataset(table)
     log.info("sweep %s: %s", outdir, report.describe())
     return report
+
+
+def _check_reuse(points):
+    """Raise :class:`ConfigError` when a result, partial result or batch file of a grid point
+    holds another computation than the point asks for (:func:`wflow.engine.driver.check_reuse`:
+    the message names the differing keys and the way out)."""
+    from wflow.engine import driver
+    from wflow.storage import io
+
+    for pt in points:
+        files = [(pt.path, pt.cfg), (_part(pt.path), pt.cfg)]
+        if len(pt.batches) > 1:
+            files += [(Path(b[4]), b[3]) for b in pt.batches]
+            files += [(_part(Path(b[4])), b[3]) for b in pt.batches]
+        for path, cfg in files:
+            if io.file_status(path) in ("complete", "running"):
+                driver.check_reuse(path, cfg, "sweep point")
 
 
 def _complete(path):

@@ -46,6 +46,26 @@ def _swept_keys(points):
     return keys
 
 
+def _non_default_keys(points):
+    """Dotted keys whose value differs from the embedded default run in some grid point
+    (besides where the results are written and the path batching): with the swept keys,
+    every setting a summary row stands for."""
+    from wflow import config as _config
+
+    default = _config.validate(_config.default_config(), ())
+    skip = set(_config.NOT_COMPUTATION) | {"init.first_path"}
+    keys = []
+    for pt in points:
+        for s, sec in pt.cfg.items():
+            if not isinstance(sec, dict):
+                continue
+            for k, v in sec.items():
+                key = f"{s}.{k}"
+                if key not in skip and key not in keys and v != default.get(s, {}).get(k):
+                    keys.append(key)
+    return keys
+
+
 def _late(t, T):
     m = t >= T / 2
     return m if m.any() else np.ones_like(t, dtype=bool)
@@ -67,6 +87,7 @@ def summary_rows(points, rows, failed, keys=None, columns=()):
     from wflow.storage import io
 
     keys = _swept_keys(points) if keys is None else list(keys)
+    keys += [k for k in _non_default_keys(points) if k not in keys]
     spec = tuple(SUMMARY_COLUMNS) + tuple(c for c in columns
                                           if c[0] not in {s[0] for s in SUMMARY_COLUMNS})
     cols = {"point": [], "path": [], **{k: [] for k in keys},

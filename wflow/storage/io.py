@@ -402,7 +402,8 @@ def read_header(path) -> dict:
                 "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
                                 else None),
                 "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
-                "wflow_version": _attr_str(f.attrs.get("wflow_version"))}
+                "wflow_version": _attr_str(f.attrs.get("wflow_version")),
+                "format_version": int(f.attrs.get("format_version", 1))}
 
     return _with_file(path, head)
 
