@@ -300,10 +300,13 @@ def test_experiments_dir_and_run(tmp_path, cfg_file, capsys, monkeypatch):
 def fake_plotting(monkeypatch):
     calls = []
     mod = types.ModuleType("wflow.lab.plotting")
-    mod.KINDS = ("energy", "snapshots")
+    mod.KINDS = ("energy", "snapshots", "density")
+    mod.PlotInputError = type("PlotInputError", (ValueError,), {})
 
     def plot(path, kind, outdir, formats=("png", "pdf")):
         calls.append(("plot", Path(path), kind, Path(outdir)))
+        if kind == "density":
+            raise mod.PlotInputError("density: not a density run")
         return [Path(outdir) / f"{kind}.png"]
 
     def animate(path, out, fps):
@@ -318,12 +321,17 @@ def fake_plotting(monkeypatch):
 
 def test_plot_and_animate_wiring(tmp_path, capsys, fake_plotting, result_file):
     out = result_file
-    rc, stdout, _ = run_cli(capsys, "plot", out)
-    assert rc == 0
+    rc, stdout, err = run_cli(capsys, "plot", out)
+    assert rc == 0  # every kind that applies; the others skipped, each with its reason
     default_dir = out.parent / "o_plots"
-    assert fake_plotting == [("plot", out, "energy", default_dir),
-                             ("plot", out, "snapshots", default_dir)]
+    assert fake_plotting == [("plot", out, k, default_dir)
+                             for k in ("energy", "snapshots", "density")]
     assert str(default_dir / "energy.png") in stdout
+    assert err.strip() == "wflow plot: skipped density: not a density run"
+    fake_plotting.clear()
+    rc, _, err = run_cli(capsys, "plot", out, "--kind", "density", "-o", tmp_path / "d")
+    assert rc == 2 and "not a density run" in one_line(err)  # asked for: an error
+    assert not (tmp_path / "d").exists()  # nothing drawn, no folder left behind
     fake_plotting.clear()
     rc, _, _ = run_cli(capsys, "plot", out, "--kind", "snapshots", "-o", tmp_path / "figs")
     assert rc == 0 and fake_plotting == [("plot", out, "snapshots", tmp_path / "figs")]
@@ -341,6 +349,26 @@ def test_animate_needs_tokens(tmp_path, capsys, fake_plotting):
     rc, _, err = run_cli(capsys, "animate", out)
     assert rc == 2 and "store_tokens" in one_line(err)
     assert fake_plotting == []
+
+
+def test_plot_without_kind_draws_what_applies(tmp_path, capsys):
+    """``wflow plot FILE`` on a particle run without token snapshots: the kinds that apply,
+    one stderr line per skipped kind, exit 0; with several files no empty folder."""
+    a = driver.run_to_file(tiny(**{"output.store_tokens": False}), tmp_path / "a.h5")
+    b = driver.run_to_file(tiny(**{"model.heads": 1}), tmp_path / "b.h5")
+    rc, stdout, err = run_cli(capsys, "plot", a, "--format", "png")
+    assert rc == 0
+    assert sorted(Path(p).name for p in stdout.split()) == [
+        "G2.png", "balance.png", "clustering.png", "ledger.png"]
+    skipped = sorted(line.split(":")[0] for line in err.strip().splitlines())
+    assert skipped == ["wflow plot", "wflow plot", "wflow plot"]  # three lines, one each
+    for kind in ("snapshots", "density", "head_scaling"):
+        assert f"skipped {kind}: " in err
+    rc, stdout, err = run_cli(capsys, "plot", a, b, "--format", "png", "-o", tmp_path / "m")
+    assert rc == 0 and (tmp_path / "m" / "head_scaling.png").stat().st_size > 0
+    assert (tmp_path / "m" / "b" / "snapshots.png").exists()
+    assert all(any(d.iterdir()) for d in (tmp_path / "m").iterdir() if d.is_dir())
+    assert "skipped snapshots of a.h5" in err
 
 
 def test_bench_wiring(capsys, monkeypatch):

@@ -203,11 +203,15 @@ def _load_plotting():
 
 
 def cmd_plot(args) -> int:
+    """Draw the kinds asked for (``--kind``), or every kind that applies to the files: a kind
+    whose inputs a file lacks (token snapshots, the ledger, a density) is skipped with one
+    line saying why; exit 2 only when an asked-for kind cannot be drawn or nothing can."""
     from wflow.storage.io import inspect
 
     files = [Path(f) for f in args.file]
     infos = [inspect(f) for f in files]  # a bad file is bad input (exit 2) before any import
     plotting = _load_plotting()
+    asked = bool(args.kind)
     kinds = list(args.kind or plotting.KINDS)
     allowed = list(plotting.KINDS)
     for k in kinds:
@@ -221,20 +225,47 @@ def cmd_plot(args) -> int:
         outdir = Path(args.output) if args.output else files[0].parent / f"{files[0].stem}_plots"
     else:
         outdir = Path(args.output) if args.output else Path("plots")
+    existed = outdir.exists()
     _output_dir(outdir)
-    written = []
-    formats = tuple(args.format) if args.format else ("png", "pdf")
-    if "head_scaling" in kinds and len(files) > 1:  # one figure across the runs
-        written += plotting.plot_head_scaling([str(f) for f in files], outdir, formats=formats)
-        kinds = [k for k in kinds if k != "head_scaling"]
-    for f in files:
-        sub = outdir if len(files) == 1 else outdir / f.stem
-        sub.mkdir(parents=True, exist_ok=True)
-        for k in kinds:
-            written += plotting.plot(f, k, sub, formats=formats) or []
+    try:
+        written, skipped = _draw(plotting, files, kinds, asked, outdir, args.format)
+    finally:
+        if not existed and not any(outdir.iterdir()):
+            outdir.rmdir()  # made for this command and still empty: leave nothing behind
     for p in written:
         print(p)
+    for reason in skipped:
+        print(f"wflow plot: skipped {reason}", file=sys.stderr)
+    if not written:
+        raise ConfigError(f"{', '.join(map(str, files))}: nothing to plot")
     return 0
+
+
+def _draw(plotting, files, kinds, asked, outdir, formats):
+    """The figures of ``cmd_plot``: (paths written, reasons for the kinds skipped)."""
+    not_drawable = getattr(plotting, "PlotInputError", ValueError)
+    written, skipped = [], []
+    formats = tuple(formats) if formats else ("png", "pdf")
+    if "head_scaling" in kinds:
+        if len(files) > 1:  # one figure across the runs
+            written += plotting.plot_head_scaling([str(f) for f in files], outdir,
+                                                  formats=formats)
+        elif not asked:
+            skipped.append("head_scaling: needs the runs of several head counts "
+                           "(wflow plot RUN1.h5 RUN2.h5 ...)")
+        if len(files) > 1 or not asked:
+            kinds = [k for k in kinds if k != "head_scaling"]
+    for f in files:
+        sub = outdir if len(files) == 1 else outdir / f.stem  # created by the first figure
+        for k in kinds:
+            try:
+                written += plotting.plot(f, k, sub, formats=formats) or []
+            except not_drawable as exc:
+                if asked:
+                    raise ConfigError(f"{f}: {exc}") from None
+                why = str(exc).removeprefix(f"{k}:").strip()
+                skipped.append(f"{k}{'' if len(files) == 1 else f' of {f.name}'}: {why}")
+    return written, skipped
 
 
 def cmd_animate(args) -> int:
