@@ -13,6 +13,7 @@ BACKENDS = ["numpy", "numba"]
 # ~4 s of CPU per process. wflow hands POT NumPy arrays only (its NumPy backend), so the
 # tests, and the subprocesses they start, skip the torch backend.
 os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
+os.environ.setdefault("WFLOW_STRICT_FIGURES", "1")  # every figure a test draws: no clipped text
 
 
 @pytest.fixture(params=BACKENDS)

@@ -44,7 +44,11 @@ def h5_run(tmp_path_factory):
 def _check_png(path, kind):
     with Image.open(path) as im:
         w, h = plotting.FIGSIZE[kind]
-        assert im.size == (round(w * plotting.DPI), round(h * plotting.DPI))
+        assert im.size[0] == round(w * plotting.DPI)
+        if kind == "head_scaling":  # grows by its legend, below the axes
+            assert round(h * plotting.DPI) < im.size[1] < round((h + 2) * plotting.DPI)
+        else:
+            assert im.size[1] == round(h * plotting.DPI)
         lo_hi = im.convert("RGB").getextrema()
         assert any(lo < hi for lo, hi in lo_hi), "image is a single colour"
 
@@ -403,3 +407,48 @@ def test_partial_files_are_marked(res3, tmp_path, built, status, head):
         else:
             assert title.startswith(head + "\n"), (kind, title)
             assert len(marks) == 1, kind
+
+
+def test_layout_problems_sees_clipped_text_and_data_off_the_axes(tmp_path, monkeypatch):
+    """The check every figure of the suite passes (``WFLOW_STRICT_FIGURES``): a title wider
+    than the canvas and an error bar running off the axes are found; a clean figure passes."""
+    from matplotlib.figure import Figure
+
+    from wflow.lab import _figbase
+
+    def fig_with(title="ok", bar=0.1):
+        fig = Figure(figsize=(3, 2), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+        ax.errorbar([1, 2], [1.0, 1.0], yerr=[bar, 0.1], fmt="o")
+        ax.set_ylim(0.5, 1.5)
+        ax.set_title(title)
+        return fig
+
+    assert _figbase.layout_problems(fig_with()) == []
+    wide = _figbase.layout_problems(fig_with(title="a title far wider than the canvas " * 3))
+    assert len(wide) == 1 and "cut off by the canvas" in wide[0]
+    off = _figbase.layout_problems(fig_with(bar=2.0))
+    assert len(off) == 1 and "outside the axes" in off[0]
+    monkeypatch.setenv("WFLOW_STRICT_FIGURES", "1")
+    with pytest.raises(AssertionError, match="outside the axes"):
+        _figbase._save(fig_with(bar=2.0), tmp_path, "bad", ("png",))
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_figure_context_marks_and_reports(tmp_path):
+    """Inside ``figure_context`` a figure carries the mark and each file is reported."""
+    from matplotlib.figure import Figure
+
+    from wflow.lab import _figbase
+
+    seen = []
+    fig = Figure(figsize=(3, 2), dpi=100, layout="constrained")
+    fig.add_subplot().plot([0, 1], [0, 1])
+    with _figbase.figure_context(mark="quick: pipeline check", on_save=seen.append):
+        out = _figbase._save(fig, tmp_path, "f", ("png", "svg"))
+    assert seen == out
+    assert "quick: pipeline check" in (tmp_path / "f.svg").read_text()
+    fig2 = Figure(figsize=(3, 2), dpi=100, layout="constrained")
+    fig2.add_subplot()
+    _figbase._save(fig2, tmp_path, "g", ("svg",))  # outside: no mark, nothing reported
+    assert "pipeline check" not in (tmp_path / "g.svg").read_text() and len(seen) == 2

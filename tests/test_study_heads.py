@@ -117,6 +117,6 @@ def test_head_scaling_few_paths_no_interval(tmp_path, monkeypatch, P):
     ax = figs[0].axes[0]
     lo, hi = ax.get_ylim()
     assert hi / lo < 1e4  # three points over two decades, no bar to 1e-11
-    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    texts = [t.get_text() for t in figs[0].legends[0].get_texts()]  # below the axes
     assert any("no CI" in t for t in texts) and not any("95% CI" in t for t in texts)
     assert any("standard error" in t for t in texts)

@@ -152,6 +152,11 @@ class TinyStudy(Study):
     def summarize(self, data):
         return summary_table(data, ("energy", "ledger_residual"))
 
+    def figures(self, data, outdir, formats):
+        from wflow.lab.studies._base import _run_figures
+
+        return _run_figures(data.paths, outdir, formats, ["G2"])
+
 
 @pytest.fixture
 def tiny_study():
@@ -174,6 +179,15 @@ def test_study_registered_from_outside_the_package(tmp_path, tiny_study, capsys)
     assert "does a study from outside the package" in capsys.readouterr().out
     assert main(["study", "tiny-test-study", "--quick", "-q", "-o", str(tmp_path / "c")]) == 0
     assert "tiny-heads=2" in capsys.readouterr().out
+    # figures: a progress bar over the files; a quick study's figures say they are quick
+    r = run_study("tiny-test-study", tmp_path / "s", scale="quick", formats=("svg",),
+                  progress=True)
+    svgs = sorted((tmp_path / "s" / "figures").rglob("*.svg"))
+    assert len(svgs) == 2 and all("pipeline check" in p.read_text() for p in svgs)
+    assert "tiny-test-study figures" in capsys.readouterr().err
+    run_study("tiny-test-study", tmp_path / "f", scale="full", formats=("svg",))
+    assert not any("pipeline check" in p.read_text()
+                   for p in (tmp_path / "f" / "figures").rglob("*.svg"))
 
 
 def test_cli_sweep_and_study(tmp_path, capsys):

@@ -227,10 +227,11 @@ def cmd_plot(args) -> int:
         outdir = Path(args.output) if args.output else Path("plots")
     existed = outdir.exists()
     _output_dir(outdir)
+    written = []
     try:
         written, skipped = _draw(plotting, files, kinds, asked, outdir, args.format)
     finally:
-        if not existed and not any(outdir.iterdir()):
+        if not existed and not written and not any(outdir.iterdir()):
             outdir.rmdir()  # made for this command and still empty: leave nothing behind
     for p in written:
         print(p)

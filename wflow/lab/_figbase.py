@@ -1,9 +1,17 @@
 r"""Shared style, file handling and token geometry of wflow's figures (matplotlib's Agg
-canvas, no pyplot): used by :mod:`wflow.lab.plotting` and :mod:`wflow.lab.animation` only."""
+canvas, no pyplot): used by :mod:`wflow.lab.plotting` and :mod:`wflow.lab.animation` only.
+
+Every figure is written by :func:`_save`. Inside :func:`figure_context` each figure carries a
+mark (e.g. "quick: pipeline check") and each file written is reported to a callback (a
+progress bar). With the environment variable ``WFLOW_STRICT_FIGURES=1`` (the test suite sets
+it) :func:`_save` refuses a figure that :func:`layout_problems` finds fault with: text cut off
+by the canvas, data drawn outside its axes."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from pathlib import Path
 
 import matplotlib  # noqa: F401  (style context for the figure modules)
@@ -26,7 +34,7 @@ FIGSIZE = {
     "snapshots": (12.8, 3.6),
     "G2": (6.4, 4.0),
     "ledger": (6.4, 7.6),
-    "balance": (6.4, 6.4),
+    "balance": (6.4, 8.0),
     "head_scaling": (5.6, 4.4),
     "clustering": (9.6, 5.6),
     "density": (10.4, 4.4),
@@ -94,16 +102,91 @@ def _path(a, p, kind):
     return a[:, p]
 
 
+_CONTEXT = {"mark": None, "on_save": None}
+
+
+@contextlib.contextmanager
+def figure_context(mark=None, on_save=None):
+    """Within the block, every figure :func:`_save` writes carries ``mark`` (a short red note
+    in its lower left corner, e.g. ``"quick: pipeline check, not the published setting"``)
+    and every file written is passed to ``on_save(path)``."""
+    old = dict(_CONTEXT)
+    _CONTEXT.update(mark=mark, on_save=on_save)
+    try:
+        yield
+    finally:
+        _CONTEXT.update(old)
+
+
+def layout_problems(fig, tol_px=1.0) -> list[str]:
+    """What a reader would miss in ``fig``: the figure's tight bounding box (every title,
+    label, legend and tick label) reaching past the canvas, and data of a 2-D axes (lines,
+    error bars, scatter points) drawn outside the axes, where it is clipped away.
+
+    Returns one string per problem (empty: none). Data at non-finite coordinates is ignored;
+    ``tol_px`` pixels of slack absorb round-off of the layout."""
+    import matplotlib.collections as mcoll
+    import matplotlib.lines as mlines
+
+    canvas = FigureCanvasAgg(fig) if fig.canvas is None or not hasattr(
+        fig.canvas, "get_renderer") else fig.canvas
+    renderer = canvas.get_renderer()
+    fig.draw_without_rendering()
+    out = []
+    bb = fig.get_tightbbox(renderer)
+    w, h = fig.get_size_inches()
+    tol = tol_px / fig.dpi
+    if bb.x0 < -tol or bb.y0 < -tol or bb.x1 > w + tol or bb.y1 > h + tol:
+        out.append(f"text cut off by the canvas: its tight box is [{bb.x0:.2f}, {bb.x1:.2f}] x "
+                   f"[{bb.y0:.2f}, {bb.y1:.2f}] in, the canvas [0, {w:.2f}] x [0, {h:.2f}]")
+    for ax in fig.axes:
+        if getattr(ax, "name", "") != "rectilinear" or not ax.get_visible():
+            continue
+        box = ax.bbox
+        for art in ax.get_children():
+            if not art.get_visible() or not art.get_clip_on():
+                continue
+            if isinstance(art, mlines.Line2D):
+                xy = art.get_transform().transform(art.get_xydata())
+            elif isinstance(art, mcoll.LineCollection):
+                segs = [s for s in art.get_segments() if len(s)]
+                if not segs:
+                    continue
+                xy = art.get_transform().transform(np.concatenate(segs))
+            elif isinstance(art, mcoll.PathCollection):
+                xy = art.get_offset_transform().transform(art.get_offsets())
+            else:
+                continue
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            off = ((xy[:, 0] < box.x0 - tol_px) | (xy[:, 0] > box.x1 + tol_px)
+                   | (xy[:, 1] < box.y0 - tol_px) | (xy[:, 1] > box.y1 + tol_px))
+            if off.any():
+                what = art.get_label() if not art.get_label().startswith("_") else type(
+                    art).__name__
+                out.append(f"axes {ax.get_title()!r}: {int(off.sum())} point(s) of {what!r} "
+                           f"outside the axes")
+    return out
+
+
 def _save(fig, outdir, kind, formats, dpi=None):
     """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
+    if _CONTEXT["mark"]:
+        fig.text(0.005, 0.005, _CONTEXT["mark"], color=_C["red"], fontsize=7, ha="left",
+                 va="bottom")
+    if os.environ.get("WFLOW_STRICT_FIGURES") == "1":
+        problems = layout_problems(fig)
+        if problems:
+            raise AssertionError(f"figure {outdir / kind}: " + "; ".join(problems))
     out = []
     for fmt in formats:
         p = outdir / f"{kind}.{fmt}"
         fig.savefig(p, format=fmt, dpi=DPI if dpi is None else dpi)
         out.append(p)
+        if _CONTEXT["on_save"] is not None:
+            _CONTEXT["on_save"](p)
     return out
 
 

@@ -388,7 +388,9 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
     Top: :math:`\Delta E`, :math:`\sigma\int G^2` (:math:`-\int G^2` for descent),
     :math:`\int\partial_tE`, :math:`\int\text{Itô}_{\text{expected}}`, :math:`M` and
     ``paper_residual`` :math:`= \Delta E - \sigma\int G^2 - \int\partial_tE - \int\text{Itô} - M`.
-    Bottom: :math:`\int G^2`, :math:`\int\mathcal D` and the gap :math:`\int(G^2-\mathcal D)`.
+    Middle: the residual alone, on its own scale, with its final value and its share of
+    :math:`\int_0^T G^2`. Bottom: :math:`\int G^2`, :math:`\int\mathcal D` and the gap
+    :math:`\int(G^2-\mathcal D)`.
 
     Parameters
     ----------
@@ -411,7 +413,7 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
     sg = "-" if sigma < 0 else "+"
     with matplotlib.rc_context(_STYLE):
         fig = _figure("balance", layout="constrained")
-        a, b = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+        a, r, b = fig.subplots(3, 1, sharex=True, height_ratios=(3, 1.6, 2))
         a.plot(t, dE, color=_C["black"], lw=1.8, label=r"$\Delta E = E(t)-E(0)$")
         a.plot(t, sigma * g["int_G2"], color=_C["blue"], label=f"${sg}\\int_0^t G^2\\,ds$")
         a.plot(t, g["int_dEdt_drift"], color=_C["orange"], label=r"$\int_0^t \partial_t E\,ds$")
@@ -423,6 +425,15 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
         a.set_title(f"(a) $\\Delta E \\approx {sg}\\int G^2 + \\int\\partial_t E + "
                     f"\\int \\mathrm{{Itô}} + M$ (path {path_index})", loc="left")
         a.legend(loc="best", ncol=2)
+        # the residual on its own scale: beside the terms it would look closed
+        res, tot = g["paper_residual"], g["int_G2"]
+        r.axhline(0.0, color=_C["black"], lw=0.6)
+        r.plot(t, res, color=_C["red"], ls="--")
+        share = (rf", {100 * abs(res[-1]) / abs(tot[-1]):.2g}% of $\int_0^T G^2$"
+                 if np.isfinite(res[-1]) and tot[-1] else "")
+        r.set_title(f"(b) residual on its own scale: {res[-1]:.3g} at $t = {t[-1]:.3g}${share}",
+                    loc="left")
+        r.set_ylabel("residual")
         b.plot(t, g["int_G2"], color=_C["blue"], label=r"$\int_0^t G^2\,ds$")
         b.plot(t, g["int_dissipation"], color=_C["green"], ls="--",
                label=r"$\int_0^t \mathcal{D}\,ds$")
@@ -430,7 +441,7 @@ def plot_balance(src, outdir=".", formats=("png", "pdf"), path_index=0):
                label=r"gap $\int_0^t (G^2-\mathcal{D})\,ds$")
         b.set_xlabel("$t$")
         b.set_ylabel("cumulative")
-        b.set_title(r"(b) $G^2$ vs. the chain-rule dissipation $\mathcal{D}$", loc="left")
+        b.set_title(r"(c) $G^2$ vs. the chain-rule dissipation $\mathcal{D}$", loc="left")
         b.legend(loc="best")
         _title(fig, "The paper's energy balance", config, arrays, attrs)
         return _save(fig, outdir, "balance", formats)
@@ -488,6 +499,19 @@ def plot_clustering(src, outdir=".", formats=("png", "pdf")):
 
 
 # ----------------------------------------------------------------------------- head scaling
+def _wrap_label(text, width):
+    """``text`` broken into lines of at most ``width`` characters between its comma-separated
+    parts (never inside a ``$…$`` formula, which holds no ", " here)."""
+    lines = [""]
+    for part in text.split(", "):
+        if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
+            lines[-1] += ","
+            lines.append("    " + part)
+        else:
+            lines[-1] += (", " if lines[-1] else "") + part
+    return "\n".join(lines)
+
+
 def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
     r"""Log–log plot of late-window :math:`G^2` against the head count H with the fit :math:`aH^b`.
 
@@ -557,7 +581,12 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
             ax.set_xlim(min(lo, H.min() / 3), max(hi, H.max() * 3))
         else:
             ax.set_title("Head-count scaling of the squared metric speed")
-        ax.legend(handles=handles, loc="best")
+        # below the axes, one entry per line: long labels never squash the axes or run
+        # off the canvas; the figure grows by the legend's height
+        labels = [_wrap_label(h.get_label(), 78) for h in handles]
+        fig.set_figheight(FIGSIZE["head_scaling"][1] + 0.16 * sum(1 + lb.count("\n")
+                                                                  for lb in labels))
+        fig.legend(handles, labels, loc="outside lower center", ncols=1)
         return _save(fig, outdir, "head_scaling", formats)
 
 

@@ -33,7 +33,7 @@ def _fig(w, h):
     with matplotlib.rc_context(_STYLE):
         w = max(w, 6.0)  # room for the title; margins in inches (constrained layout is slow)
         fig = Figure(figsize=(w, h), dpi=DPI)
-        fig.subplots_adjust(left=0.65 / w, right=1 - 0.15 / w, bottom=0.5 / h, top=1 - 0.95 / h,
+        fig.subplots_adjust(left=1.0 / w, right=1 - 0.15 / w, bottom=0.5 / h, top=1 - 0.95 / h,
                             wspace=0.4, hspace=0.5)
         return fig
 

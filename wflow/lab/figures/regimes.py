@@ -113,7 +113,7 @@ def _figure_of(table, select, rows, row_label, title, T):
             "paths\n(KM: Kaplan–Meier, censored at T).\nGrey: undefined (no finite value).\n"
             "95% intervals: regimes.md / summary.txt.", va="top", fontsize=8,
             transform=ax.transAxes)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.13, top=0.95, wspace=0.45, hspace=0.55)
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.13, top=0.95, wspace=0.45, hspace=0.55)
     return fig
 
 

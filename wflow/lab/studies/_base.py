@@ -307,8 +307,31 @@ def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
     files[0].write_text(text + "\n", encoding="utf-8")
     write_csv(table, files[1])
     if options.figure_formats:
-        files += list(study.figures(data, outdir / "figures", options.figure_formats) or [])
+        files += _draw_figures(study, data, outdir / "figures", options)
     return StudyResult(study.name, outdir, rows, text, table, files, data)
+
+
+#: the mark on every figure of a quick study
+QUICK_MARK = "quick: pipeline check (short T, few paths), not the published setting"
+
+
+def _draw_figures(study, data, figdir, options) -> list:
+    """The study's figures, marked when quick, with a progress bar over the files written."""
+    from wflow.lab import _figbase
+
+    bar = None
+    if options.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(unit="file", desc=f"{study.name} figures")
+    mark = QUICK_MARK if options.scale == "quick" else None
+    try:
+        with _figbase.figure_context(mark=mark,
+                                     on_save=None if bar is None else lambda p: bar.update()):
+            return list(study.figures(data, figdir, options.figure_formats) or [])
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def write_csv(table: dict, path):
