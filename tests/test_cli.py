@@ -512,6 +512,35 @@ def test_tokens_file_non_finite_and_shape_messages(tmp_path, cfg_file, capsys):
                              "the configuration needs (model.n, model.d) = (12, 3)")
 
 
+def test_tokens_file_npy_and_missing_key(tmp_path, cfg_file, capsys):
+    """A .npy file holds the token array itself (the same run as the .npz with key 'X'); an
+    .npz without 'X' is refused naming the key and the shape it must have; a weights file's
+    errors name the configuration key."""
+    X = np.random.default_rng(3).standard_normal((12, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    np.save(tmp_path / "x.npy", X)
+    sets = ["--set", "init.tokens=\"file\"", "-q"]
+    out = {}
+    for name in ("x.npy", _tokens_file(tmp_path, X).name):
+        rc, _, _ = run_cli(capsys, "run", cfg_file, "-o", tmp_path / f"{name}.h5", *sets,
+                           "--set", f"init.tokens_file=\"{tmp_path / name}\"")
+        assert rc == 0
+        out[name] = io.read(tmp_path / f"{name}.h5")[1]["X"]
+    a, b = out.values()
+    np.testing.assert_array_equal(a, b)
+    np.savez(tmp_path / "y.npz", tokens=X)
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", *sets,
+                         "--set", f"init.tokens_file=\"{tmp_path / 'y.npz'}\"")
+    assert rc == 2 and "key 'X' missing" in one_line(err) and "(12, 3)" in err
+    assert f"init.tokens_file = {str(tmp_path / 'y.npz')!r}" in err
+    np.savez(tmp_path / "w.npz", W=np.eye(3)[None])
+    rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "o.h5", "-q",
+                         "--set", "init.weights=\"file\"",
+                         "--set", f"init.weights_file=\"{tmp_path / 'w.npz'}\"")
+    assert rc == 2 and one_line(err).startswith(
+        f"wflow: error: init.weights_file = {str(tmp_path / 'w.npz')!r}: key 'D' missing")
+
+
 # ------------------------------------------------------------------ JKO with per-head normalisation
 @pytest.mark.parametrize("norm,heads,warned", [("head", 3, True), ("head", 1, False),
                                                ("joint", 3, False)])

@@ -637,3 +637,13 @@ def test_parse_override_never_raises_anything_but_config_error(text):
         assert one_line(str(exc)), str(exc)
         return
     assert path and all(path)
+
+
+def test_a_default_never_makes_a_short_run_invalid():
+    """``record_every`` left at its default follows a run shorter than 5 steps (every step is
+    recorded); given explicitly it is checked as given."""
+    assert C.resolve(None, ["solver.T=0.015"])["solver"]["record_every"] == 3
+    assert C.resolve(None)["solver"]["record_every"] == 5
+    assert C.resolve({"solver": {"T": 0.01, "dt": 0.005}})["solver"]["record_every"] == 2
+    with pytest.raises(ConfigError, match=r"solver.record_every = 5: must be <= .* = 3"):
+        C.resolve(None, ["solver.T=0.015", "solver.record_every=5"])

@@ -217,6 +217,11 @@ def test_cli_sweep_and_study(tmp_path, capsys):
     assert main(["sweep", "--grid", "model.headz=[1]", "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.heads" in err[0]
+    twice = ["--grid", "model.heads=[1]", "--grid", "model.heads=[2]"]
+    assert main(["sweep", *twice, "-o", str(tmp_path / "twice")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.heads: given twice" in err[0]
+    assert not (tmp_path / "twice").exists()
     files = [str(tmp_path / f"run-heads={h}.h5") for h in (1, 2)]
     assert main(["plot", *files, "--kind", "head_scaling", "--kind", "G2", "--format", "png",
                  "-o", str(tmp_path / "f")]) == 0

@@ -447,7 +447,12 @@ def cmd_sweep(args) -> int:
     from wflow.lab.sweep import expand_grid, run_sweep
 
     base = resolve(args.config, args.set or [])
-    grid = dict(_grid_arg(g) for g in (args.grid or []))
+    grid = {}
+    for key, values in (_grid_arg(g) for g in (args.grid or [])):
+        if key in grid:
+            raise ConfigError(f"--grid {key}: given twice; give all its values in one list "
+                              f"(--grid '{key}=[v1, v2, ...]')")
+        grid[key] = values
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
     out = Path(args.output or "sweep")
     _check_disk(_batched_twice([c for name, c in tasks

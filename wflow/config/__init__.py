@@ -249,6 +249,14 @@ def _steps_rule(cfg):
                   f"must be a whole number of steps of solver.dt (T/dt = {ratio:.10g})")
 
 
+def _record_default(cfg):
+    """5, or the number of steps of a shorter run (a default never makes a run invalid)."""
+    s = cfg["solver"]
+    ratio = s["T"] / s["dt"]
+    steps = int(round(ratio)) if math.isfinite(ratio) else 5
+    return max(1, min(5, steps))
+
+
 def _record_rule(cfg):
     steps = n_steps(cfg)
     if cfg["solver"]["record_every"] > steps:
@@ -305,13 +313,14 @@ for _p in [
     Param("init.weights", "symmetric_gaussian", Choice(INITIAL_WEIGHTS),
           "D_h(0): symmetric_gaussian Ξ + Ξᵀ (Ξ iid N(0, 1)), identity, file"),
     Param("init.seed", 0, Integer(lo=0), "seed of every random stream of the run"),
-    Param("init.tokens_file", "", Path(), "token file (.npy/.npz/.h5, array (n, d))",
+    Param("init.tokens_file", "", Path(),
+          "token file: .npy holding the (n, d) array, or .npz/.h5 with the array 'X'",
           applies=When("init.tokens", "file"),
           rule=_needs_file("init.tokens_file", "init.tokens", "file")),
     Param("init.normalize", False, Boolean(),
           "tokens file: project rows that are not unit vectors onto the sphere (false: refuse "
           "them)", applies=When("init.tokens", "file")),
-    Param("init.weights_file", "", Path(), "weight file (.npz/.h5, key 'D')",
+    Param("init.weights_file", "", Path(), "weight file (.npz/.h5 with the array 'D', shape (H, d, d))",
           applies=When("init.weights", "file"),
           rule=_needs_file("init.weights_file", "init.weights", "file")),
     Param("init.per_path_tokens", False, Boolean(), "each path draws its own X0"),
@@ -363,8 +372,10 @@ for _p in [
           rule=_representation_rule),
     Param("solver.dt", 0.005, _POS, "time step Δt"),
     Param("solver.T", 20.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
-    Param("solver.record_every", 5, Integer(lo=1), "steps between records (t = 0 is a record)",
-          rule=_record_rule),
+    Param("solver.record_every", 5, Integer(lo=1),
+          "steps between records (t = 0 is a record); left out: 5, or every step of a run "
+          "of fewer than 5 steps",
+          rule=_record_rule, default_from=_record_default),
     Param("solver.paths", 1, Integer(lo=1), "Monte Carlo paths of the weight noise"),
     Param("solver.backend", "numba", Choice(BACKENDS),
           "numba: compiled kernels; numpy: the plain reference"),
@@ -540,6 +551,11 @@ def resolve(cfg_or_path=None, overrides=(), explicit=None) -> dict:
                     f"(got {typename(cfg_or_path)})")
     if overrides:
         cfg = apply_overrides(cfg, overrides)
+    if cfg_or_path is None:  # keys the embedded run leaves to their rule (a short run's records)
+        for key in ("solver.record_every",):
+            sec, k = key.split(".")
+            if key not in given and cfg.get(sec, {}).get(k) == schema.param(key).default:
+                cfg = {**cfg, sec: {kk: v for kk, v in cfg[sec].items() if kk != k}}
     return validate(cfg, given if explicit is None else tuple(explicit))
 
 

@@ -221,7 +221,7 @@ class Simulation:
         rng_w = np.random.default_rng(stream(1))
         given = None
         if ini["weights"] == "file":
-            given = load_weight_file(ini["weights_file"])["D"]
+            given = load_weight_file(ini["weights_file"], key="init.weights_file")["D"]
             if given.ndim == 4:
                 given = given[0]
         wkind = "given" if ini["weights"] == "file" else ini["weights"]
@@ -591,9 +591,11 @@ def _load_tokens(path, n, d, normalize=False):
     from wflow.storage.io import read_arrays
 
     where = f"init.tokens_file = {str(path)!r}"
-    raw = read_arrays(path, ("X",), what="tokens file")
+    raw = read_arrays(path, ("X",), what="tokens file", where=where, npy_key="X")
     if "X" not in raw:
-        raise ConfigError(f"{where}: cannot read key 'X' (missing)")
+        raise ConfigError(f"{where}: key 'X' missing: a .npz or .h5 tokens file holds the "
+                          f"tokens as an array 'X' of shape (model.n, model.d) = ({n}, {d}); "
+                          f"a .npy file holds that array alone")
     X = raw["X"]
     if X.shape != (n, d):
         raise ConfigError(f"{where}: 'X' has shape {X.shape}, the configuration needs "

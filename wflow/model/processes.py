@@ -500,10 +500,11 @@ class FromFile(WeightProcess):
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise ConfigError("weights.file: missing: process 'file' needs the path of an "
                               ".npz/.h5/.hdf5 weight file")
-        data = load_weight_file(path)
+        data = load_weight_file(path, key="weights.file")
         D, t = data["D"], data["t"]
         if D.shape[-3:] != (H, d, d):
-            raise ConfigError(f"{path}: key 'D' has shape {D.shape}: expected (..., {H}, {d}, {d})")
+            raise ConfigError(f"weights.file = {str(path)!r}: key 'D' has shape {D.shape}: "
+                              f"expected (..., {H}, {d}, {d})")
         if t is None and D.ndim == 4:
             t = _number(dt, "solver.dt", strict=True) * np.arange(D.shape[0])
         return cls(t, D)
@@ -576,7 +577,7 @@ def _layer_weights(i, layer, H, d):
         if Path(w).suffix.lower() not in WEIGHT_FILE_SUFFIXES:
             raise ConfigError(f"{key}.weights = {str(w)!r}: allowed values are identity, "
                               "symmetric_gaussian or a .npz/.h5/.hdf5 path")
-        D = load_weight_file(w)["D"]
+        D = load_weight_file(w, key=f"{key}.weights")["D"]
         if D.ndim == 4 and D.shape[0] != 1:
             raise ConfigError(f"{w}: key 'D' holds {D.shape[0]} sets: a layer needs one (H, d, d)")
         return check_weights(D.reshape(D.shape[-3:]), H, d, name=f"{w}: key 'D'"), str(w)

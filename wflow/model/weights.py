@@ -206,7 +206,7 @@ def initial_weights(kind, H, d, rng, given=None):
     )
 
 
-def load_weight_file(path):
+def load_weight_file(path, key=None):
     r"""Read weights from an NPZ or HDF5 file (inputs are data: no pickling).
 
     .. math::
@@ -220,6 +220,9 @@ def load_weight_file(path):
         ``.npz`` (read with ``allow_pickle=False``) or ``.h5``/``.hdf5``; key/dataset
         ``"D"`` of shape (H, d, d) or (K, H, d, d), optional ``"t"`` of shape (K,)
         (strictly increasing; shape (1,) for a single set).
+    key : str, optional
+        The configuration key that names the file (``"init.weights_file"``): every error
+        starts with ``key = 'path'``.
 
     Returns
     -------
@@ -234,8 +237,8 @@ def load_weight_file(path):
     """
     from wflow.storage.io import read_arrays
 
-    where = str(path)
-    raw = read_arrays(path, ("D", "t"), what="weight file")
+    where = str(path) if key is None else f"{key} = {str(path)!r}"
+    raw = read_arrays(path, ("D", "t"), what="weight file", where=where)
     if "D" not in raw:
         raise ConfigError(
             f"{where}: key 'D' missing: expected a dataset 'D' of shape (H, d, d) or (K, H, d, d)"

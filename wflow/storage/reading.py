@@ -31,20 +31,25 @@ from wflow.storage._h5 import (
 ARRAY_SUFFIXES = (".npz", ".h5", ".hdf5")
 
 
-def read_arrays(path, keys, what="file"):
-    """Named arrays from an input file (tokens, weights): ``.npz`` (no pickling) or
-    ``.h5``/``.hdf5`` (top-level datasets). Returns ``{key: ndarray}`` for the ``keys``
-    present; every failure is one ConfigError line naming the file.
+def read_arrays(path, keys, what="file", where=None, npy_key=None):
+    """Named arrays from an input file (tokens, weights): ``.npz`` (no pickling),
+    ``.h5``/``.hdf5`` (top-level datasets) or, when ``npy_key`` is given, a ``.npy`` file
+    holding that one array. Returns ``{key: ndarray}`` for the ``keys`` present; every
+    failure is one ConfigError line starting with ``where`` (default: the file's path), e.g.
+    ``"init.tokens_file = 'x.npz'"``.
     """
     path = Path(path)
-    where = str(path)
+    where = str(path) if where is None else where
     suffix = path.suffix.lower()
-    if suffix not in ARRAY_SUFFIXES:
+    allowed = ARRAY_SUFFIXES + ((".npy",) if npy_key else ())
+    if suffix not in allowed:
         raise ConfigError(f"{where}: {what} suffix {suffix!r}: allowed values are "
-                          f"{', '.join(ARRAY_SUFFIXES)}")
+                          f"{', '.join(allowed)}")
     if not path.is_file():
         raise ConfigError(f"{where}: {what} not found")
     try:
+        if suffix == ".npy":
+            return {npy_key: np.asarray(np.load(path, allow_pickle=False))}
         if suffix == ".npz":
             with np.load(path, allow_pickle=False) as f:
                 return {k: np.asarray(f[k]) for k in keys if k in f.files}
@@ -54,7 +59,6 @@ def read_arrays(path, keys, what="file"):
     except Exception as exc:  # corrupt file, object arrays (pickle refused), ...
         msg = (str(exc).splitlines() or [""])[0]
         raise ConfigError(f"{where}: cannot read {what} ({type(exc).__name__}: {msg})") from exc
-
 
 
 def read(path, tokens=True):
