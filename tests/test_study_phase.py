@@ -130,14 +130,21 @@ def test_pair_statistics_one_pass_against_the_gram_matrix(d):
 
 def test_n_clusters_chain_and_spectral_rank():
     """A chain of tokens 0.05 apart (angle 0.06) is one cluster whatever its order; tokens on
-    a great circle of S² have spectral rank 2, a point cluster 0."""
+    a great circle of S² have spectral rank 2; a point cluster, exact or collapsed to within
+    round-off (a cloud whose PCA would be that of the rounding errors), has none (NaN)."""
     rng = np.random.default_rng(0)
     X = _circle(0.05 * np.arange(100))[rng.permutation(100)]
     assert dg.n_clusters(X[None], 0.06)[0] == 1
     assert dg.n_clusters(X[None], 0.04)[0] == 100
     Y = np.concatenate([X, np.zeros((100, 1))], axis=1)[None]
     assert dg.spectral_rank(Y)[0] == 2
-    assert dg.spectral_rank(np.repeat(Y[:, :1], 5, axis=1))[0] == 0
+    assert np.isnan(dg.spectral_rank(np.repeat(Y[:, :1], 5, axis=1))[0])
+    p = np.array([0.6, 0.0, 0.8])
+    noisy = p + 1e-16 * rng.standard_normal((3, 50, 3))  # one point up to round-off
+    noisy /= np.linalg.norm(noisy, axis=-1, keepdims=True)
+    assert np.isnan(dg.spectral_rank(noisy)).all()
+    tight = p + 1e-9 * rng.standard_normal((3, 50, 3))  # a tiny but real cloud: defined
+    assert np.isfinite(dg.spectral_rank(tight)).all()
 
 
 # ------------------------------------------------------------------ t_1/2

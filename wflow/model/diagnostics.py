@@ -84,8 +84,23 @@ def n_clusters(X, angle=0.1, max_n=2000):
     return _pairs(X, max_n, cos_cluster=np.cos(angle))[0][1].astype(float)
 
 
+#: a cloud whose variance per token is below ``(ROUNDOFF_SPREAD * eps)**2`` times its mean
+#: squared norm is one point up to round-off: its principal components are those of the
+#: rounding errors, so :func:`spectral_rank` is undefined (NaN) there
+ROUNDOFF_SPREAD = 64.0
+
+
 def spectral_rank(X, frac=0.99):
-    r"""Number of principal components of the centred cloud needed for ``frac`` of its variance."""
+    r"""Number of principal components of the centred cloud needed for ``frac`` of its variance.
+
+    .. math::
+
+        r = \min\{k : \textstyle\sum_{j \le k} s_j^2 \ge \text{frac}\,\sum_j s_j^2\},
+
+    :math:`s_j` the singular values of :math:`X - \bar x`. NaN (undefined) for a collapsed
+    cloud, whose variance is at the level of round-off (:data:`ROUNDOFF_SPREAD`): its
+    components would be those of the rounding errors.
+    """
     X = np.asarray(X)
     Xc = X - X.mean(axis=-2, keepdims=True)
     s2 = np.linalg.svd(Xc, compute_uv=False) ** 2  # (P, min(n, d)), batched
@@ -93,7 +108,10 @@ def spectral_rank(X, frac=0.99):
     with np.errstate(invalid="ignore", divide="ignore"):
         below = np.cumsum(s2, axis=-1) / tot < frac - 1e-12
     out = np.count_nonzero(below, axis=-1) + 1.0
-    out[tot[:, 0] <= 0] = 0
+    scale = np.mean(np.sum(X * X, axis=-1), axis=-1)  # mean squared norm (1 on the sphere)
+    eps = np.finfo(X.dtype if X.dtype.kind == "f" else np.float64).eps
+    collapsed = tot[..., 0] / X.shape[-2] <= (ROUNDOFF_SPREAD * eps) ** 2 * scale
+    out[collapsed] = np.nan
     return out
 
 
