@@ -162,6 +162,36 @@ def test_heat_maps_from_a_table(tmp_path):
     assert len(PANELS) == len(Regimes.stats)
 
 
+def test_heat_maps_share_one_scale_per_statistic(tmp_path, monkeypatch):
+    """One cell per figure (the quick study's shape): one cluster in one figure and sixteen
+    in another get different colours, from one colour scale per statistic across figures."""
+    from wflow.lab import _figbase
+    from wflow.lab.figures.regimes import PANELS, draw
+    from wflow.lab.studies.regimes import Regimes
+
+    figs = []
+    real = _figbase._save
+    monkeypatch.setattr(_figbase, "_save", lambda fig, *a, **k: figs.append(fig) or real(
+        fig, *a, **k))
+    keys = ("point", "normalization", "sign", "beta", "weights", "halved", "T")
+    table = {k: [] for k in keys}
+    table.update({s + x: [] for s in Regimes.stats for x in ("", "_lo", "_hi")})
+    for sign, clusters in (("descent", 1.0), ("ascent", 16.0)):
+        for k, v in zip(keys, (f"r-{sign}", "head", sign, 1.0, "ou2", False, 2.0)):
+            table[k].append(v)
+        for st in Regimes.stats:
+            v = clusters if st == "n_clusters" else 0.5
+            for x in ("", "_lo", "_hi"):
+                table[st + x].append(v)
+    draw(table, tmp_path, ("png",))
+    k = list(PANELS).index("n_clusters")
+    ims = [fig.axes[k].images[0] for fig in figs]  # the panels first, then the colour bars
+    assert len(ims) == 2
+    assert ims[0].norm.vmin == ims[1].norm.vmin == 1.0 and ims[0].norm.vmax == 16.0
+    colours = [im.cmap(im.norm(im.get_array()[0, 0])) for im in ims]
+    assert colours[0] != colours[1]
+
+
 def test_ou_halving_cells_get_a_pathwise_partner():
     """Every OU halving cell has a Δt run with noise_refine = 2 beside its Δt/2 run (same
     seed, same Brownian path: tests/test_weights.py), and the refined run is a check run,

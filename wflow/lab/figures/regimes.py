@@ -3,7 +3,9 @@
 Per sign (head normalisation): rows β, columns the weight families, one panel per statistic
 (fraction with one cluster by T, Kaplan–Meier median time to one cluster, final cluster
 count, order parameter, late-window G², G² decay rate, late W₂ speed), each with its colour
-bar; each cell is annotated with its value. The joint slice: rows (normalisation, sign) at
+bar; each cell is annotated with its value. A statistic has one colour scale across all the
+figures (the cluster count's always reaches down to one cluster), so equal colours mean equal
+values from panel to panel. The joint slice: rows (normalisation, sign) at
 the joint β, the same panels. Input: the study's table (:meth:`Regimes.table`).
 """
 
@@ -35,21 +37,36 @@ PANELS = {
 DPI = 100
 
 
-def _norm(scale, vals):
+def _norm(scale, vals, floor=None):
+    """The colour scale of a statistic over ``vals`` (every cell of every figure: comparable
+    panels share it); a single value sits mid-scale, not at an end."""
     v = vals[np.isfinite(vals)]
     if scale == "lin01":
         return Normalize(0.0, 1.0)
+    if floor is not None:
+        v = np.append(v, floor)
     if scale == "log":
         v = v[v > 0]
         if v.size == 0:
             return Normalize(0.0, 1.0)
         lo, hi = float(v.min()), float(v.max())
-        return LogNorm(lo, hi if hi > lo else lo * 10)
+        return LogNorm(lo, hi) if hi > lo else LogNorm(lo / 3.0, lo * 3.0)
     if scale == "div":
         m = float(np.max(np.abs(v))) if v.size else 1.0
         return TwoSlopeNorm(0.0, -m or -1.0, m or 1.0)
     lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 1.0)
-    return Normalize(lo, hi if hi > lo else lo + 1.0)
+    return Normalize(lo, hi) if hi > lo else Normalize(lo - 0.5, lo + 0.5)
+
+
+#: the value a statistic's colour scale always includes (one cluster is the floor of the count)
+FLOORS = {"n_clusters": 1.0}
+
+
+def _shown(stat, values, T):
+    shown = np.array(values, dtype=float)
+    if stat == "km_median":
+        shown[np.isinf(shown)] = T  # "> T" drawn at T, hatched
+    return shown
 
 
 def _text(stat, v):
@@ -62,13 +79,10 @@ def _text(stat, v):
     return f"{v:.2g}"
 
 
-def _heatmap(fig, ax, grid, stat, rows, cols, T):
+def _heatmap(fig, ax, grid, stat, rows, cols, T, norm):
     title, cmap, scale = PANELS[stat]
-    shown = grid.copy()
-    inf = np.isinf(shown)
-    if stat == "km_median":
-        shown[inf] = T  # "> T" drawn at T, hatched
-    norm = _norm(scale, shown)
+    inf = np.isinf(grid)
+    shown = _shown(stat, grid, T)
     masked = np.ma.masked_invalid(shown)
     if scale == "log":
         masked = np.ma.masked_where(~(shown > 0), shown)
@@ -89,7 +103,7 @@ def _heatmap(fig, ax, grid, stat, rows, cols, T):
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
 
 
-def _figure_of(table, select, rows, row_label, title, T):
+def _figure_of(table, select, rows, row_label, title, T, norms):
     """One figure: a panel per statistic; ``select(i) -> row index or None`` for table row i."""
     from wflow.lab.studies.regimes import WEIGHT_LABELS
 
@@ -104,7 +118,7 @@ def _figure_of(table, select, rows, row_label, title, T):
                 continue
             grid[r, wnames.index(table["weights"][i])] = table[stat][i]
         ax = axes.flat[k]
-        _heatmap(fig, ax, grid, stat, rows, [WEIGHT_LABELS[w] for w in wnames], T)
+        _heatmap(fig, ax, grid, stat, rows, [WEIGHT_LABELS[w] for w in wnames], T, norms[stat])
         ax.set_xlabel("weight process")
         ax.set_ylabel(row_label)
     ax = axes.flat[-1]
@@ -127,6 +141,8 @@ def draw(table, outdir, formats=("png",)):
         finite = [table["km_median_hi"][i] for i in idx if np.isfinite(table["km_median_hi"][i])]
         T = max(finite) if finite else 1.0
     out = []
+    norms = {stat: _norm(PANELS[stat][2], _shown(stat, [table[stat][i] for i in idx], T),
+                         FLOORS.get(stat)) for stat in PANELS}  # one scale across the figures
     with matplotlib.rc_context(_STYLE):
         for sign in ("descent", "ascent"):
             head = [i for i in idx if table["sign"][i] == sign
@@ -138,7 +154,7 @@ def draw(table, outdir, formats=("png",)):
             fig = _figure_of(table, lambda i, s=sign, h=set(head), b=betas:
                              b.index(table["beta"][i]) if i in h else None,
                              rows, "β (inverse temperature)",
-                             f"Regime map on S², {sign}, head normalisation", T)
+                             f"Regime map on S², {sign}, head normalisation", T, norms)
             out += _save(fig, outdir, f"regimes_{sign}", formats)
         joint = [i for i in idx if table["normalization"][i] == "joint"]
         if joint:
@@ -148,7 +164,7 @@ def draw(table, outdir, formats=("png",)):
                    if table["beta"][i] == jb}
             fig = _figure_of(table, sel.get, [f"{n}, {s}" for n, s in keys],
                              "normalisation, sign", f"Head vs joint normalisation, β = {jb:g}",
-                             T)
+                             T, norms)
             out += _save(fig, outdir, "regimes_joint_slice", formats)
     return out
 
