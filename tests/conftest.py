@@ -1,4 +1,7 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -14,6 +17,10 @@ BACKENDS = ["numpy", "numba"]
 # tests, and the subprocesses they start, skip the torch backend.
 os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
 os.environ.setdefault("WFLOW_STRICT_FIGURES", "1")  # every figure a test draws: no clipped text
+# the rates `wflow run` saves for `wflow validate` go to a folder of this process, not ~/.cache
+_CACHE = tempfile.mkdtemp(prefix="wflow-cache-")
+atexit.register(shutil.rmtree, _CACHE, True)
+os.environ["WFLOW_CACHE_DIR"] = _CACHE
 
 
 @pytest.fixture(params=BACKENDS)

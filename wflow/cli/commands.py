@@ -96,6 +96,9 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
     _check_disk([sim.config], out)  # before anything is written, even a directory
     _output_dir(out.parent)
     run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
+    from wflow.engine import timing
+
+    timing.record(sim.config, sim.elapsed)  # the rate `wflow validate` estimates times from
     print(_run_line(sim))
     print(f"wrote {out}")
     table = _file_summary(out)
@@ -289,8 +292,8 @@ def cmd_animate(args) -> int:
 
 # ---------------------------------------------------------------------- validate
 def cmd_validate(args) -> int:
-    from wflow.config import config_hash, resolve
-    from wflow.engine import memory
+    from wflow.config import resolve
+    from wflow.engine import driver, memory, timing
 
     cfg = resolve(args.config, args.set or [])
     est = memory.check(cfg)  # refused (exit 2) when it cannot fit in memory
@@ -304,7 +307,9 @@ def cmd_validate(args) -> int:
     print(f"memory: about {est}{there}")
     print(f"disk: about {memory.human(need)} for {cfg['output']['path']} "
           f"({memory.human(free)} free)")
-    print(f"config_hash: {config_hash(cfg)}")
+    sec, how = timing.estimate(cfg)
+    print(f"time: roughly {timing.human_seconds(sec)} ({how}; nothing compiled to say so)")
+    print(f"config_hash: {driver.result_hash(cfg)}")
     return 0
 
 
