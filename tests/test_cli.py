@@ -240,10 +240,10 @@ def test_validate(cfg_file, capsys):
     assert rc == 0 and err == ""
     assert stdout.startswith("ok: n=12 d=3 H=3 paths=2 method=euler backend=numpy steps=20 "
                              "records=5\nmemory: about ")
-    assert stdout.endswith(f"\nconfig_hash: {C.config_hash(tiny())}\n")
+    assert stdout.endswith(f"\nconfig_hash: {driver.result_hash(tiny())}\n")
     rc, stdout, _ = run_cli(capsys, "validate", cfg_file, "--set", "model.n=20")
     assert stdout.endswith(
-        f"config_hash: {C.config_hash(C.apply_overrides(tiny(), ['model.n=20']))}\n")
+        f"config_hash: {driver.result_hash(C.apply_overrides(tiny(), ['model.n=20']))}\n")
     for bad, key in BAD_SETS:
         rc, stdout, err = run_cli(capsys, "validate", cfg_file, "--set", bad)
         assert rc == 2 and stdout == ""
