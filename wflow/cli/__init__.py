@@ -1,6 +1,8 @@
 """The ``wflow`` command line.
 
-Exit codes: 0 success, 2 bad input (one line, no traceback), 1 a failed run or an internal error.
+Exit codes: 0 success, 2 bad input (one line, no traceback; also an output location that
+cannot be used), 1 a failed run, a write the machine could not complete (no space left, an
+I/O error) or an internal error.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from wflow.cli.commands import (  # noqa: F401  (the commands, and helpers tests
     cmd_sweep,
     cmd_validate,
 )
-from wflow.errors import ConfigError, RunFailedError, WflowError
+from wflow.errors import ConfigError, RunFailedError, WflowError, WriteError
 
 log = logging.getLogger("wflow")
 
@@ -179,8 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: OS errors of a write: a location the user gave that cannot be used (exit 2), or the machine
+#: failing mid-write (no space left, an I/O error; exit 1)
 _WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
-                 errno.ENOTDIR}
+                 errno.ENOTDIR, errno.EISDIR, errno.EIO, errno.EFBIG}
 
 
 def _one_line(msg) -> str:
@@ -215,12 +219,17 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except WriteError as e:  # the machine failed mid-write: one line naming the file
+        print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
+        return 1
     except OSError as e:
         if e.errno not in _WRITE_ERRNOS:
             return _internal(e, verbose, hint)
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"wflow: error: {where}cannot write ({e.strerror or _one_line(e)})", file=sys.stderr)
-        return 2
+        from wflow.storage.files import write_error
+
+        err = write_error(e.filename, e)
+        print(f"wflow: error: {_one_line(err)}", file=sys.stderr)
+        return 2 if isinstance(err, ConfigError) else 1
     except RunFailedError as e:  # a stored failure: nothing to trace
         print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wflow.errors import ConfigError, WflowError
+from wflow.errors import ConfigError, WflowError, WriteError
 
 log = logging.getLogger("wflow")
 
@@ -87,6 +87,17 @@ def _file_summary(path) -> str | None:
     return _summary_table(Result(cfg, arrays))
 
 
+def _kept(path, exc: WriteError) -> WriteError:
+    """``exc`` (a write of the result file ``path`` failed), saying how to continue when the
+    file keeps a checkpoint to resume from."""
+    from wflow.storage.io import file_status
+
+    if file_status(path) != "running" or not str(exc).startswith(str(path)):
+        return exc
+    return WriteError(f"{exc}; the file keeps its last checkpoint: `wflow resume {path}` "
+                      f"continues the run once the disk can be written again")
+
+
 def _run_config(config, sets, output, overwrite, quiet) -> int:
     from wflow.engine.driver import run_to_file
     from wflow.engine.run import Simulation
@@ -95,7 +106,10 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
     out = Path(output) if output else Path(sim.config["output"]["path"])
     _check_disk([sim.config], out)  # before anything is written, even a directory
     _output_dir(out.parent)
-    run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
+    try:
+        run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
+    except WriteError as exc:
+        raise _kept(out, exc) from None
     print(_run_line(sim))
     print(f"wrote {out}")
     table = _file_summary(out)
@@ -118,7 +132,10 @@ def cmd_resume(args) -> int:
         have = Path(args.file).stat().st_size
         memory.check_disk(max(0, memory.output_bytes(info["config"]) - have), args.file,
                           "the rest of the result file")
-    r = resume(args.file, progress=not args.quiet)
+    try:
+        r = resume(args.file, progress=not args.quiet)
+    except WriteError as exc:
+        raise _kept(args.file, exc) from None
     if r.action == "noop":
         print(f"{r.path}: already complete ({r.n_records} records); nothing to do")
         return 0
@@ -442,8 +459,9 @@ DESCRIPTION = (
     "resumes killed runs, and plots, animates and sweeps them. Start with 'wflow run' (the "
     "paper's reference configuration), then 'wflow plot wflow_run.h5'."
 )
-EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback); 1 a failed run or an "
-          "internal error. The model: docs/model.md.")
+EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback; also an output location "
+          "that cannot be used); 1 a failed run, a write the machine could not complete (no space "
+          "left, an I/O error) or an internal error. The model: docs/model.md.")
 
 #: the figure kinds of ``wflow plot`` (wflow.lab.plotting.KINDS; listed here so that --help
 #: does not import matplotlib)

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from wflow.lab.analysis import SourceError as PlotInputError  # noqa: F401  (re-exported)
 from wflow.lab.analysis import _cfg, _series, _time  # noqa: F401  (re-exported)
 from wflow.lab.analysis import load_source as _load  # noqa: F401  (re-exported)
+from wflow.storage.files import replacing
 
 log = logging.getLogger("wflow.lab.plotting")
 
@@ -95,14 +96,17 @@ def _path(a, p, kind):
 
 
 def _save(fig, outdir, kind, formats, dpi=None):
-    """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths."""
+    """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths. Each
+    file is written under a temporary name and renamed when complete
+    (:func:`wflow.storage.files.replacing`)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     out = []
     for fmt in formats:
         p = outdir / f"{kind}.{fmt}"
-        fig.savefig(p, format=fmt, dpi=DPI if dpi is None else dpi)
+        with replacing(p) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=DPI if dpi is None else dpi)
         out.append(p)
     return out
 

@@ -5,6 +5,7 @@ slots. Storage only: nothing here knows the model or the run loop."""
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import functools
 import json
 import logging
@@ -203,6 +204,61 @@ def _stored_config(f, path: Path) -> dict:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: stored configuration is not a table")
     return cfg
+
+
+def _reserve(path: Path, nbytes: int):
+    """Allocate ``nbytes`` of disk past the end of ``path`` before HDF5 writes to it.
+
+    HDF5 extends a file at its end; a write the disk refuses halfway leaves its metadata in
+    an inconsistent state (the file no longer opens). With the space allocated first
+    (``posix_fallocate``), a full disk is an ``OSError(ENOSPC)`` raised here, before anything
+    is written: the file stays exactly as the last flush left it. HDF5 writes into the
+    reserved space and trims what it did not use when the file is closed. A file system
+    that cannot preallocate is written without the reservation.
+    """
+    if nbytes <= 0 or not hasattr(os, "posix_fallocate"):
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            os.posix_fallocate(fd, size, int(nbytes))
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                return
+            try:  # give back what a partial allocation took
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def lock_holder(path) -> int | None:
+    """The pid of the wflow process writing ``path`` (holding its ``<path>.lock``), or None.
+
+    The lock file is only read and probed with a shared non-blocking ``flock`` (never created
+    or removed), so asking does not disturb a writer.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    try:
+        fd = os.open(f"{path}.lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class _Lock:
@@ -459,6 +515,8 @@ def _max_seq(f):
 
 
 
+#: what to do with a result file that does not read back
+CORRUPT_HINT = "nothing to resume: run it again with `wflow run --overwrite`"
 VERIFY_BYTES = 2**24  # the data are read back in blocks of about this size
 
 
@@ -469,7 +527,8 @@ def _verify(f, path: Path):
     try:
         f.visit(names.append)
     except Exception as exc:  # noqa: BLE001 - a damaged group or link table
-        raise CorruptFile(f"{path}: corrupt result file ({_first_line(exc)})") from None
+        raise CorruptFile(f"{path}: corrupt result file ({_first_line(exc)}); "
+                          f"{CORRUPT_HINT}") from None
     for name in names:
         try:
             obj = f[name]
@@ -485,7 +544,8 @@ def _verify(f, path: Path):
         except Exception as exc:  # noqa: BLE001 - checksum mismatch, bad header, ...
             why = ("its checksum does not match" if "filter returned failure" in str(exc)
                    else f"cannot be read ({_first_line(exc)})")
-            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {why}") from None
+            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {why}; "
+                              f"{CORRUPT_HINT}") from None
 
 
 def _first_line(exc) -> str:
