@@ -17,11 +17,12 @@ from wflow.errors import ConfigError, WflowError, WriteError
 log = logging.getLogger("wflow")
 
 
-def _summary_table(res) -> str:
-    """A small table of the final record: mean over paths of the main series."""
+def _summary_table(res, last: str = "t = T") -> str:
+    """A small table of the first and the last record (column ``last``): mean over paths of
+    the main series."""
     names = ["energy", "dissipation", "G2", "G2_hm", "b_hat_mean", "int_G2", "int_dissipation",
              "ledger_residual", "paper_residual", "order_parameter", "n_clusters"]
-    lines = [f"{'series':<18}{'t = 0':>14}{'t = T':>14}   (mean over {res.energy.shape[1]} paths)"]
+    lines = [f"{'series':<18}{'t = 0':>14}{last:>14}   (mean over {res.energy.shape[1]} paths)"]
     for k in names:
         if k not in res.keys():
             continue
@@ -77,14 +78,19 @@ def _check_disk(configs, location, what="the result file") -> tuple[int, int]:
     return need, memory.check_disk(need, location, what)
 
 
-def _file_summary(path) -> str | None:
+def _file_summary(path, complete: bool = True) -> str | None:
+    """The summary table of a result file; the last column of an incomplete run is labelled
+    with its last record's time (``t = 5.8``), not ``t = T``."""
     from wflow.engine.run import Result
     from wflow.storage.io import read
 
     cfg, arrays, _ = read(path, tokens=False)
     if "energy" not in arrays or len(arrays["energy"]) == 0:
         return None
-    return _summary_table(Result(cfg, arrays))
+    last = "t = T"
+    if not complete and len(arrays.get("t", ())):
+        last = f"t = {float(arrays['t'][-1]):.4g}"
+    return _summary_table(Result(cfg, arrays), last)
 
 
 def _kept(path, exc: WriteError) -> WriteError:
@@ -158,22 +164,39 @@ def _toml(cfg: dict) -> str:
     return tomlkit.dumps(cfg).rstrip()
 
 
+def _info_status(info, holder) -> str:
+    """The status line of ``wflow info``: complete, failed, live (a writer holds the lock) or
+    interrupted, with what to do."""
+    a, status, path = info["attrs"], info["status"], info["path"]
+    if status == "failed":
+        step = a.get("failed_step")
+        return "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
+                           and step >= 0 else "") + " (nothing to resume)"
+    if status == "complete":
+        return status
+    ck = info["checkpoint_step"]
+    if holder is not None:
+        who = f"pid {holder}" if holder > 0 else "another process"
+        where = "" if ck is None else f", last checkpoint at step {ck} of {info['nsteps']}"
+        return f"live (written by {who}{where})"
+    if ck is None:
+        return (f"interrupted before its first checkpoint (resume with `wflow resume {path}`: "
+                f"it runs again from step 0)")
+    return f"interrupted at step {ck} of {info['nsteps']} (resume with `wflow resume {path}`)"
+
+
 def cmd_info(args) -> int:
-    from wflow.storage.io import inspect
+    from wflow.storage.io import inspect, lock_holder
 
     info = inspect(args.file)
     info["path"] = Path(info["path"]).resolve()  # the real location, whatever the argument
     a = info["attrs"]
-    status = info["status"]
-    if status == "failed":
-        step = a.get("failed_step")
-        status = "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
-                             and step >= 0 else "") + " (nothing to resume)"
-    elif status != "complete":
-        ck = info["checkpoint_step"]
-        where = ("no usable checkpoint" if ck is None
-                 else f"last checkpoint at step {ck} of {info['nsteps']}")
-        status = f"{status} (partial: {where}; continue with `wflow resume {info['path']}`)"
+    status = _info_status(info, lock_holder(args.file))
+    stored = info["config"].get("output", {}).get("path")
+    moved = stored is not None and Path(stored).resolve() != info["path"]
+    if moved:  # the configuration shows where the file is, not where it was first written
+        info["config"] = {**info["config"],
+                          "output": {**info["config"]["output"], "path": str(info["path"])}}
     rows = [
         ("file", str(info["path"])),
         ("status", status),
@@ -201,8 +224,10 @@ def cmd_info(args) -> int:
         print(f"  {name:<28}{shape}")
     print()
     print("# configuration")
+    if moved:
+        print(f"# output.path: where the file is (its configuration says {stored!r})")
     print(_toml(info["config"]))
-    table = _file_summary(info["path"])
+    table = _file_summary(info["path"], complete=info["status"] == "complete")
     if table:
         print()
         print(table)

@@ -121,20 +121,24 @@ BUFFER_RECORDS = 64
 BUFFER_BYTES = 16 * 2**20
 #: disk reserved for HDF5's own structures at each write (object headers, chunk indexes)
 METADATA_RESERVE = 2**16
+#: and per record dataset written (its chunk index, its object header when it is created)
+DATASET_RESERVE = 2**13
 
 
-def _checkpoint_bytes(ckpt) -> int:
-    """Disk a checkpoint slot can take when its datasets are (re)created: twice its arrays
-    (chunking rounds up; ``rng_states`` keeps room to grow)."""
-    total = 0
+def _checkpoint_bytes(ckpt, fresh: bool) -> int:
+    """Disk a checkpoint can take: in a ``fresh`` slot (its datasets created now) its arrays
+    and a page per array (chunks round up), twice the random streams' JSON (the buffer keeps
+    room to grow); in a used slot, overwritten in place, the streams only (their buffer may
+    grow) and a page per array (a dataset whose shape changed is recreated)."""
+    arrays, text = [], 0
     for v in ckpt.values():
         if isinstance(v, dict):
-            total += sum(np.asarray(a).nbytes for a in v.values())
+            arrays += [np.asarray(a).nbytes for a in v.values()]
         elif isinstance(v, (list, tuple)):  # the random streams, as JSON
-            total += len(json.dumps([_jsonable(x) for x in v]))
+            text += len(json.dumps([_jsonable(x) for x in v]))
         else:
-            total += np.asarray(v).nbytes
-    return 2 * total
+            arrays.append(np.asarray(v).nbytes)
+    return (sum(arrays) if fresh else 0) + 4096 * len(arrays) + 2 * text + 64
 
 
 
@@ -319,14 +323,20 @@ class H5Recorder:
             raise write_error(self.path, exc) from None
 
     def _buffer_bytes(self) -> int:
-        """Disk the buffered records can take: their bytes, and two chunks per dataset (a
-        new chunk is allocated whole)."""
+        """Disk the buffered records can take: the chunks they start (a chunk of ``c``
+        records is allocated whole when its first record is written; the chunk the file's
+        last record is in exists already) and, per dataset that starts a chunk, a few pages
+        of chunk index and object header."""
         if not self._buffer:
             return 0
+        n0, b = self.n_records, len(self._buffer)
         total = 0
         for v in self._buffer[0].values():
             row = max(1, np.asarray(v).nbytes)
-            total += len(self._buffer) * row + 2 * max(CHUNK_BYTES, row)
+            c = max(1, min(256, CHUNK_BYTES // row))
+            new = -(-(n0 + b) // c) - -(-n0 // c)  # chunks from ceil(n0 / c) on
+            if new:
+                total += new * c * row + DATASET_RESERVE
         return total
 
     # ------------------------------------------------------------------ records
@@ -378,7 +388,8 @@ class H5Recorder:
         slot = SLOTS[1] if self._last_slot == SLOTS[0] else SLOTS[0]
         seq = self._seq + 1
         ckpt = state.to_checkpoint() if hasattr(state, "to_checkpoint") else state
-        with self._writing(_checkpoint_bytes(ckpt)) as f:
+        # both slots hold datasets once two checkpoints were written (seq counts them)
+        with self._writing(_checkpoint_bytes(ckpt, fresh=seq <= len(SLOTS))) as f:
             self._write_records(f)  # 1. records first: the checkpoint refers to them
             g = f["checkpoint"][slot]
             g.attrs.modify("complete", 0)  # 2. invalidate the slot before touching it
