@@ -236,8 +236,7 @@ class H5Recorder:
         path = self.path
         status = file_status(path)
         if status == RUNNING:
-            holder = lock_holder(path)
-            damage = None if holder is not None else _damage(path)
+            damage = _damage(path)  # (this process holds the lock: no other writer)
             if damage is None:
                 raise FileExistsError(
                     f"{path} is a partial run: use `wflow resume {path}` (or delete it)"
