@@ -96,10 +96,13 @@ def _file_summary(path, complete: bool = True) -> str | None:
 def _kept(path, exc: WriteError) -> WriteError:
     """``exc`` (a write of the result file ``path`` failed), saying how to continue when the
     file keeps a checkpoint to resume from."""
-    from wflow.storage.io import file_status
+    from wflow.storage.io import _damage, file_status
 
     if file_status(path) != "running" or not str(exc).startswith(str(path)):
         return exc
+    if _damage(path) is not None:  # HDF5 failed halfway through a write
+        return WriteError(f"{exc}; the file was damaged: nothing to resume, run it again with "
+                          f"`wflow run --overwrite` once the disk can be written again")
     return WriteError(f"{exc}; the file keeps its last checkpoint: `wflow resume {path}` "
                       f"continues the run once the disk can be written again")
 

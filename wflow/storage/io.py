@@ -314,11 +314,23 @@ class H5Recorder:
         (:func:`wflow.storage.files.write_error`)."""
         try:
             _reserve(self.path, self._buffer_bytes() + reserve + METADATA_RESERVE)
-            with _open_write(self.path) as f:
-                yield f
+            f = _open_write(self.path)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        try:
+            yield f
+        except BaseException as exc:
+            # the first error is the one to report: closing after a failed HDF5 write often
+            # fails too, with an error that names neither the cause nor the file
+            with contextlib.suppress(Exception):
+                f.close()
+            if isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
+                                            and errno_of(exc) is not None):
+                raise write_error(self.path, exc) from None
+            raise
+        try:
+            f.close()
         except (OSError, RuntimeError) as exc:
-            if isinstance(exc, RuntimeError) and errno_of(exc) is None:
-                raise
             raise write_error(self.path, exc) from None
 
     def _buffer_bytes(self) -> int:
