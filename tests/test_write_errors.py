@@ -412,3 +412,26 @@ def test_a_real_full_disk_keeps_the_last_checkpoint(small_disk, tmp_path, capsys
     assert status(out) == "complete"
     assert_same_records(out, ref)
     assert np.array_equal(io.read(out)[1]["X"], io.read(ref)[1]["X"])
+
+
+def test_full_disk_while_joining_batches(tmp_path, monkeypatch, small_result):
+    """A sweep's batches are joined into a temporary file renamed when complete."""
+    import h5py as _h5py
+
+    from wflow.storage import reading
+
+    real = _h5py.Group.create_dataset
+    count = {"n": 0}
+
+    def create_dataset(self, name, *a, **k):
+        count["n"] += 1
+        if count["n"] == 3:
+            _full()
+        return real(self, name, *a, **k)
+
+    monkeypatch.setattr(_h5py.Group, "create_dataset", create_dataset)
+    dest = tmp_path / "joined.h5"
+    cfg = io.read(small_result)[0]
+    with pytest.raises(WriteError, match=f"^{dest}: cannot write \\({ENOSPC}\\)$"):
+        reading.merge_paths([small_result, small_result], dest, cfg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
