@@ -42,6 +42,21 @@ Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
    :class:`~wflow.engine.run.State` and continues, appending; ``status = "complete"`` is
    set only at the very end, after every record is on disk.
 
+A full disk (or a disk quota) never leaves a file that does not read back: before each write
+the space it can take (the chunks its records start, a checkpoint slot's arrays when the slot
+is new, a margin for HDF5's own structures) is allocated past the end of the file with
+``posix_fallocate`` (:func:`~wflow.storage._h5._reserve`), and HDF5 writes into it, trimming
+the rest when the file closes. A refused allocation raises before HDF5 touches the file, so
+the file stays as its last flush left it: resumable from its newest complete checkpoint once
+space is freed. This was chosen over a checkpoint in a sidecar file (written to a temporary
+name and renamed) because the checkpoint is not what breaks: HDF5 is not transactional, and a
+write the disk refuses halfway (the records as much as a checkpoint) leaves the metadata of
+the whole file inconsistent; a sidecar checkpoint would point into records that no longer
+read. Allocating every dataset at its final size when the file is created would also work,
+but changes the format (records on disk would no longer be the datasets' length) and costs
+the whole file's space up front. The write errors become one line naming the file
+(:func:`wflow.storage.files.write_error`).
+
 The file is opened for the duration of each write (records, checkpoint, finish)
 only, so other processes can read it during a run; exclusive access among writers
 is an advisory lock on a sidecar ``<file>.lock`` (POSIX ``flock``, released by the
