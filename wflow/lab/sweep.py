@@ -489,6 +489,8 @@ def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, ho
                 results[(i, j)] = fut.result()
             else:  # the task raised, or its worker was lost beyond Dask's allowed failures
                 exc = fut.exception()
+                if isinstance(exc, WriteError):  # a full disk: so for the other tasks too
+                    raise exc
                 results[(i, j)] = {"name": bname, "path": bpath, "action": FAILED,
                                    "status": FAILED, "error": f"{type(exc).__name__}: {exc}",
                                    "elapsed": float("nan"), "worker": ""}
