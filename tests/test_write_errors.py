@@ -435,3 +435,20 @@ def test_full_disk_while_joining_batches(tmp_path, monkeypatch, small_result):
     with pytest.raises(WriteError, match=f"^{dest}: cannot write \\({ENOSPC}\\)$"):
         reading.merge_paths([small_result, small_result], dest, cfg)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_full_disk_in_a_dask_sweep(tmp_path, monkeypatch):
+    """Dask: the task's WriteError stops the sweep (one line), not one failure per point."""
+    from dask.distributed import Client
+
+    from wflow.lab.sweep import expand_grid, run_sweep
+
+    base = tiny(**{"solver.T": 0.05, "model.n": 8})
+    tasks = expand_grid(base, {"model.heads": [1, 2]}, name="d")
+    fail_at(monkeypatch, io, "_reserve", 1)
+    # in-process workers (threads), so that the fault reaches them
+    with Client(processes=False, n_workers=1, threads_per_worker=1,
+                dashboard_address=":0") as client:
+        with pytest.raises(WriteError, match=f"cannot write \\({ENOSPC}\\)$"):
+            run_sweep(tasks, tmp_path, executor="dask", client=client, retries=0)
+    assert not list(tmp_path.glob("*.h5")) and not (tmp_path / "sweep_summary.csv").exists()
