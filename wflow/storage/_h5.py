@@ -238,8 +238,8 @@ def _reserve(path: Path, nbytes: int):
 def lock_holder(path) -> int | None:
     """The pid of the wflow process writing ``path`` (holding its ``<path>.lock``), or None.
 
-    The lock file is only read and probed with a shared non-blocking ``flock`` (never created
-    or removed), so asking does not disturb a writer.
+    The lock file is only read and probed with a shared non-blocking ``flock`` for an instant
+    (never created or removed); a writer taking the lock at that instant tries again.
     """
     try:
         import fcntl
@@ -261,6 +261,19 @@ def lock_holder(path) -> int | None:
         os.close(fd)
 
 
+def _flock_briefly_retried(fd, fcntl):
+    """``flock(LOCK_EX | LOCK_NB)``, tried again twice after a few milliseconds: a reader
+    asking whether the file is live (:func:`lock_holder`) holds a shared lock for an instant."""
+    for delay in (0.005, 0.05, None):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if delay is None:
+                raise
+            time.sleep(delay)
+
+
 class _Lock:
     """Advisory exclusive lock on ``<path>.lock`` (no-op where fcntl is missing)."""
 
@@ -280,7 +293,7 @@ class _Lock:
                 raise ConfigError(f"{target}: cannot create the lock file {self.path} "
                                   f"({exc.strerror or type(exc).__name__})") from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock_briefly_retried(fd, fcntl)
             except OSError:
                 try:
                     other = os.read(fd, 32).decode("ascii", "replace").strip() or "?"

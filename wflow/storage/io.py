@@ -156,7 +156,6 @@ def _checkpoint_bytes(ckpt, fresh: bool) -> int:
     return (sum(arrays) if fresh else 0) + 4096 * len(arrays) + 2 * text + 64
 
 
-
 def _damage(path) -> str | None:
     """One line saying why the result file ``path`` cannot be resumed (it does not read back),
     or None when it reads back cleanly."""
