@@ -223,15 +223,69 @@ def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch, resu
     import tomllib
 
     text = stdout.split("# configuration\n", 1)[1].split("\n\nseries", 1)[0]
-    assert C.validate(tomllib.loads(text)) == C.validate(tiny())
+    shown = C.validate(tomllib.loads(text))
+    assert shown["output"]["path"] == str(out.resolve())  # where the file is
+    assert shown == C.validate(tiny(**{"output.path": str(out.resolve())}))
+    assert "t = T" in stdout.split("\nseries", 1)[1].splitlines()[0]
 
     partial = tmp_path / "p.h5"
     _fail_after_calls(monkeypatch, 15, interrupt=True)
     assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
     rc, stdout, _ = run_cli(capsys, "info", partial)
     assert rc == 0
-    assert "running" in stdout and "last checkpoint at step 4 of 20" in stdout
-    assert f"wflow resume {partial}" in stdout and "Interrupted" in stdout
+    assert (f"status         interrupted at step 4 of 20 (resume with `wflow resume "
+            f"{partial.resolve()}`)\n") in stdout
+    assert "Interrupted" in stdout
+
+
+def test_info_says_live_while_a_writer_holds_the_file(tmp_path, cfg_file, capsys, monkeypatch):
+    import os
+
+    from wflow.storage import _h5
+
+    partial = tmp_path / "p.h5"
+    _fail_after_calls(monkeypatch, 15, interrupt=True)
+    assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
+    lock = _h5._Lock(partial).acquire(partial)  # as a running `wflow run` holds it
+    try:
+        rc, stdout, _ = run_cli(capsys, "info", partial)
+        assert rc == 0
+        assert (f"status         live (written by pid {os.getpid()}, last checkpoint at step 4 "
+                "of 20)\n") in stdout
+        assert "wflow resume" not in stdout
+        assert io.lock_holder(partial) == os.getpid()
+    finally:
+        lock.release()
+    assert io.lock_holder(partial) is None
+    rc, stdout, _ = run_cli(capsys, "info", partial)
+    assert "status         interrupted at step 4 of 20" in stdout
+    # asking did not disturb the lock: a writer takes the file again
+    _h5._Lock(partial).acquire(partial).release()
+
+
+def test_info_labels_the_last_column_with_its_time(tmp_path, cfg_file, capsys, monkeypatch):
+    partial = tmp_path / "p.h5"
+    _fail_after_calls(monkeypatch, 15, interrupt=True)  # at step 7: records t = 0, 0.05
+    assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
+    rc, stdout, _ = run_cli(capsys, "info", partial)
+    assert rc == 0
+    header = stdout.split("\nseries", 1)[1].splitlines()[0].split()
+    assert header[:6] == ["t", "=", "0", "t", "=", "0.05"] and "T" not in header
+
+
+def test_info_shows_the_real_path_instead_of_the_stored_one(tmp_path, capsys):
+    cfg = tiny(**{"output.path": str(tmp_path / "first.h5")})
+    first = driver.run_to_file(cfg)
+    moved = tmp_path / "moved.h5"
+    first.rename(moved)
+    rc, stdout, _ = run_cli(capsys, "info", moved)
+    assert rc == 0
+    conf = stdout.split("# configuration\n", 1)[1]
+    assert conf.startswith(f"# output.path: where the file is (its configuration says "
+                           f"{str(tmp_path / 'first.h5')!r})\n")
+    assert f'path = "{moved.resolve()}"' in conf and "first.h5\"" not in conf
+    rc, stdout, _ = run_cli(capsys, "info", driver.run_to_file(cfg))  # not moved: as stored
+    assert "# output.path" not in stdout and f'path = "{tmp_path / "first.h5"}"' in stdout
 
 
 # ------------------------------------------------------------------ validate

@@ -10,3 +10,6 @@ class NumericalError(WflowError, FloatingPointError):
         self.step = step
 class RunFailedError(WflowError):
     """A result file holds a run that failed numerically: there is nothing to resume."""
+class WriteError(WflowError):
+    """The machine failed while a file was written (no space left, an I/O error): one line
+    naming the file; nothing half-written is left under its final name."""

@@ -1,6 +1,8 @@
 """The ``wflow`` command line.
 
-Exit codes: 0 success, 2 bad input (one line, no traceback), 1 a failed run or an internal error.
+Exit codes: 0 success, 2 bad input (one line, no traceback; also an output location that
+cannot be used), 1 a failed run, a write the machine could not complete (no space left, an
+I/O error) or an internal error.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from wflow.cli.commands import (  # noqa: F401  (the commands, and helpers tests
     cmd_sweep,
     cmd_validate,
 )
-from wflow.errors import ConfigError, RunFailedError, WflowError
+from wflow.errors import ConfigError, RunFailedError, WflowError, WriteError
 
 log = logging.getLogger("wflow")
 
@@ -179,8 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: OS errors of a write: a location the user gave that cannot be used (exit 2), or the machine
+#: failing mid-write (no space left, an I/O error; exit 1)
 _WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
-                 errno.ENOTDIR}
+                 errno.ENOTDIR, errno.EISDIR, errno.EIO, errno.EFBIG}
 
 
 def _one_line(msg) -> str:
@@ -203,6 +207,33 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore", category=RuntimeWarning,
                                 message=r"(overflow|divide by zero|invalid value) encountered")
     hint = "" if verbose else " (run with -v for the traceback)"
+    hooks = sys.unraisablehook, sys.excepthook
+    if not verbose:
+        sys.unraisablehook, sys.excepthook = _quiet_hdf5_cleanup(*hooks)
+    rc = 1
+    try:
+        rc = _dispatch(args, verbose, hint)
+        return rc
+    finally:
+        if not verbose:
+            import gc
+
+            gc.collect()  # what h5py has left to release, released while the hooks are quiet
+            sys.unraisablehook, sys.excepthook = hooks
+        if argv is None and rc and _FAILED_WRITE:
+            # a write failed: HDF5 may hold a file it could not close, and at exit it would
+            # try again and crash (a segmentation fault in its clean-up). The error line is
+            # out; the process (the `wflow` command's own) ends here.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
+
+
+#: set when a command ended with a write the machine could not complete
+_FAILED_WRITE = []
+
+
+def _dispatch(args, verbose, hint) -> int:
     try:
         return args.func(args)
     except (ConfigError, FileExistsError, FileNotFoundError, IsADirectoryError) as e:
@@ -215,12 +246,18 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except WriteError as e:  # the machine failed mid-write: one line naming the file
+        print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
+        _FAILED_WRITE.append(str(e))
+        return 1
     except OSError as e:
         if e.errno not in _WRITE_ERRNOS:
             return _internal(e, verbose, hint)
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"wflow: error: {where}cannot write ({e.strerror or _one_line(e)})", file=sys.stderr)
-        return 2
+        from wflow.storage.files import write_error
+
+        err = write_error(e.filename, e)
+        print(f"wflow: error: {_one_line(err)}", file=sys.stderr)
+        return 2 if isinstance(err, ConfigError) else 1
     except RunFailedError as e:  # a stored failure: nothing to trace
         print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
         return 1
@@ -231,6 +268,29 @@ def main(argv=None) -> int:
         return 1
     except Exception as e:  # noqa: BLE001 - the last line of defence
         return _internal(e, verbose, hint)
+
+
+def _quiet_hdf5_cleanup(unraisablehook, excepthook):
+    """``sys.unraisablehook`` and ``sys.excepthook`` without h5py's reports of the objects it
+    fails to release after a failed write (dozens of tracebacks, printed through both hooks;
+    the write error itself is reported once, in one line)."""
+    if getattr(unraisablehook, "_wflow_quiet", False):
+        return unraisablehook, excepthook
+
+    def from_h5py(tb) -> bool:
+        return any("h5py" in frame.filename for frame in traceback.extract_tb(tb))
+
+    def unraisable(u):
+        if "h5py" in f"{u.object!r} {u.err_msg or ''}" or from_h5py(u.exc_traceback):
+            return
+        unraisablehook(u)
+
+    def uncaught(kind, value, tb):
+        if not from_h5py(tb):
+            excepthook(kind, value, tb)
+
+    unraisable._wflow_quiet = True
+    return unraisable, uncaught
 
 
 def _internal(e, verbose, hint) -> int:

@@ -12,16 +12,17 @@ from pathlib import Path
 
 import numpy as np
 
-from wflow.errors import ConfigError, WflowError
+from wflow.errors import ConfigError, WflowError, WriteError
 
 log = logging.getLogger("wflow")
 
 
-def _summary_table(res) -> str:
-    """A small table of the final record: mean over paths of the main series."""
+def _summary_table(res, last: str = "t = T") -> str:
+    """A small table of the first and the last record (column ``last``): mean over paths of
+    the main series."""
     names = ["energy", "dissipation", "G2", "G2_hm", "b_hat_mean", "int_G2", "int_dissipation",
              "ledger_residual", "paper_residual", "order_parameter", "n_clusters"]
-    lines = [f"{'series':<18}{'t = 0':>14}{'t = T':>14}   (mean over {res.energy.shape[1]} paths)"]
+    lines = [f"{'series':<18}{'t = 0':>14}{last:>14}   (mean over {res.energy.shape[1]} paths)"]
     for k in names:
         if k not in res.keys():
             continue
@@ -77,14 +78,33 @@ def _check_disk(configs, location, what="the result file") -> tuple[int, int]:
     return need, memory.check_disk(need, location, what)
 
 
-def _file_summary(path) -> str | None:
+def _file_summary(path, complete: bool = True) -> str | None:
+    """The summary table of a result file; the last column of an incomplete run is labelled
+    with its last record's time (``t = 5.8``), not ``t = T``."""
     from wflow.engine.run import Result
     from wflow.storage.io import read
 
     cfg, arrays, _ = read(path, tokens=False)
     if "energy" not in arrays or len(arrays["energy"]) == 0:
         return None
-    return _summary_table(Result(cfg, arrays))
+    last = "t = T"
+    if not complete and len(arrays.get("t", ())):
+        last = f"t = {float(arrays['t'][-1]):.4g}"
+    return _summary_table(Result(cfg, arrays), last)
+
+
+def _kept(path, exc: WriteError) -> WriteError:
+    """``exc`` (a write of the result file ``path`` failed), saying how to continue when the
+    file keeps a checkpoint to resume from."""
+    from wflow.storage.io import _damage, file_status
+
+    if file_status(path) != "running" or not str(exc).startswith(str(path)):
+        return exc
+    if _damage(path) is not None:  # HDF5 failed halfway through a write
+        return WriteError(f"{exc}; the file was damaged: nothing to resume, run it again with "
+                          f"`wflow run --overwrite` once the disk can be written again")
+    return WriteError(f"{exc}; the file keeps its last checkpoint: `wflow resume {path}` "
+                      f"continues the run once the disk can be written again")
 
 
 def _run_config(config, sets, output, overwrite, quiet) -> int:
@@ -95,7 +115,10 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
     out = Path(output) if output else Path(sim.config["output"]["path"])
     _check_disk([sim.config], out)  # before anything is written, even a directory
     _output_dir(out.parent)
-    run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
+    try:
+        run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
+    except WriteError as exc:
+        raise _kept(out, exc) from None
     from wflow.engine import timing
 
     timing.record(sim.config, sim.elapsed)  # the rate `wflow validate` estimates times from
@@ -121,7 +144,10 @@ def cmd_resume(args) -> int:
         have = Path(args.file).stat().st_size
         memory.check_disk(max(0, memory.output_bytes(info["config"]) - have), args.file,
                           "the rest of the result file")
-    r = resume(args.file, progress=not args.quiet)
+    try:
+        r = resume(args.file, progress=not args.quiet)
+    except WriteError as exc:
+        raise _kept(args.file, exc) from None
     if r.action == "noop":
         print(f"{r.path}: already complete ({r.n_records} records); nothing to do")
         return 0
@@ -144,22 +170,39 @@ def _toml(cfg: dict) -> str:
     return tomlkit.dumps(cfg).rstrip()
 
 
+def _info_status(info, holder) -> str:
+    """The status line of ``wflow info``: complete, failed, live (a writer holds the lock) or
+    interrupted, with what to do."""
+    a, status, path = info["attrs"], info["status"], info["path"]
+    if status == "failed":
+        step = a.get("failed_step")
+        return "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
+                           and step >= 0 else "") + " (nothing to resume)"
+    if status == "complete":
+        return status
+    ck = info["checkpoint_step"]
+    if holder is not None:
+        who = f"pid {holder}" if holder > 0 else "another process"
+        where = "" if ck is None else f", last checkpoint at step {ck} of {info['nsteps']}"
+        return f"live (written by {who}{where})"
+    if ck is None:
+        return (f"interrupted before its first checkpoint (resume with `wflow resume {path}`: "
+                f"it runs again from step 0)")
+    return f"interrupted at step {ck} of {info['nsteps']} (resume with `wflow resume {path}`)"
+
+
 def cmd_info(args) -> int:
-    from wflow.storage.io import inspect
+    from wflow.storage.io import inspect, lock_holder
 
     info = inspect(args.file)
     info["path"] = Path(info["path"]).resolve()  # the real location, whatever the argument
     a = info["attrs"]
-    status = info["status"]
-    if status == "failed":
-        step = a.get("failed_step")
-        status = "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
-                             and step >= 0 else "") + " (nothing to resume)"
-    elif status != "complete":
-        ck = info["checkpoint_step"]
-        where = ("no usable checkpoint" if ck is None
-                 else f"last checkpoint at step {ck} of {info['nsteps']}")
-        status = f"{status} (partial: {where}; continue with `wflow resume {info['path']}`)"
+    status = _info_status(info, lock_holder(args.file))
+    stored = info["config"].get("output", {}).get("path")
+    moved = stored is not None and Path(stored).resolve() != info["path"]
+    if moved:  # the configuration shows where the file is, not where it was first written
+        info["config"] = {**info["config"],
+                          "output": {**info["config"]["output"], "path": str(info["path"])}}
     rows = [
         ("file", str(info["path"])),
         ("status", status),
@@ -187,8 +230,10 @@ def cmd_info(args) -> int:
         print(f"  {name:<28}{shape}")
     print()
     print("# configuration")
+    if moved:
+        print(f"# output.path: where the file is (its configuration says {stored!r})")
     print(_toml(info["config"]))
-    table = _file_summary(info["path"])
+    table = _file_summary(info["path"], complete=info["status"] == "complete")
     if table:
         print()
         print(table)
@@ -484,8 +529,9 @@ DESCRIPTION = (
     "resumes killed runs, and plots, animates and sweeps them. Start with 'wflow run' (the "
     "paper's reference configuration), then 'wflow plot wflow_run.h5'."
 )
-EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback); 1 a failed run or an "
-          "internal error. The model: docs/model.md.")
+EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback; also an output location "
+          "that cannot be used); 1 a failed run, a write the machine could not complete (no space "
+          "left, an I/O error) or an internal error. The model: docs/model.md.")
 
 #: the figure kinds of ``wflow plot`` (wflow.lab.plotting.KINDS; listed here so that --help
 #: does not import matplotlib)

@@ -16,7 +16,7 @@ from wflow import config as _config
 from wflow._version import __version__
 from wflow.engine import series as _series
 from wflow.engine.run import Simulation, State
-from wflow.errors import ConfigError, NumericalError, RunFailedError
+from wflow.errors import ConfigError, NumericalError, RunFailedError, WriteError
 from wflow.storage import io
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,9 @@ def _run_sim(sim, rec, state, progress):
         if isinstance(exc, NumericalError):
             step = exc.step if exc.step is not None else -1
             error = str(exc).split(";")[0]  # "non-finite energy at step 7 (t = 0.07)"
+        if isinstance(exc, WriteError):  # the disk refused: write nothing more
+            rec.abandon()
+            raise
         try:
             rec.close(error=error, failed_step=step)
         except Exception as exc2:  # noqa: BLE001 - keep the original error
@@ -112,7 +115,10 @@ def _first_checkpoint(sim, rec) -> State:
         state = sim.initial_state()
         rec.checkpoint(state)
     except BaseException as exc:
-        rec.close(error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, WriteError):  # the disk refused: write nothing more
+            rec.abandon()
+        else:
+            rec.close(error=f"{type(exc).__name__}: {exc}")
         raise
     return state
 

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from wflow.lab.analysis import SourceError as PlotInputError  # noqa: F401  (re-exported)
 from wflow.lab.analysis import _cfg, _series, _time  # noqa: F401  (re-exported)
 from wflow.lab.analysis import load_source as _load  # noqa: F401  (re-exported)
+from wflow.storage.files import replacing
 
 log = logging.getLogger("wflow.lab.plotting")
 
@@ -169,7 +170,9 @@ def layout_problems(fig, tol_px=1.0) -> list[str]:
 
 
 def _save(fig, outdir, kind, formats, dpi=None):
-    """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths."""
+    """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths. Each
+    file is written under a temporary name and renamed when complete
+    (:func:`wflow.storage.files.replacing`)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
@@ -183,7 +186,8 @@ def _save(fig, outdir, kind, formats, dpi=None):
     out = []
     for fmt in formats:
         p = outdir / f"{kind}.{fmt}"
-        fig.savefig(p, format=fmt, dpi=DPI if dpi is None else dpi)
+        with replacing(p) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=DPI if dpi is None else dpi)
         out.append(p)
         if _CONTEXT["on_save"] is not None:
             _CONTEXT["on_save"](p)

@@ -33,6 +33,7 @@ from wflow.lab._figbase import (  # noqa: F401
     _tokens,
     log,
 )
+from wflow.storage.files import replacing
 
 
 # ----------------------------------------------------------------------------- animation
@@ -128,7 +129,7 @@ def animate(src, out="tokens.gif", fps=15, path_index=0, max_frames=200):
                 f"path {path_index}" + (f"\n{note}" if note else ""))
         title = fig.suptitle("")
         arts = []
-        with writer.saving(fig, str(out), dpi=ANIMATION_DPI):
+        with replacing(out) as tmp, writer.saving(fig, str(tmp), dpi=ANIMATION_DPI):
             for r in frames:
                 for a in arts:
                     a.remove()

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from wflow import config as _config
-from wflow.errors import ConfigError
+from wflow.errors import ConfigError, WriteError
 from wflow.lab.sweep_summary import (  # noqa: F401  (read_summary, summary_rows: public here too)
     FAILED,
     SUMMARY_COLUMNS,
@@ -59,6 +59,7 @@ from wflow.lab.sweep_summary import (  # noqa: F401  (read_summary, summary_rows
     read_summary,
     summary_rows,
 )
+from wflow.storage.files import write_error
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,8 @@ def run_task(name, cfg, path, overwrite=False, _exit_at=None):
     except Exception as exc:  # noqa: BLE001 - a failed task is reported, not raised
         if isinstance(exc, ConfigError) and "not a wflow result" in str(exc):
             raise
+        if isinstance(exc, WriteError):  # the disk is full (or failing): so for every task
+            raise
         msg = (str(exc).splitlines() or [""])[0]
         out.update(action=FAILED, status=FAILED, error=f"{type(exc).__name__}: {msg}")
     finally:
@@ -216,9 +219,12 @@ def _attempt(cfg, path, part, overwrite, worker):
     else:
         driver.run_to_file(cfg, part, overwrite=True)
         action = "ran"
-    with io._open_write(part) as f:  # who ran it, for the summary
-        f.attrs["sweep_worker"] = worker
-    os.replace(part, path)
+    try:
+        with io._open_write(part) as f:  # who ran it, for the summary
+            f.attrs["sweep_worker"] = worker
+        os.replace(part, path)
+    except (OSError, RuntimeError) as exc:
+        raise write_error(path, exc) from None
     _drop_lock(part)
     return action
 
@@ -483,6 +489,8 @@ def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, ho
                 results[(i, j)] = fut.result()
             else:  # the task raised, or its worker was lost beyond Dask's allowed failures
                 exc = fut.exception()
+                if isinstance(exc, WriteError):  # a full disk: so for the other tasks too
+                    raise exc
                 results[(i, j)] = {"name": bname, "path": bpath, "action": FAILED,
                                    "status": FAILED, "error": f"{type(exc).__name__}: {exc}",
                                    "elapsed": float("nan"), "worker": ""}

@@ -8,10 +8,11 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-import os
 from pathlib import Path
 
 import numpy as np
+
+from wflow.storage.files import replacing
 
 FAILED = "failed"
 
@@ -135,11 +136,12 @@ def summary_rows(points, rows, failed, keys=None, columns=()):
 
 
 def _write_summary(outdir: Path, cols):
+    """Write ``sweep_summary.h5`` and ``.csv``, each under a temporary name renamed when
+    complete."""
     import h5py
 
     h5, csvp = outdir / "sweep_summary.h5", outdir / "sweep_summary.csv"
-    tmp = outdir / ".sweep_summary.h5.part"
-    with h5py.File(tmp, "w") as f:
+    with replacing(h5) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = "wflow-sweep-summary/1"
         f.attrs["columns"] = json.dumps(list(cols))
         for k, v in cols.items():
@@ -147,14 +149,11 @@ def _write_summary(outdir: Path, cols):
                 f.create_dataset(k, data=np.array(v, dtype=object), dtype=h5py.string_dtype())
             else:
                 f.create_dataset(k, data=np.asarray(v))
-    os.replace(tmp, h5)
-    tmpc = outdir / ".sweep_summary.csv.part"
-    with open(tmpc, "w", newline="") as fh:
+    with replacing(csvp) as tmpc, open(tmpc, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(list(cols))
         for row in zip(*cols.values()):
             w.writerow([f"{x:.17g}" if isinstance(x, float) else x for x in row])
-    os.replace(tmpc, csvp)
     return h5, csvp
 
 

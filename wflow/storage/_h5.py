@@ -5,6 +5,7 @@ slots. Storage only: nothing here knows the model or the run loop."""
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import functools
 import json
 import logging
@@ -205,6 +206,74 @@ def _stored_config(f, path: Path) -> dict:
     return cfg
 
 
+def _reserve(path: Path, nbytes: int):
+    """Allocate ``nbytes`` of disk past the end of ``path`` before HDF5 writes to it.
+
+    HDF5 extends a file at its end; a write the disk refuses halfway leaves its metadata in
+    an inconsistent state (the file no longer opens). With the space allocated first
+    (``posix_fallocate``), a full disk is an ``OSError(ENOSPC)`` raised here, before anything
+    is written: the file stays exactly as the last flush left it. HDF5 writes into the
+    reserved space and trims what it did not use when the file is closed. A file system
+    that cannot preallocate is written without the reservation.
+    """
+    if nbytes <= 0 or not hasattr(os, "posix_fallocate"):
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            os.posix_fallocate(fd, size, int(nbytes))
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                return
+            try:  # give back what a partial allocation took
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def lock_holder(path) -> int | None:
+    """The pid of the wflow process writing ``path`` (holding its ``<path>.lock``), or None.
+
+    The lock file is only read and probed with a shared non-blocking ``flock`` for an instant
+    (never created or removed); a writer taking the lock at that instant tries again.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    try:
+        fd = os.open(f"{path}.lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _flock_briefly_retried(fd, fcntl):
+    """``flock(LOCK_EX | LOCK_NB)``, tried again twice after a few milliseconds: a reader
+    asking whether the file is live (:func:`lock_holder`) holds a shared lock for an instant."""
+    for delay in (0.005, 0.05, None):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if delay is None:
+                raise
+            time.sleep(delay)
+
+
 class _Lock:
     """Advisory exclusive lock on ``<path>.lock`` (no-op where fcntl is missing)."""
 
@@ -224,7 +293,7 @@ class _Lock:
                 raise ConfigError(f"{target}: cannot create the lock file {self.path} "
                                   f"({exc.strerror or type(exc).__name__})") from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock_briefly_retried(fd, fcntl)
             except OSError:
                 try:
                     other = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
@@ -459,6 +528,8 @@ def _max_seq(f):
 
 
 
+#: what to do with a result file that does not read back
+CORRUPT_HINT = "nothing to resume: run it again with `wflow run --overwrite`"
 VERIFY_BYTES = 2**24  # the data are read back in blocks of about this size
 
 
@@ -469,7 +540,8 @@ def _verify(f, path: Path):
     try:
         f.visit(names.append)
     except Exception as exc:  # noqa: BLE001 - a damaged group or link table
-        raise CorruptFile(f"{path}: corrupt result file ({_first_line(exc)})") from None
+        raise CorruptFile(f"{path}: corrupt result file ({_first_line(exc)}); "
+                          f"{CORRUPT_HINT}") from None
     for name in names:
         try:
             obj = f[name]
@@ -485,7 +557,8 @@ def _verify(f, path: Path):
         except Exception as exc:  # noqa: BLE001 - checksum mismatch, bad header, ...
             why = ("its checksum does not match" if "filter returned failure" in str(exc)
                    else f"cannot be read ({_first_line(exc)})")
-            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {why}") from None
+            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {why}; "
+                              f"{CORRUPT_HINT}") from None
 
 
 def _first_line(exc) -> str:

@@ -42,6 +42,21 @@ Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
    :class:`~wflow.engine.run.State` and continues, appending; ``status = "complete"`` is
    set only at the very end, after every record is on disk.
 
+A full disk (or a disk quota) never leaves a file that does not read back: before each write
+the space it can take (the chunks its records start, a checkpoint slot's arrays when the slot
+is new, a margin for HDF5's own structures) is allocated past the end of the file with
+``posix_fallocate`` (:func:`~wflow.storage._h5._reserve`), and HDF5 writes into it, trimming
+the rest when the file closes. A refused allocation raises before HDF5 touches the file, so
+the file stays as its last flush left it: resumable from its newest complete checkpoint once
+space is freed. This was chosen over a checkpoint in a sidecar file (written to a temporary
+name and renamed) because the checkpoint is not what breaks: HDF5 is not transactional, and a
+write the disk refuses halfway (the records as much as a checkpoint) leaves the metadata of
+the whole file inconsistent; a sidecar checkpoint would point into records that no longer
+read. Allocating every dataset at its final size when the file is created would also work,
+but changes the format (records on disk would no longer be the datasets' length) and costs
+the whole file's space up front. The write errors become one line naming the file
+(:func:`wflow.storage.files.write_error`).
+
 The file is opened for the duration of each write (records, checkpoint, finish)
 only, so other processes can read it during a run; exclusive access among writers
 is an advisory lock on a sidecar ``<file>.lock`` (POSIX ``flock``, released by the
@@ -50,6 +65,7 @@ kernel if the writer dies).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -62,6 +78,7 @@ import numpy as np
 from wflow._version import __version__
 from wflow.errors import ConfigError, WflowError
 from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete: used by tests)
+    CHUNK_BYTES,
     COMPLETE,
     FAILED,
     FORMAT,
@@ -78,6 +95,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _dataset_name,
     _generic_description,
     _git,
+    _jsonable,
     _Lock,
     _looks_hdf5,
     _machine,
@@ -87,12 +105,15 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _open_read,
     _open_write,
     _record_keys,
+    _reserve,
     _stored_config,
     _verify,
     _versions,
     _with_file,
     _write_slot,
+    lock_holder,
 )
+from wflow.storage.files import errno_of, write_error
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +134,36 @@ __all__ = [
 #: records kept in memory between writes (at most; fewer for large snapshots)
 BUFFER_RECORDS = 64
 BUFFER_BYTES = 16 * 2**20
+#: disk reserved for HDF5's own structures at each write (object headers, chunk indexes)
+METADATA_RESERVE = 2**16
+#: and per record dataset written (its chunk index, its object header when it is created)
+DATASET_RESERVE = 2**13
 
+
+def _checkpoint_bytes(ckpt, fresh: bool) -> int:
+    """Disk a checkpoint can take: in a ``fresh`` slot (its datasets created now) its arrays
+    and a page per array (chunks round up), twice the random streams' JSON (the buffer keeps
+    room to grow); in a used slot, overwritten in place, the streams only (their buffer may
+    grow) and a page per array (a dataset whose shape changed is recreated)."""
+    arrays, text = [], 0
+    for v in ckpt.values():
+        if isinstance(v, dict):
+            arrays += [np.asarray(a).nbytes for a in v.values()]
+        elif isinstance(v, (list, tuple)):  # the random streams, as JSON
+            text += len(json.dumps([_jsonable(x) for x in v]))
+        else:
+            arrays.append(np.asarray(v).nbytes)
+    return (sum(arrays) if fresh else 0) + 4096 * len(arrays) + 2 * text + 64
+
+
+def _damage(path) -> str | None:
+    """One line saying why the result file ``path`` cannot be resumed (it does not read back),
+    or None when it reads back cleanly."""
+    try:
+        _with_file(path, lambda f: _verify(f, path), attempts=3)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def file_status(path) -> str | None:
@@ -146,8 +196,9 @@ class H5Recorder:
     ----------
     path : output file.
     config : the (validated) configuration dict, stored as JSON.
-    overwrite : replace a complete result (or a non-wflow file) at ``path``. A partial
-        run is never replaced: it can only be continued with ``wflow resume``.
+    overwrite : replace a complete result, a failed run, a damaged partial run (one that
+        does not read back: nothing to resume) or a non-wflow file at ``path``. A partial run
+        that reads back is never replaced: it can only be continued with ``wflow resume``.
     header : further root attributes (``config_hash``, ``seed``, ``nsteps``,
         ``n_records_expected``, …), written with the file.
     describe : callable name -> (description, units, dims) for the attributes of each
@@ -199,9 +250,14 @@ class H5Recorder:
         path = self.path
         status = file_status(path)
         if status == RUNNING:
-            raise FileExistsError(
-                f"{path} is a partial run: use `wflow resume {path}` (or delete it)"
-            )
+            damage = _damage(path)  # (this process holds the lock: no other writer)
+            if damage is None:
+                raise FileExistsError(
+                    f"{path} is a partial run: use `wflow resume {path}` (or delete it)"
+                )
+            if not overwrite:
+                raise FileExistsError(damage)
+            log.info("replacing the damaged partial run %s", path)
         if status == FAILED and not overwrite:
             raise FileExistsError(
                 f"{path} holds a run that failed: use --overwrite to replace it"
@@ -222,21 +278,20 @@ class H5Recorder:
         try:
             self._write_header(tmp)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             try:
                 tmp.unlink()
             except OSError:
                 pass
+            if isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
+                                            and errno_of(exc) is not None):
+                raise write_error(path, exc) from None
             raise
         log.info("created %s", path)
 
     def _write_header(self, tmp: Path):
         cfg = self.config
-        try:
-            f = h5py.File(tmp, "w", locking=False)
-        except OSError as exc:
-            raise ConfigError(f"{self.path}: cannot create the file ({exc})") from None
-        with f:
+        with h5py.File(tmp, "w", locking=False) as f:
             a = f.attrs
             a["format"] = FORMAT
             a["format_version"] = FORMAT_VERSION
@@ -264,6 +319,51 @@ class H5Recorder:
                 g.attrs["k"] = -1
                 g.attrs["n_records"] = 0
 
+    # ------------------------------------------------------------------ writing
+    @contextlib.contextmanager
+    def _writing(self, reserve: int = 0):
+        """The file opened for writing, with the space of the buffered records and
+        ``reserve`` more bytes allocated first (:func:`~wflow.storage._h5._reserve`); an OS
+        or HDF5 write error becomes one line naming the file
+        (:func:`wflow.storage.files.write_error`)."""
+        try:
+            _reserve(self.path, self._buffer_bytes() + reserve + METADATA_RESERVE)
+            f = _open_write(self.path)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        try:
+            yield f
+        except BaseException as exc:
+            # the first error is the one to report: closing after a failed HDF5 write often
+            # fails too, with an error that names neither the cause nor the file
+            with contextlib.suppress(Exception):
+                f.close()
+            if isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
+                                            and errno_of(exc) is not None):
+                raise write_error(self.path, exc) from None
+            raise
+        try:
+            f.close()
+        except (OSError, RuntimeError) as exc:
+            raise write_error(self.path, exc) from None
+
+    def _buffer_bytes(self) -> int:
+        """Disk the buffered records can take: the chunks they start (a chunk of ``c``
+        records is allocated whole when its first record is written; the chunk the file's
+        last record is in exists already) and, per dataset that starts a chunk, a few pages
+        of chunk index and object header."""
+        if not self._buffer:
+            return 0
+        n0, b = self.n_records, len(self._buffer)
+        total = 0
+        for v in self._buffer[0].values():
+            row = max(1, np.asarray(v).nbytes)
+            c = max(1, min(256, CHUNK_BYTES // row))
+            new = -(-(n0 + b) // c) - -(-n0 // c)  # chunks from ceil(n0 / c) on
+            if new:
+                total += new * c * row + DATASET_RESERVE
+        return total
+
     # ------------------------------------------------------------------ records
     def record(self, row: dict):
         if self._closed:
@@ -279,7 +379,7 @@ class H5Recorder:
         """Write the buffered records and flush the file."""
         if not self._buffer:
             return
-        with _open_write(self.path) as f:
+        with self._writing() as f:
             self._write_records(f)
 
     def _write_records(self, f):
@@ -312,12 +412,13 @@ class H5Recorder:
             raise WflowError(f"{self.path}: recorder is closed")
         slot = SLOTS[1] if self._last_slot == SLOTS[0] else SLOTS[0]
         seq = self._seq + 1
-        with _open_write(self.path) as f:
+        ckpt = state.to_checkpoint() if hasattr(state, "to_checkpoint") else state
+        # both slots hold datasets once two checkpoints were written (seq counts them)
+        with self._writing(_checkpoint_bytes(ckpt, fresh=seq <= len(SLOTS))) as f:
             self._write_records(f)  # 1. records first: the checkpoint refers to them
             g = f["checkpoint"][slot]
             g.attrs.modify("complete", 0)  # 2. invalidate the slot before touching it
             f.flush()
-            ckpt = state.to_checkpoint() if hasattr(state, "to_checkpoint") else state
             _write_slot(g, ckpt)
             g.attrs.modify("seq", seq)
             g.attrs.modify("k", int(ckpt["k"]))
@@ -336,7 +437,7 @@ class H5Recorder:
         if self._closed:
             return
         try:
-            with _open_write(self.path) as f:
+            with self._writing() as f:
                 self._write_records(f)
                 if "error" in f.attrs:
                     del f.attrs["error"]
@@ -357,7 +458,7 @@ class H5Recorder:
         if self._closed:
             return
         try:
-            with _open_write(self.path) as f:
+            with self._writing() as f:
                 self._write_records(f)
                 if error is not None:
                     f.attrs["error"] = str(error).replace("\n", " ")[:1000]
@@ -367,6 +468,13 @@ class H5Recorder:
                     f.attrs["status"] = FAILED
                 f.flush()
         finally:
+            self._release()
+
+    def abandon(self):
+        """Release the file without writing anything more (after a failed write: the file
+        stays as its last flush left it, resumable from its newest complete checkpoint)."""
+        if not self._closed:
+            self._buffer = []
             self._release()
 
     def _release(self):
@@ -429,6 +537,7 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
     path = Path(path)
     lock = _Lock(path).acquire(path)
     try:
+        _reserve(path, METADATA_RESERVE)
         with _open_write(path) as f:
             if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
                 lock.release()
@@ -450,8 +559,11 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
                 raise ConfigError(f"{path}: corrupt file: dataset 't' missing")
             f.attrs["resumes"] = int(f.attrs.get("resumes", 0)) + 1
             f.flush()
-    except BaseException:
+    except BaseException as exc:
         lock.release()
+        if isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
+                                        and errno_of(exc) is not None):
+            raise write_error(path, exc) from None
         raise
     rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock,
                              describe=describe)

@@ -23,6 +23,7 @@ from wflow.storage._h5 import (
     _verify,
     _with_file,
 )
+from wflow.storage.files import errno_of, write_error
 
 # --------------------------------------------------------------------------------------
 # reading
@@ -134,6 +135,10 @@ def merge_paths(sources, dest, config, header=None, attrs=None):
                     new.attrs[k] = v
             out.attrs["status"] = COMPLETE
         os.replace(tmp, dest)
+    except (OSError, RuntimeError) as exc:  # a full disk: one line naming the joined file
+        if isinstance(exc, RuntimeError) and errno_of(exc) is None:
+            raise
+        raise write_error(dest, exc) from None
     finally:
         for f in opened:
             f.close()

@@ -14,6 +14,7 @@ from wflow import config as _config
 from wflow.errors import ConfigError, WflowError
 from wflow.lab.analysis import load_source
 from wflow.lab.sweep import EXECUTORS, expand_grid, run_sweep
+from wflow.storage.files import replacing
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +305,8 @@ def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
     data = StudyData(paths, tasks, {k: np.asarray(v) for k, v in sweep.table.items()})
     text, table = study.summarize(data)
     files = [outdir / "summary.txt", outdir / "summary.csv"]
-    files[0].write_text(text + "\n", encoding="utf-8")
+    with replacing(files[0]) as tmp:
+        tmp.write_text(text + "\n", encoding="utf-8")
     write_csv(table, files[1])
     if options.figure_formats:
         files += _draw_figures(study, data, outdir / "figures", options)
@@ -335,12 +337,13 @@ def _draw_figures(study, data, figdir, options) -> list:
 
 
 def write_csv(table: dict, path):
-    """Write a column table (column → list of equal length) as CSV."""
+    """Write a column table (column → list of equal length) as CSV (under a temporary name,
+    renamed when complete)."""
     cols = list(table)
     n = len(table[cols[0]]) if cols else 0
     if any(len(table[c]) != n for c in cols):
         raise ValueError("write_csv: the columns of the table differ in length")
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    with replacing(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(cols)
         for i in range(n):
