@@ -121,11 +121,11 @@ def _source(H, P, rng):
     return {"model": {"heads": H}}, {"t": t, "G2": G2}
 
 
-@pytest.mark.parametrize("P", [1, 2])
+@pytest.mark.parametrize("P", [2])
 def test_head_scaling_few_paths_no_interval(tmp_path, monkeypatch, P):
-    """≤ 2 paths: no error bar is drawn (the old lower bar was clipped to ~1e-11 and the
-    log axis spanned ten decades), the legend says 'no CI', and the ± on b is labelled
-    as a standard error."""
+    """Two paths: no error bar is drawn (the old lower bar was clipped to ~1e-11 and the
+    log axis spanned ten decades) and the legend says there is no interval, with no other
+    ± on b (one path gets batch means: ``tests/test_study_section6.py``)."""
     figs = []
     real = plotting._save
     monkeypatch.setattr(plotting, "_save", lambda fig, *a: figs.append(fig) or real(fig, *a))
@@ -137,5 +137,5 @@ def test_head_scaling_few_paths_no_interval(tmp_path, monkeypatch, P):
     lo, hi = ax.get_ylim()
     assert hi / lo < 1e4  # three points over two decades, no bar to 1e-11
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("no CI" in t for t in texts) and not any("95% CI" in t for t in texts)
-    assert any("standard error" in t for t in texts)
+    assert any("no interval" in t for t in texts) and not any("95% CI" in t for t in texts)
+    assert not any("standard error" in t for t in texts)

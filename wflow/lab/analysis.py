@@ -264,13 +264,31 @@ def window_mask(t, window):
     return (t >= lo) & (t <= hi)
 
 
-def head_scaling_data(sources, window=None):
-    r"""Late-window time-averaged :math:`G^2` per head count, with 95% confidence intervals.
+def _conditional(config, paths):
+    from wflow.lab.intervals import CONDITIONAL_X0_D0
+
+    if paths == 1:
+        return "conditional on one path"
+    tok = bool(_cfg(config, "init", "per_path_tokens", False))
+    w = bool(_cfg(config, "init", "per_path_weights", False))
+    return ("" if tok and w else CONDITIONAL_X0_D0 if not (tok or w) else
+            "conditional on one X₀" if not tok else "conditional on one D(0)")
+
+
+def head_scaling_data(sources, window=None, level=0.95):
+    r"""Late-window time-averaged :math:`G^2` per head count, with 95% confidence intervals,
+    and the exponent b of :math:`aH^b` with its interval (:mod:`wflow.lab.intervals`).
 
     For each source: H = ``config["model"]["heads"]``, :math:`G^2` averaged over the
-    records with t in the window, one value per path. Sources with the same H are
-    pooled (their paths are treated as independent samples). The interval is the
-    Student-t 95% interval of the mean over paths (NaN with a single path).
+    records with t in the window, one value per path. Sources with the same H are pooled.
+    The interval of a mean: :func:`~wflow.lab.intervals.mean_interval` over paths (3 or
+    more), or with one path :func:`~wflow.lab.intervals.batch_means_interval` of its time
+    average (5 blocks; conditional on that path). The interval of b:
+    :func:`~wflow.lab.intervals.power_law_interval`, paired across H when every H has one
+    source with the same ``init.seed`` and path count (common random numbers), else with
+    the H values independent; one path per H: :func:`~wflow.lab.intervals.
+    power_law_from_means` on the batch means. Each interval says whether it is conditional
+    on a shared X₀, D(0) (``init.per_path_tokens``/``per_path_weights`` false).
 
     Parameters
     ----------
@@ -283,16 +301,17 @@ def head_scaling_data(sources, window=None):
     Returns
     -------
     dict
-        ``H`` (k,), ``mean`` (k,), ``ci`` (k,) half-widths of the t-interval, ``low``,
-        ``high`` (k,) the t-interval on the log scale (:func:`log_mean_interval`, always
-        positive, NaN with fewer than 3 paths), ``paths`` (k,) sample counts, ``samples``
-        list of per-path averages; sorted by H.
+        ``H`` (k,), ``mean`` (k,), ``intervals`` (k :class:`~wflow.lab.intervals.Interval`),
+        ``low``, ``high`` (k,) their bounds (NaN: none), ``ci`` (k,) their half-widths,
+        ``paths`` (k,) sample counts, ``samples`` list of per-path averages, ``fit`` the
+        :class:`~wflow.lab.intervals.Interval` of b (``extra["a"]``; None with one H);
+        sorted by H.
     """
-    from scipy import stats
+    from wflow.lab import intervals as iv
 
     if not sources:
         raise SourceError("head_scaling: no sources given")
-    per_H = {}
+    per_H, series, cfgs = {}, {}, {}
     for src in sources:
         config, arrays = load_source(src)
         H = _cfg(config, "model", "heads", None)
@@ -305,11 +324,29 @@ def head_scaling_data(sources, window=None):
             raise SourceError(f"head_scaling: no records in the window {window!r} "
                                  f"(records span t = {t[0]:g}..{t[-1]:g})")
         per_H.setdefault(int(H), []).extend(np.nanmean(G2[m], axis=0).tolist())
+        series[int(H)] = G2[m, 0]
+        cfgs.setdefault(int(H), []).append(config)
     Hs = np.array(sorted(per_H), dtype=float)
     samples = [np.asarray(per_H[int(h)]) for h in Hs]
-    mean = np.array([s.mean() for s in samples])
-    ci = np.array([stats.t.ppf(0.975, s.size - 1) * s.std(ddof=1) / math.sqrt(s.size)
-                   if s.size > 1 else np.nan for s in samples])
-    lo, hi = np.array([log_mean_interval(s)[1:] for s in samples]).reshape(-1, 2).T
-    return {"H": Hs, "mean": mean, "ci": ci, "low": lo, "high": hi,
-            "paths": np.array([s.size for s in samples]), "samples": samples}
+    ivs = []
+    for h, s in zip(Hs, samples):
+        cond = _conditional(cfgs[int(h)][0], s.size)
+        if s.size == 1:
+            ivs.append(iv.batch_means_interval(series[int(h)], level=level, conditional=cond))
+        else:
+            ivs.append(iv.mean_interval(s, level, conditional=cond))
+    fit = None
+    if Hs.size >= 2 and all(s.size >= 1 for s in samples) and all(x.estimate > 0 for x in ivs):
+        if all(s.size == 1 for s in samples):
+            fit = iv.power_law_from_means(Hs, ivs, level, conditional=ivs[0].conditional)
+        else:
+            seeds = {_cfg(c, "init", "seed", 0) for h in Hs for c in cfgs[int(h)]}
+            paired = (len(seeds) == 1 and all(len(cfgs[int(h)]) == 1 for h in Hs)
+                      and len({s.size for s in samples}) == 1)
+            Y = np.stack(samples, axis=1) if paired else samples
+            fit = iv.power_law_interval(Hs, Y, level, paired=paired,
+                                        conditional=ivs[0].conditional)
+    return {"H": Hs, "mean": np.array([x.estimate for x in ivs]), "intervals": ivs,
+            "low": np.array([x.low for x in ivs]), "high": np.array([x.high for x in ivs]),
+            "ci": np.array([x.halfwidth for x in ivs]),
+            "paths": np.array([s.size for s in samples]), "samples": samples, "fit": fit}

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Interval", "mean_interval", "power_law_interval", "proportion_interval",
+__all__ = ["Interval", "mean_interval", "power_law_interval", "power_law_from_means",
+           "proportion_interval",
            "km_median_interval", "batch_means_interval", "bootstrap_interval",
            "CONDITIONAL_X0_D0", "MIN_PATHS", "MIN_KM", "MIN_BLOCKS", "MIN_BOOTSTRAP"]
 
@@ -289,6 +290,41 @@ def power_law_interval(H, samples, level=0.95, *, paired=True, unit="paths", con
     se = math.sqrt(var)
     half = _tq(level, n - 1) * se
     return Interval(b, b - half, b + half, level, method, n, unit, conditional, se=se,
+                    extra=extra)
+
+
+def power_law_from_means(H, intervals, level=0.95, *, conditional=""):
+    r"""Exponent b of :math:`aH^b` through K means that carry their own independent
+    intervals (one path per H: batch means), by the delta method:
+
+    .. math::
+        \hat b = \sum_k w_k \log m_k, \qquad
+        \widehat{\mathrm{se}}^2 = \sum_k w_k^2 \Big(\frac{s_k}{m_k}\Big)^2, \qquad
+        \hat b \mp t_{(1+\ell)/2,\,\nu}\,\widehat{\mathrm{se}},
+
+    :math:`w_k` as in :func:`power_law_interval`, :math:`s_k` the standard errors of the
+    :class:`Interval` s and ν the smallest of their degrees of freedom (``n − 1``). The H
+    values must be independent (their own noise paths). No interval if one is missing.
+    """
+    H = np.asarray(H, dtype=float).ravel()
+    m = np.array([iv.estimate for iv in intervals], dtype=float)
+    se = np.array([iv.se for iv in intervals], dtype=float)
+    if np.any(m <= 0):
+        raise ValueError("power_law_from_means: the means must be positive")
+    w = _slope_weights(H)
+    x = np.log(H)
+    b = float(w @ np.log(m))
+    a = float(np.exp(np.log(m).mean() - b * x.mean()))
+    n = min(iv.n for iv in intervals)
+    unit = intervals[0].unit
+    method = f"{intervals[0].method}, delta method"
+    extra = {"a": a, "means": m}
+    if not all(iv.ok for iv in intervals) or not np.all(np.isfinite(se)):
+        nan = float("nan")
+        return Interval(b, nan, nan, level, method, n, unit, conditional, extra=extra)
+    sb = float(np.sqrt(np.sum((w * se / m) ** 2)))
+    half = _tq(level, n - 1) * sb
+    return Interval(b, b - half, b + half, level, method, n, unit, conditional, se=sb,
                     extra=extra)
 
 
