@@ -34,8 +34,9 @@ manifold, :math:`\mathbb E W_2^2(\mu^n, \rho) \sim c \log n / n` (Ajtai–Komló
 Ambrosio–Stra–Trevisan), i.e. :math:`W_2 \sim \sqrt{\log n / n}`, whose local log–log slope
 :math:`-\tfrac12 + 1/(2\log n)` is −0.39 at n = 100 and −0.44 at n = 3200: a pure power fit
 over this range gives a ≈ −0.42, and the fit of :math:`W_2/\sqrt{\log n} \approx C n^{a}` gives
-a = −1/2. Both fits are made (BCa bootstrap intervals, :func:`wflow.lab.analysis.power_law_bootstrap`
-with ``paired=False``). The energy error :math:`\Delta E = E[\mu^n_t] - \bar E_{\rm ref}(t)`
+a = −1/2. Both fits are made (jackknife Student-t intervals,
+:func:`wflow.lab.intervals.power_law_interval` with ``paired=False``). The energy error
+:math:`\Delta E = E[\mu^n_t] - \bar E_{\rm ref}(t)`
 (against the mean of the R references' energies; their spread is the reference's own error)
 has the CLT rate :math:`n^{-1/2}` (non-degenerate first Hoeffding projection for a non-uniform
 law), no logarithm.
@@ -52,7 +53,8 @@ import copy
 
 import numpy as np
 
-from wflow.lab.analysis import load_source, mean_ci, power_law_bootstrap
+from wflow.lab.analysis import load_source, mean_ci
+from wflow.lab.intervals import power_law_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.studies.meanfield import MEANFIELD_BASE
 from wflow.lab.sweep import expand_grid
@@ -237,12 +239,13 @@ def meanfield_s2_errors(data, grid, seed=0):
 
 
 def _fit(n, samples, log_corrected=False, seed=0):
-    """(a, C, (lo, hi)) of mean(samples) ≈ C n^a [· √log n], BCa over seeds (paired=False)."""
+    """(a, C, (lo, hi)) of mean(samples) ≈ C n^a [· √log n], 95% jackknife Student-t over
+    seeds, each n independent (:func:`wflow.lab.intervals.power_law_interval`)."""
     n = np.asarray(n, dtype=float)
     s = [np.asarray(v, float) / (np.sqrt(np.log(k)) if log_corrected else 1.0)
          for k, v in zip(n, samples)]
-    f = power_law_bootstrap(n, s, paired=False, rng=np.random.default_rng(seed))
-    return float(f["b"]), float(f["a"]), (float(f["low"]), float(f["high"]))
+    f = power_law_interval(n, s, paired=False, unit="seeds")
+    return f.estimate, f.extra["a"], (f.low, f.high)
 
 
 def _fit_floor(n, raw, floor, log_corrected=False, level=0.95, seed=0):
@@ -354,7 +357,7 @@ def meanfield_s2_summary(res, fits):
                      f"{res['E_ref'][r].std(ddof=1) if res['R'] > 1 else np.nan:>11.2e}"
                      f"{res['resultant'][r].mean():>10.4f}")
     lines += ["", f"fitted exponents (mean over seeds ≈ C n^a, n = {int(res['n'][0])} … "
-                  f"{int(res['n'][-1])}; 95% BCa bootstrap over seeds, each n independently; "
+                  f"{int(res['n'][-1])}; 95% CI, jackknife Student-t over seeds, each n independent; "
                   "W2c: from the floor-corrected mean W2^2, halved; W2c/sqrt(log n): the "
                   "sqrt(log n / n) law gives -1/2, a pure power fit of sqrt(log n/n) over this "
                   "range gives about -0.42)",
