@@ -79,7 +79,7 @@ def _group(point):
 
 @register_study
 class Heads(Study):
-    """Head-count scaling of the late-window G², G²_hm and 𝒟 with BCa intervals."""
+    """Head-count scaling of the late-window G², G²_hm and 𝒟 with labelled 95% intervals."""
 
     name = "heads"
     question = ("what is the exponent b of G² ≈ aH^b (OU, oscillating shared/spread; vs noise "
