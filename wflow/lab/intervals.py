@@ -41,7 +41,7 @@ import numpy as np
 __all__ = ["Interval", "mean_interval", "power_law_interval", "power_law_from_means",
            "proportion_interval",
            "km_median_interval", "batch_means_interval", "bootstrap_interval",
-           "CONDITIONAL_X0_D0", "MIN_PATHS", "MIN_KM", "MIN_BLOCKS", "MIN_BOOTSTRAP"]
+           "mean_ci", "CONDITIONAL_X0_D0", "MIN_PATHS", "MIN_KM", "MIN_BLOCKS", "MIN_BOOTSTRAP"]
 
 #: fewest paths for a Student-t interval of a mean or of b (2 degrees of freedom)
 MIN_PATHS = 3
@@ -193,6 +193,17 @@ def mean_interval(sample, level=0.95, *, unit="paths", conditional=""):
     se = float(s.std(ddof=1)) / math.sqrt(m)
     w = _tq(level, m - 1) * se
     return Interval(est, est - w, est + w, level, "Student-t", m, unit, conditional, se=se)
+
+
+def mean_ci(samples, level=0.95):
+    r"""Half-width of the plain Student-t interval of a mean,
+    :math:`t_{(1+\ell)/2,\,m-1}\, s/\sqrt{m}` over the m values (NaN dropped; NaN when
+    m < 2). For quantities of either sign printed as "mean ± half-width" (order parameters,
+    rates); a positive, skewed per-path quantity gets :func:`mean_interval`."""
+    s = _clean(samples)
+    if s.size < 2:
+        return float("nan")
+    return float(_tq(level, s.size - 1) * s.std(ddof=1) / math.sqrt(s.size))
 
 
 # ------------------------------------------------------------------------------- a power law
