@@ -35,7 +35,7 @@ def test_quick_claim_ou_exponent(tmp_path, monkeypatch):
     assert sh.estimate > ou.estimate
     assert ou.label == "95% CI, jackknife Student-t, 4 paths"
     assert f"b(G²) = {ou.fmt('.3f')} ({ou.label})" in res.text
-    assert any(f"[{ou.low:.3f}, {ou.high:.3f}]" in t for t in legends)
+    assert any(f"[{ou.low:.3f}, {ou.high:.3f}]\n({ou.label})" in t for t in legends)
     m = r["means"]["ou", 1, "G2"]
     assert any(m.label in t for t in legends) and m.label in res.text
     assert "Resolution" in res.text and "2 x 2 design" in res.text

@@ -47,7 +47,7 @@ def _fmt_b(f):
     if f is None:
         return "no fit"
     if f.ok:
-        return f"$b = {f.estimate:.3f}$ [{f.low:.3f}, {f.high:.3f}]"
+        return f"$b = {f.estimate:.3f}$ [{f.low:.3f}, {f.high:.3f}]\n({f.label})"
     return f"$b = {f.estimate:.3f}$ ({f.label})"
 
 
