@@ -226,3 +226,22 @@ def test_interval_object():
     iv = Interval(1.0, 0.5, 2.0, 0.95, "Student-t", 4)
     assert iv.fmt(".2g") == "1 [0.5, 2]" and iv.halfwidth == 1.0
     assert iv.errorbar() == (0.5, 1.0) and iv.covers(1.9) and not iv.covers(2.1)
+
+
+def test_jackknife_interval_is_the_unpaired_power_law():
+    """The grouped jackknife of g = Σ_k w_k log(mean_k) is the unpaired power-law interval
+    exactly (leaving a value out of group k moves only term k); a statistic undefined on a
+    leave-one-out mean gives no interval."""
+    from wflow.lab.intervals import jackknife_interval
+
+    rng = np.random.default_rng([SEED, 8])
+    cols = [rng.lognormal(0.0, 0.8, size=m) * h ** -1.0 for m, h in zip((5, 7, 9), (1, 4, 16))]
+    w = np.log([1.0, 4.0, 16.0]) - np.log([1.0, 4.0, 16.0]).mean()
+    w /= np.sum(w ** 2)
+    jk = jackknife_interval(cols, lambda m: w @ np.log(m))
+    pl = power_law_interval([1, 4, 16], cols, paired=False)
+    assert jk.as_tuple() == pytest.approx(pl.as_tuple(), rel=1e-12)
+    assert jk.n == 5 and jk.label == "95% CI, jackknife Student-t, 5 paths"
+    bad = jackknife_interval([np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 5.0])],
+                             lambda m: np.log(m[0] - 1.6))  # leaving out 3 gives log(-0.1)
+    assert np.isfinite(bad.estimate) and not bad.ok

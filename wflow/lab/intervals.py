@@ -22,6 +22,8 @@ proportion                    Clopper–Pearson (:func:`proportion_interval`)   
 censored time (median)        Kaplan–Meier, log-log band crossing ½            5 paths
                               (Brookmeyer–Crowley; :func:`km_median_interval`)
 time average along one path   batch means, Student-t (:func:`batch_means_interval`)  5 blocks
+smooth function of group means  grouped jackknife, Student-t                   3 per group
+                              (:func:`jackknife_interval`)
 any other statistic           percentile bootstrap (:func:`bootstrap_interval`)  20 units
 ============================  ==============================================  ===========
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Interval", "mean_interval", "power_law_interval", "power_law_from_means",
+           "jackknife_interval",
            "proportion_interval",
            "km_median_interval", "batch_means_interval", "bootstrap_interval",
            "mean_ci", "CONDITIONAL_X0_D0", "MIN_PATHS", "MIN_KM", "MIN_BLOCKS", "MIN_BOOTSTRAP"]
@@ -337,6 +340,54 @@ def power_law_from_means(H, intervals, level=0.95, *, conditional=""):
     half = _tq(level, n - 1) * sb
     return Interval(b, b - half, b + half, level, method, n, unit, conditional, se=sb,
                     extra=extra)
+
+
+def jackknife_interval(groups, statistic, level=0.95, *, unit="paths", method=None,
+                       conditional=""):
+    r"""A smooth statistic of the means of independent groups of values, with the grouped
+    jackknife Student-t interval:
+
+    .. math::
+        \hat\theta = g(\bar y_1, \dots, \bar y_G), \qquad
+        \widehat{\mathrm{se}}^2 = \sum_{c=1}^{G} \frac{m_c-1}{m_c}
+        \sum_{i=1}^{m_c}\big(\hat\theta_{c,(-i)} - \hat\theta_{c,(\cdot)}\big)^2, \qquad
+        \hat\theta \mp t_{(1+\ell)/2,\,\min_c m_c - 1}\,\widehat{\mathrm{se}},
+
+    :math:`\hat\theta_{c,(-i)}` the statistic with value i of group c left out (the
+    groups are independent, so their jackknife variances add). The unpaired case of
+    :func:`power_law_interval` is this with :math:`g = \sum_k w_k \log \bar y_k`.
+
+    Parameters
+    ----------
+    groups : sequence of 1-D arrays
+    statistic : callable
+        ``statistic(means)`` of the (G,) group means; NaN when undefined.
+    """
+    cols = [_clean(c) for c in groups]
+    means = np.array([c.mean() if c.size else np.nan for c in cols])
+    with np.errstate(all="ignore"):
+        est = float(statistic(means))
+    n = min(c.size for c in cols)
+    method = method or "jackknife Student-t"
+    nan = float("nan")
+    if n < MIN_PATHS or not math.isfinite(est):
+        return Interval(est, nan, nan, level, method, n, unit, conditional)
+    var = 0.0
+    for k, c in enumerate(cols):
+        loo = (c.sum() - c) / (c.size - 1)
+        th = []
+        for v in loo:
+            m = means.copy()
+            m[k] = v
+            with np.errstate(all="ignore"):
+                th.append(float(statistic(m)))
+        th = np.array(th)
+        if not np.all(np.isfinite(th)):
+            return Interval(est, nan, nan, level, method, n, unit, conditional)
+        var += (c.size - 1) / c.size * float(np.sum((th - th.mean()) ** 2))
+    se = math.sqrt(var)
+    half = _tq(level, n - 1) * se
+    return Interval(est, est - half, est + half, level, method, n, unit, conditional, se=se)
 
 
 # ------------------------------------------------------------------------------- a proportion

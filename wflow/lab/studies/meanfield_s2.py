@@ -54,7 +54,7 @@ import copy
 import numpy as np
 
 from wflow.lab.analysis import load_source, mean_ci
-from wflow.lab.intervals import power_law_interval
+from wflow.lab.intervals import jackknife_interval, power_law_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.studies.meanfield import MEANFIELD_BASE
 from wflow.lab.sweep import expand_grid
@@ -254,37 +254,30 @@ def _fit_floor(n, raw, floor, log_corrected=False, level=0.95, seed=0):
     .. math:: \log\big(\overline{W_2^2}(n) - \bar F\big)\,[-\log\log n]
         \approx \log C + 2a \log n,
 
-    least squares on the K values of n; the interval: BCa bootstrap (``scipy.stats.bootstrap``,
-    4999 resamples) resampling each n's seeds and the floor values F independently, so the
-    floor's own uncertainty is in it. Returns ``(a, √C, (lo, hi))`` (halved exponents), or
-    ``None`` when some corrected mean is not positive.
+    least squares on the K values of n; the interval: the grouped jackknife Student-t
+    (:func:`wflow.lab.intervals.jackknife_interval`) over each n's seeds and the floor
+    values F, independent groups, so the floor's own uncertainty is in it. Returns
+    ``(a, √C, (lo, hi))`` (halved exponents), or ``None`` when some corrected mean is not
+    positive. ``seed`` is unused (no resampling).
     """
-    from scipy import stats
-
     x = np.log(np.asarray(n, dtype=float))
     shift = np.log(x) if log_corrected else np.zeros_like(x)
     cols = [np.asarray(c, float).ravel() for c in raw] + [np.asarray(floor, float).ravel()]
+    xc = x - x.mean()
 
-    def slope(*cs, axis=-1):
-        F = np.mean(cs[-1], axis=axis)
-        y = np.stack([np.mean(c, axis=axis) - F for c in cs[:-1]], -1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            y = np.log(y) - shift
-        xc = x - x.mean()
-        return 0.5 * np.sum(xc * (y - y.mean(axis=-1, keepdims=True)), axis=-1) / np.sum(xc**2)
+    def slope(means):
+        y = np.log(means[:-1] - means[-1]) - shift
+        return 0.5 * np.sum(xc * (y - y.mean())) / np.sum(xc ** 2)
 
-    b = float(slope(*cols))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b = float(slope(np.array([c.mean() for c in cols])))
     if not np.isfinite(b):
         return None
     F = cols[-1].mean()
     y = np.log(np.array([c.mean() for c in cols[:-1]]) - F) - shift
     C = float(np.exp(0.5 * (y.mean() - 2 * b * x.mean())))
-    with np.errstate(all="ignore"):
-        bs = stats.bootstrap(tuple(cols), slope, vectorized=True, n_resamples=4999,
-                             confidence_level=level, method="BCa",
-                             rng=np.random.default_rng(seed))
-    lo, hi = float(bs.confidence_interval.low), float(bs.confidence_interval.high)
-    return b, C, (lo, hi)
+    iv = jackknife_interval(cols, slope, level, unit="seeds")
+    return b, C, (iv.low, iv.high)
 
 
 def meanfield_s2_fits(res):
