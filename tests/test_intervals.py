@@ -8,9 +8,9 @@ nominal 95%. The binomial standard error of that fraction is
 :math:`\sqrt{0.95 \cdot 0.05 / R}` (0.34% at R = 4000); TOL = 3% is about 9 of those, and
 the methods' coverages (measured with 4 seeds, ``WFLOW_COVERAGE_SEED`` = 1, 2, 3 and the
 default, averaged) sit at least 3 of them inside it: mean 93.1%, 94.5%, 95.2% at 4, 10, 30
-paths; b 93.9%, 94.0%, 94.6% (8 H) and 93.2%, 93.2% (3 H, 4 and 10 paths). The percentile bootstrap from 4
-paths fails the same criterion (``test_percentile_bootstrap_from_few_paths_undercovers``):
-the criterion can fail.
+paths; b 93.9%, 94.0%, 94.6% (8 H) and 93.2%, 93.2% (3 H, 4 and 10 paths). The percentile
+bootstrap from 4 paths fails the same criterion
+(``test_percentile_bootstrap_from_few_paths_undercovers``): the criterion can fail.
 """
 
 from __future__ import annotations
