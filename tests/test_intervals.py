@@ -110,8 +110,9 @@ def test_power_law_interval_coverage_section6_grid(P):
 
 
 def test_power_law_interval_unpaired_coverage():
-    """Independent paths per H (``paired=False``), 10 each: coverage 95% ± 3% of 2000."""
-    R = 2000
+    """Independent paths per H (``paired=False``), 10 each: coverage 95% ± 3% of 4000 (it
+    over-covers a little: 96.6% measured over 4 seeds)."""
+    R = 4000
     rng = np.random.default_rng([SEED, 4])
     Y = _lognormal_paths(rng, R, 10, rho=0.0)
     hits = np.mean([power_law_interval(HS, list(y.T), paired=False).covers(B_TRUE)
