@@ -1,54 +1,79 @@
-"""The Section 6 study's interval of the head-count exponent b and the batch-means interval."""
+"""The Section 6 study's intervals: the same numbers and labels in the summary and the
+head-scaling figure; per-path draws; one-path families by batch means."""
 
 import numpy as np
 import pytest
 
-from wflow.lab.studies.section6 import batch_means_ci, power_law_interval
+from wflow.lab import plotting
+from wflow.lab.analysis import head_scaling_data
+from wflow.lab.intervals import CONDITIONAL_X0_D0, batch_means_interval, power_law_interval
+from wflow.lab.studies import get_study
 
 H = np.array([1.0, 10.0, 100.0])
 
 
-def test_power_law_interval_exact_data():
-    """Means exactly a H^b with zero standard errors: the fit returns a and b, width 0."""
-    a, b, se, half = power_law_interval(H, 0.4 * H ** -0.9, [0.0, 0.0, 0.0])
-    assert a == pytest.approx(0.4, rel=1e-12) and b == pytest.approx(-0.9, abs=1e-12)
-    assert half == 0.0 and se == pytest.approx(0.0, abs=1e-12)
+def _src(h, P, rng, seed=0, per_path=True, records=41):
+    t = np.linspace(0.0, 10.0, records)
+    G2 = 0.4 * h ** -0.9 * rng.lognormal(0.0, 0.3, size=(1, P)) * (
+        1 + 0.1 * rng.standard_normal((records, P)))
+    cfg = {"model": {"heads": int(h)}, "init": {"seed": seed, "per_path_tokens": per_path,
+                                                "per_path_weights": per_path}}
+    return cfg, {"t": t, "G2": G2}
 
 
-def test_power_law_interval_covers_b_at_its_level():
-    """10 log-normal paths per H with mean exactly a H^b (relative spreads 0.3, 0.15, 0.1):
-    the 95% interval of b, propagated from the t-intervals of the means, covers the true b
-    in 95% of 1000 repetitions (binomial SE 0.7%; the delta method and the estimated
-    standard errors of 10 paths allow 0.91–0.98). Without the 1/m of the log the interval
-    would be far too wide at H = 100 or too narrow at H = 1."""
+def test_section6_draws_x0_and_d0_per_path():
+    """The OU family's paths each draw X₀ and D(0): its intervals are over the law."""
+    for name, cfg in get_study("section6").tasks():
+        assert cfg["init"]["per_path_tokens"] and cfg["init"]["per_path_weights"], name
+
+
+def test_head_scaling_data_paired_and_labelled():
+    """One source per H with the same seed and path count: b is the paired jackknife
+    interval of the per-path values; with shared draws the label says it is conditional."""
+    rng = np.random.default_rng(1)
+    srcs = [_src(h, 6, rng) for h in H]
+    dat = head_scaling_data(srcs)
+    Y = np.stack(dat["samples"], axis=1)
+    ref = power_law_interval(H, Y)
+    assert dat["fit"].as_tuple() == pytest.approx(ref.as_tuple())
+    assert dat["fit"].label == "95% CI, jackknife Student-t, 6 paths"
+    assert dat["intervals"][0].label == "95% CI, Student-t (log scale), 6 paths"
+    shared = head_scaling_data([_src(h, 6, rng, per_path=False) for h in H])
+    assert shared["fit"].conditional == CONDITIONAL_X0_D0
+    assert shared["intervals"][1].label.endswith(CONDITIONAL_X0_D0)
+    mixed = head_scaling_data([_src(h, 6, rng, seed=int(h)) for h in H])  # own seeds
+    assert "H independent" in mixed["fit"].label
+
+
+def test_head_scaling_data_one_path_batch_means():
+    """One path per H: the interval of each mean is the batch-means interval of the path's
+    late-window series, b's by the delta method on them; both conditional on one path."""
+    rng = np.random.default_rng(2)
+    srcs = [_src(h, 1, rng, records=201) for h in H]
+    dat = head_scaling_data(srcs)
+    late = srcs[0][1]["G2"][srcs[0][1]["t"] >= 5.0, 0]
+    assert dat["intervals"][0].as_tuple() == pytest.approx(batch_means_interval(late).as_tuple())
+    assert dat["intervals"][0].label == "95% CI, batch means, 5 blocks, conditional on one path"
+    assert dat["fit"].ok and "delta method" in dat["fit"].label
+
+
+def test_figure_and_summary_carry_the_same_interval(tmp_path, monkeypatch):
+    """The head-scaling figure's legend prints b with the interval and label the summary
+    uses; two paths: no bar, and the label says so (no least-squares ± anywhere)."""
+    texts = []
+    real = plotting._save
+    monkeypatch.setattr(plotting, "_save", lambda f, *a: texts.extend(
+        t.get_text().replace("\n    ", " ") for t in f.legends[0].get_texts()) or real(f, *a))
     rng = np.random.default_rng(3)
-    a, b, sig, P = 0.4, -0.9, np.array([0.3, 0.15, 0.1]), 10
-    g = a * H[:, None] ** b * np.exp(sig[:, None] * rng.standard_normal((1000, 3, P))
-                                     - sig[:, None] ** 2 / 2)
-    m, se = g.mean(axis=2), g.std(axis=2, ddof=1) / np.sqrt(P)
-    hits = 0
-    for mi, si in zip(m, se):
-        _, bh, _, half = power_law_interval(H, mi, si)
-        hits += abs(bh - b) <= half
-    assert 0.91 <= hits / 1000 <= 0.98, hits / 1000
-
-
-def test_batch_means_ci_covers_the_mean():
-    """An AR(1) series (φ = 0.9, 2000 values, blocks of 400 ≫ its correlation time 19):
-    the batch-means 95% interval of the time average covers the true mean 0 in 0.91–0.98 of
-    800 series, while the naive iid interval (ignoring the correlation) covers far less."""
-    from scipy.signal import lfilter
-
-    rng = np.random.default_rng(5)
-    phi, n = 0.9, 2000
-    e = rng.standard_normal((800, n))
-    e[:, 0] /= np.sqrt(1 - phi ** 2)  # start in the stationary law
-    xs = lfilter([1.0], [1.0, -phi], e, axis=1)
-    hits = sum(abs(x.mean()) <= batch_means_ci(x, blocks=5) for x in xs)
-    naive = np.sum(np.abs(xs.mean(axis=1)) <= 1.96 * xs.std(axis=1, ddof=1) / np.sqrt(n))
-    assert 0.91 <= hits / 800 <= 0.98, hits / 800
-    assert naive / 800 < 0.6
-    assert np.isnan(batch_means_ci(np.ones(9), blocks=5))
+    srcs = [_src(h, 6, rng) for h in H]
+    plotting.plot_head_scaling({"OU": srcs}, tmp_path, formats=("png",))
+    fit = head_scaling_data(srcs)["fit"]
+    assert any(f"[{fit.low:.3f}, {fit.high:.3f}]\n({fit.label})" in t for t in texts), texts
+    texts.clear()
+    plotting.plot_head_scaling({"OU": [_src(h, 2, rng) for h in H]}, tmp_path / "two",
+                               formats=("png",))
+    assert any("too few paths (2): no interval" in t for t in texts), texts
+    assert not any("standard error" in t or "95% CI" in t for t in texts), texts
 
 
 def test_head_scaling_compare_figure(tmp_path):

@@ -169,6 +169,29 @@ def layout_problems(fig, tol_px=1.0) -> list[str]:
     return out
 
 
+def _add_mark(fig, mark, strip=0.2):
+    """Write ``mark`` at the top of ``fig``: the first line of its suptitle under a
+    constrained layout (which places the suptitle itself), else in red in a strip of
+    ``strip`` inches the figure grows by, its own layout keeping its place under it."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    constrained = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+    if constrained and fig._suptitle is not None:
+        fig._suptitle.set_text(f"[{mark}]\n{fig._suptitle.get_text()}")
+        return
+    w, h = fig.get_size_inches()
+    f = strip / (h + strip)
+    fig.set_size_inches(w, h + strip)
+    if constrained:
+        fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, 1.0 - f))
+    else:  # the axes and the figure's texts keep their place in inches
+        sp = fig.subplotpars
+        fig.subplots_adjust(bottom=sp.bottom * (1 - f), top=sp.top * (1 - f))
+        for t in [*fig.texts, *([fig._suptitle] if fig._suptitle is not None else [])]:
+            t.set_y(t.get_position()[1] * (1 - f))
+    fig.text(0.005, 1 - 0.2 * f, mark, color=_C["red"], fontsize=7, ha="left", va="top")
+
+
 def _save(fig, outdir, kind, formats, dpi=None):
     """Write ``outdir/<kind>.<fmt>`` for each format (creating ``outdir``); the paths. Each
     file is written under a temporary name and renamed when complete
@@ -177,8 +200,7 @@ def _save(fig, outdir, kind, formats, dpi=None):
     outdir.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     if _CONTEXT["mark"]:
-        fig.text(0.005, 0.005, _CONTEXT["mark"], color=_C["red"], fontsize=7, ha="left",
-                 va="bottom")
+        _add_mark(fig, _CONTEXT["mark"])
     if os.environ.get("WFLOW_STRICT_FIGURES") == "1":
         problems = layout_problems(fig)
         if problems:

@@ -502,14 +502,17 @@ def plot_clustering(src, outdir=".", formats=("png", "pdf")):
 def _wrap_label(text, width):
     """``text`` broken into lines of at most ``width`` characters between its comma-separated
     parts (never inside a ``$…$`` formula, which holds no ", " here)."""
-    lines = [""]
-    for part in text.split(", "):
-        if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
-            lines[-1] += ","
-            lines.append("    " + part)
-        else:
-            lines[-1] += (", " if lines[-1] else "") + part
-    return "\n".join(lines)
+    out = []
+    for line in text.split("\n"):  # lines the label already has are kept
+        lines = [""]
+        for part in line.split(", "):
+            if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
+                lines[-1] += ","
+                lines.append("    " + part)
+            else:
+                lines[-1] += (", " if lines[-1] else "") + part
+        out += lines
+    return "\n".join(out)
 
 
 def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
@@ -530,12 +533,11 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
     -------
     list of Path
         ``head_scaling.<fmt>``. With a single head count only the point is drawn and
-        the title says that more runs are needed. The fit itself is
-        :func:`fit_power_law` applied to ``head_scaling_data(sources)["H"], ["mean"]``.
-        Error bars: the 95% Student-t interval of the mean on the log scale
-        (:func:`wflow.lab.analysis.log_mean_interval`, always positive), drawn only with
-        ≥ 3 paths; with one or two paths the legend says "no CI" and none is drawn. The ±
-        on b is the least-squares standard error of the slope (not a CI; none with two H).
+        the title says that more runs are needed. The points, their intervals, the fit and
+        the interval of b are :func:`head_scaling_data`'s (:mod:`wflow.lab.intervals`), and
+        the legend prints each interval's label (method, paths, conditional on what): the
+        same numbers and labels as the ``section6`` summary. Without an interval (two paths)
+        no bar is drawn and the label says "too few paths".
     """
     formats = _check_formats(formats)
     groups = sources if isinstance(sources, dict) else {None: list(sources)}
@@ -550,26 +552,20 @@ def plot_head_scaling(sources, outdir=".", window=None, formats=("png", "pdf")):
         for j, (label, srcs) in enumerate(groups.items()):
             c = colours[j % len(colours)]
             dat = head_scaling_data(srcs, window)
-            H, mean, lo, hi = dat["H"], dat["mean"], dat["low"], dat["high"]
+            H, mean, ivs = dat["H"], dat["mean"], dat["intervals"]
             pre = f"{label}: " if label is not None else ""
-            ok = np.isfinite(lo) & np.isfinite(hi)
-            yerr = np.vstack([np.where(ok, mean - lo, 0.0), np.where(ok, hi - mean, 0.0)])
-            P = dat["paths"]
-            if np.all(ok):
-                what = "95% CI (Student t on the log scale)"
-            elif np.any(ok):
-                what = "95% CI (Student t on the log scale) where ≥ 3 paths"
-            else:  # one or two paths: no honest interval; say so instead of drawing one
-                what = (f"{int(P.max())} path{'s' if P.max() > 1 else ''}: no CI")
+            yerr = np.array([iv.errorbar() for iv in ivs], dtype=float).T.reshape(2, -1)
+            what = "; ".join(dict.fromkeys(iv.label for iv in ivs))
             handles.append(ax.errorbar(H, mean, yerr=yerr, fmt="o", color=c, ms=5, capsize=3,
-                                       lw=1.0, label=f"{pre}mean $G^2$ over {wtxt}, {what}"))
-            if H.size >= 2:
-                a, b, se = fit_power_law(H, mean)
+                                       lw=1.0, label=f"{pre}mean $G^2$ over {wtxt}\n{what}"))
+            fit = dat["fit"]
+            if fit is not None:
+                a, b = fit.extra["a"], fit.estimate
                 hh = np.geomspace(H.min() / 1.3, H.max() * 1.3, 50)
-                setxt = ("" if not np.isfinite(se) else
-                         f" ± {se:.2g} (± = standard error of the slope, {H.size} H values)")
+                btxt = (f"$b = {b:.3f}$ [{fit.low:.3f}, {fit.high:.3f}]" if fit.ok else
+                        f"$b = {b:.3f}$")
                 handles += ax.plot(hh, a * hh ** b, color=c, ls="--", lw=1.0,
-                                   label=f"{pre}fit $aH^b$: $a = {a:.3g}$, $b = {b:.3f}${setxt}")
+                                   label=f"{pre}fit $aH^b$: $a = {a:.3g}$, {btxt}\n({fit.label})")
                 fitted += 1
         ax.set_xscale("log")
         ax.set_yscale("log")

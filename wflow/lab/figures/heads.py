@@ -1,15 +1,18 @@
 r"""Figures of the ``heads`` study (:mod:`wflow.lab.studies.heads`).
 
 - ``heads_scaling``: late-window :math:`G^2`, :math:`G^2_{hm}` and :math:`\mathcal D`
-  against H on log–log axes, one colour per family; error bars are the 95% BCa bootstrap
-  intervals of the mean over paths; dashed lines the fits :math:`aH^b`, b with its 95% BCa
-  interval (paths resampled jointly across H) in the legend; for the spread phases (not a
-  power law) also the fit over :math:`H \ge 4` (dotted, :math:`G^2` panel).
+  against H on log–log axes, one colour per family; error bars are the 95% intervals of the
+  mean over paths; dashed lines the fits :math:`aH^b`, b with its 95% interval in the
+  legend; for the spread phases (not a power law) also the fit over :math:`H \ge 4`
+  (dotted, :math:`G^2` panel).
 - ``heads_scan``: b of OU against ``weights.noise_var`` (β = 1) and against β (noise 2),
-  with the 95% BCa intervals.
+  with the 95% intervals.
 - ``heads_design``: the per-path late-window :math:`G^2` of the 2 × 2 design of the
-  initial draws (per-path tokens × per-path weights) at each H, mean with its 95% BCa
+  initial draws (per-path tokens × per-path weights) at each H, mean with its 95%
   interval.
+
+Every interval is the study's :class:`~wflow.lab.intervals.Interval` and the figures print its
+label (the summary prints the same numbers with the same label).
 
 Reads the study's analysis (``Heads.analyse``), nothing else.
 """
@@ -35,19 +38,17 @@ def _fig(w, h):
     return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
 
 
-def _err(est, lo, hi):
-    """Asymmetric error bars; zero where the interval is undefined (NaN)."""
-    est, lo, hi = (np.asarray(v, dtype=float) for v in (est, lo, hi))
-    ok = np.isfinite(lo) & np.isfinite(hi)
-    return np.vstack([np.where(ok, est - lo, 0.0), np.where(ok, hi - est, 0.0)])
+def _err(ivs):
+    """Asymmetric error bars (2, k) of intervals; zero where there is none."""
+    return np.array([iv.errorbar() for iv in ivs], dtype=float).T.reshape(2, -1)
 
 
 def _fmt_b(f):
     if f is None:
         return "no fit"
-    if np.isfinite(f["low"]):
-        return f"$b = {f['b']:.3f}$ [{f['low']:.3f}, {f['high']:.3f}]"
-    return f"$b = {f['b']:.3f}$ (no CI: < 3 paths)"
+    if f.ok:
+        return f"$b = {f.estimate:.3f}$ [{f.low:.3f}, {f.high:.3f}]\n({f.label})"
+    return f"$b = {f.estimate:.3f}$ ({f.label})"
 
 
 def scaling(r, outdir, formats):
@@ -59,19 +60,20 @@ def scaling(r, outdir, formats):
         for ax, (c, _) in zip(axes, QUANTITIES):
             for f in fams:
                 Hs = np.array(sorted(groups[f]), dtype=float)
-                est, lo, hi = np.array([means[f, int(H), c] for H in Hs]).T
-                P = groups[f][int(Hs[0])][c].size
-                ax.errorbar(Hs, est, yerr=_err(est, lo, hi), fmt="o", ms=4, capsize=3,
-                            lw=1.0, color=_COL[f], label=f"{_LAB[f]} ({P} paths)")
+                ivs = [means[f, int(H), c] for H in Hs]
+                est = np.array([iv.estimate for iv in ivs])
+                ax.errorbar(Hs, est, yerr=_err(ivs), fmt="o", ms=4, capsize=3,
+                            lw=1.0, color=_COL[f], label=f"{_LAB[f]}: {ivs[0].label}")
                 fit = fits.get((f, c))
                 if fit is not None:
                     hh = np.geomspace(Hs.min() / 1.2, Hs.max() * 1.2, 50)
-                    ax.plot(hh, fit["a"] * hh ** fit["b"], ls="--", lw=1.0, color=_COL[f],
-                            label=f"fit $aH^b$: {_fmt_b(fit)}")
+                    ax.plot(hh, fit.extra["a"] * hh ** fit.estimate, ls="--", lw=1.0,
+                            color=_COL[f], label=f"fit $aH^b$: {_fmt_b(fit)}")
                 tail = fits.get((f, c, "tail"))
                 if tail is not None and f == "spread":  # not a power law: show the tail too
                     hh = np.geomspace(4 / 1.2, Hs.max() * 1.2, 20)
-                    ax.plot(hh, tail["a"] * hh ** tail["b"], ls=":", lw=1.2, color=_COL[f],
+                    ax.plot(hh, tail.extra["a"] * hh ** tail.estimate, ls=":", lw=1.2,
+                            color=_COL[f],
                             label=f"fit over $H \\geq 4$: {_fmt_b(tail)}")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
@@ -81,8 +83,9 @@ def scaling(r, outdir, formats):
             ax.set_ylabel(f"late-window mean {_TEX[c]} ($t \\geq T/2$)")
             ax.set_title(_TEX[c])
             ax.legend(loc="lower left", fontsize=6.5)
-        fig.suptitle("Head-count scaling: error bars and [ ] on b are 95% BCa bootstrap "
-                     "intervals over paths (paths resampled jointly across H)")
+        fig.suptitle("Head-count scaling: error bars 95% CI of the mean (Student-t, log scale); "
+                     "[ ] on b 95% CI (jackknife Student-t over paths, a path left out at "
+                     "every H at once)")
         return _save(fig, outdir, "heads_scaling", formats)
 
 
@@ -98,14 +101,14 @@ def scan(r, outdir, formats):
         for j, beta in enumerate(betas):
             sel = [(v, f) for v, b, f in rows if b == beta]
             v = np.array([x for x, _ in sel]) * (1.06 ** (j - (len(betas) - 1) / 2))  # dodge
-            b_, lo, hi = (np.array([f[k] for _, f in sel]) for k in ("b", "low", "high"))
-            ax.errorbar(v, b_, yerr=_err(b_, lo, hi), fmt="o-", ms=5, capsize=3, lw=1.0,
+            b_ = np.array([f.estimate for _, f in sel])
+            ax.errorbar(v, b_, yerr=_err([f for _, f in sel]), fmt="o-", ms=5, capsize=3, lw=1.0,
                         color=colours[j % len(colours)], label=f"$\\beta = {beta:g}$")
         ax.axhline(-1.0, color=_C["grey"], lw=0.8, ls=":", label="$b = -1$")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("OU noise_var $g^2$")
         ax.set_ylabel("exponent $b$ of $G^2 \\approx aH^b$")
-        ax.legend(loc="best", title="95% BCa intervals")
+        ax.legend(loc="best", title=rows[0][2].label, title_fontsize=7)
         Hs = sorted(next(g for k, g in r["groups"].items() if k.startswith("scan_")))
         fig.suptitle(f"OU exponent on the noise × β grid, H ∈ {{{', '.join(map(str, Hs))}}}")
         return _save(fig, outdir, "heads_scan", formats)
@@ -127,10 +130,10 @@ def design(r, outdir, formats):
                 x = i + np.linspace(-0.15, 0.15, y.size)
                 ax.plot(x, y, "o", ms=3, color=_C["grey"], alpha=0.7,
                         label="one path" if i == 0 else None)
-                est, lo, hi = r["means"][g, H, "G2"]
-                ax.errorbar([i + 0.3], [est], yerr=_err([est], [lo], [hi]), fmt="s", ms=5,
+                iv = r["means"][g, H, "G2"]
+                ax.errorbar([i + 0.3], [iv.estimate], yerr=_err([iv]), fmt="s", ms=5,
                             capsize=3, color=_C["blue"],
-                            label="mean, 95% BCa interval" if i == 0 else None)
+                            label="mean, 95% CI (Student-t, log scale)" if i == 0 else None)
             ax.set_xticks(range(len(names)))
             ax.set_xticklabels([f"tokens {'own' if g[-3] == '1' else 'shared'}\n"
                                 f"D(0) {'own' if g[-1] == '1' else 'shared'}" for g in names],
@@ -139,7 +142,8 @@ def design(r, outdir, formats):
             ax.set_title(("Section 6 base (n = 200)" if kind == "s6" else "study base")
                          + f", H = {H}")
             ax.legend(loc="best")
-        fig.suptitle("Which draw carries the spread: per-path X0 and D(0) yes/no")
+        fig.suptitle("Which draw carries the spread: per-path X0 and D(0) yes/no\n(where they "
+                     "are shared, the interval is conditional on that one draw)")
         return _save(fig, outdir, "heads_design", formats)
 
 

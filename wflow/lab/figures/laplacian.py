@@ -48,7 +48,7 @@ def _panels(keys):
 
 def final_vs_fraction(table, outdir, formats):
     """Rows: the three per-sequence measures and two ANOVA fractions at T; columns: (d, sign);
-    lines: the values; error bars: 95% t-intervals (measures) or bootstrap intervals
+    lines: the values; error bars: 95% t-intervals (measures) or jackknife Student-t intervals
     (fractions) over the sequences."""
     import matplotlib
 
@@ -78,7 +78,7 @@ def final_vs_fraction(table, outdir, formats):
                     ax.set_yscale("log")
         axes[0, 0].legend(loc="best")
         fig.suptitle("Laplacian heads at T: per-sequence measures (mean, 95% t-interval over "
-                     "sequences)\nand batch ANOVA fractions (95% bootstrap interval over sequences)")
+                     "sequences)\nand batch ANOVA fractions (95% jackknife Student-t over sequences)")
         return _save(fig, outdir, "final_vs_fraction", formats)
 
 

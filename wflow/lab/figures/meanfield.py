@@ -43,7 +43,7 @@ def draw(res, fits, outdir, formats=("png",)):
                 ax.errorbar(n * dodge, m, yerr=ci, fmt="o", ms=4, color=col, capsize=2,
                             label=f"t = {t[r]:g}: mean over seeds ± 95% t-CI")
                 ax.plot(n, C * n ** a, "-", color=col, lw=1,
-                        label=f"fit C n^a: a = {a:.3f}, 95% BCa [{lo:.3f}, {hi:.3f}]")
+                        label=f"fit C n^a: a = {a:.3f}, 95% CI (jackknife Student-t) [{lo:.3f}, {hi:.3f}]")
             r0 = _times(t)[0]
             m0 = float(np.mean(np.abs(res[key][int(res["n"][0])][r0])))
             ax.plot(n, m0 * (n / n[0]) ** -0.5, "k--", lw=1, label="n^(−1/2)")

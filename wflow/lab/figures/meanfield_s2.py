@@ -45,7 +45,7 @@ def draw(res, fits, outdir, formats=("png",)):
             if f["w2sq"] is not None:
                 a, C, (lo, hi) = f["w2sq"]
                 ax_w.plot(n, C * n**a, "-", color=col, lw=1,
-                          label=f"  fit C n^a: a = {a:.3f}, 95% BCa [{lo:.3f}, {hi:.3f}]")
+                          label=f"  fit C n^a: a = {a:.3f}, 95% CI (jackknife t) [{lo:.3f}, {hi:.3f}]")
             if f["w2sq_log"] is not None:
                 a, C, (lo, hi) = f["w2sq_log"]
                 ax_w.plot(n, C * np.sqrt(np.log(n)) * n**a, ":", color=col, lw=1.2,
@@ -58,7 +58,7 @@ def draw(res, fits, outdir, formats=("png",)):
                           fmt="o", ms=4, color=col, capsize=2,
                           label=f"t = {t[r]:g}: mean over seeds ± 95% t-CI")
             ax_e.plot(n, C * n**a, "-", color=col, lw=1,
-                      label=f"  fit C n^a: a = {a:.3f}, 95% BCa [{lo:.3f}, {hi:.3f}]")
+                      label=f"  fit C n^a: a = {a:.3f}, 95% CI (jackknife t) [{lo:.3f}, {hi:.3f}]")
             if res["R"] > 1:
                 sd = float(res["E_ref"][r].std(ddof=1) / np.sqrt(res["R"]))
                 ax_e.axhline(sd, color=col, ls="--", lw=0.8,

@@ -20,8 +20,8 @@ A study answers one question with a set of runs. It gives
   residual and its fitted order (expected min(p, 2)), the telescoping error, ∫G²/∫𝒟.
 - ``heads``: head-count scaling, :math:`H \in \{1, \dots, 128\}`, of the late-window
   :math:`G^2`, :math:`G^2_{hm}`, :math:`\mathcal D` (OU, oscillating shared / spread), the
-  exponent b with a BCa interval; b against the OU noise and β; the 2 × 2 design of the
-  initial draws; Δt and n resolution checks.
+  exponent b with a jackknife Student-t interval over paths; b against the OU noise and β;
+  the 2 × 2 design of the initial draws; Δt and n resolution checks.
 - ``laplacian``: attention vs Laplacian heads (none, half, all of H = 4), OU weights:
   within-sequence variance, spectral rank, order parameter and clusters at T.
 - ``regimes``: the regime map on S² (issue #13): β ∈ {0.25, 1, 4, 16} × seven weight

@@ -1,11 +1,14 @@
-r"""Head-count scaling with bootstrap intervals: :math:`\langle G^2\rangle \approx aH^b`
-(issue #13, item 3; [model §8, §9]).
+r"""Head-count scaling with confidence intervals: :math:`\langle G^2\rangle \approx aH^b`
+(issue #13, item 3; issue #34; [model §8, §9]).
 
 Quantities, per Monte Carlo path: the late-window (:math:`t \ge T/2`) means of :math:`G^2`,
 :math:`G^2_{hm}` and :math:`\mathcal D` (the sweep summary's ``G2``, ``G2_hm``,
-``dissipation``). Per H: their mean over paths with a BCa 95% interval. Per family: the
-exponent b of the least-squares line through :math:`(\log H, \log \overline{G^2})` with a
-BCa 95% interval (:func:`wflow.lab.analysis.power_law_bootstrap`).
+``dissipation``). Per H: their mean over paths with a 95% Student-t interval on the log
+scale (:func:`wflow.lab.intervals.mean_interval`). Per family: the exponent b of the
+least-squares line through :math:`(\log H, \log \overline{G^2})` with a 95% jackknife
+Student-t interval over paths, paired across H (:func:`wflow.lab.intervals.power_law_interval`).
+Each interval carries its label (method, paths, and "conditional on one X₀, D(0)" where the
+paths share the initial draw: the design cells ``cell_t0w0``, ``s6_t0w0``, ...).
 
 Parts (task-name prefixes):
 
@@ -22,15 +25,16 @@ Parts (task-name prefixes):
 
 Random numbers: every grid point keeps the base seed (``streams="common"``), so path p
 draws the same X0 and (as far as the shapes agree) the same D(0) at every H; the noise
-streams differ in shape. The exponent's bootstrap therefore resamples paths jointly across
-H (``paired=True``).
+streams differ in shape. The exponent's jackknife therefore leaves a path out at every H at
+once (``paired=True``).
 
 Scales. ``full``: n = 64, Δt = 10⁻², T = 10 (the Section 6 base has n = 200, Δt = 5·10⁻³,
 T = 20: n and T are reduced to fit the budget; the resolution parts check Δt and n).
 ``quick``: n = 16, Δt = 0.025, T = 3, 4 paths; OU on :math:`H \in \{1, 4, 16, 64\}`, the
 rest on {1, 4}, one cell of the design, Δt/2 on OU H ∈ {1, 4}, no scan and no n
 check (seconds; its claim is OU b < −0.5 with
-4 H values, ``tests/test_study_heads.py``).
+4 H values, ``tests/test_study_heads.py``; the shared phase's b is not claimed per seed: its
+interval is).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import copy
 
 import numpy as np
 
-from wflow.lab.analysis import bootstrap_ci, power_law_bootstrap
+from wflow.lab.intervals import CONDITIONAL_X0_D0, bootstrap_interval, mean_interval, power_law_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.studies.section6 import SECTION6_BASE
 from wflow.lab.sweep import expand_grid
@@ -63,21 +67,27 @@ _SCALES = {
 }
 
 
+def _verdict(change, halfwidth):
+    if np.isnan(halfwidth):
+        return "(no interval)"
+    return "ok" if abs(change) < halfwidth else "LARGER"
+
+
 def _group(point):
     return point.split("-heads=")[0]
 
 
 @register_study
 class Heads(Study):
-    """Head-count scaling of the late-window G², G²_hm and 𝒟 with BCa intervals."""
+    """Head-count scaling of the late-window G², G²_hm and 𝒟 with labelled 95% intervals."""
 
     name = "heads"
     question = ("what is the exponent b of G² ≈ aH^b (OU, oscillating shared/spread; vs noise "
-                "and β), with a bootstrap interval?")
+                "and β), with a confidence interval?")
     quick = ("n = 16, T = 3, 4 paths: OU at H ∈ {1, 4, 16, 64}, shared/spread at H ∈ {1, 4}, one "
-             "Δt/2 check: OU b < −0.5, shared |b| < 0.15")
-    #: bootstrap resamples (499 when a group has fewer than 10 paths: the quick mode)
-    n_resamples = 4999
+             "Δt/2 check: OU b < −0.5 (its 95% interval below 0)")
+    #: bootstrap resamples of the between-path SD (given from 20 paths on)
+    n_resamples = 1999
 
     def base(self, scale):
         p = _SCALES[scale]
@@ -152,40 +162,51 @@ class Heads(Study):
             out["cell_t1w1"] = {H: cell11[H] for H in sorted(heads) if H in cell11}
         return out
 
-    def fit(self, per_H, column, rng, heads=None):
-        """Power-law fit of ``column`` over ``heads`` (default all) of one group."""
+    @staticmethod
+    def conditional(cfg):
+        """What the paths of a task share: "" when each path draws its own X₀ and D(0)."""
+        tok = bool(cfg["init"].get("per_path_tokens", False))
+        w = bool(cfg["init"].get("per_path_weights", False))
+        return ("" if tok and w else CONDITIONAL_X0_D0 if not (tok or w) else
+                "conditional on one X₀" if not tok else "conditional on one D(0)")
+
+    def fit(self, per_H, column, heads=None, conditional=""):
+        """Power-law fit of ``column`` over ``heads`` (default all) of one group: an
+        :class:`~wflow.lab.intervals.Interval` of b (``extra["a"]`` the prefactor)."""
         Hs = sorted(per_H if heads is None else heads)
         Y = np.stack([per_H[H][column] for H in Hs], axis=1)
         if len(Hs) < 2 or not np.all(Y > 0):
             return None
-        return power_law_bootstrap(Hs, Y, paired=True, rng=rng, n_resamples=self._B)
+        return power_law_interval(Hs, Y, paired=True, conditional=conditional)
 
     def analyse(self, data):
-        """Everything the summary and the figures report (deterministic: seeded rngs)."""
+        """Everything the summary and the figures report (deterministic: seeded rngs).
+
+        ``means[g, H, c]`` and ``fits[g, c]`` are :class:`~wflow.lab.intervals.Interval`
+        objects; ``conditional[g]`` what the paths of group g share."""
         key = id(data)
         if getattr(self, "_cache", (None,))[0] == key:
             return self._cache[1]
         groups = self.collect(data)
-        P = min(int(cfg["solver"]["paths"]) for _, cfg in data.tasks)
-        self._B = self.n_resamples if P >= 10 else 499
-        res = {"groups": groups, "means": {}, "fits": {}}
-        k = 0
+        cond = {}
+        for point, cfg in data.tasks:
+            cond[_group(point)] = self.conditional(cfg)
+        if "ou" in cond:
+            cond.setdefault("cell_t1w1", cond["ou"])
+        res = {"groups": groups, "means": {}, "fits": {}, "conditional": cond}
         for g, per_H in groups.items():
             for H, cols in per_H.items():
                 for c, _ in QUANTITIES:
-                    k += 1
-                    res["means"][g, H, c] = bootstrap_ci(cols[c], rng=self._rng(data, 0, k),
-                                                         n_resamples=self._B)
-            for j, (c, _) in enumerate(QUANTITIES):
+                    res["means"][g, H, c] = mean_interval(cols[c], conditional=cond.get(g, ""))
+            for c, _ in QUANTITIES:
                 if len(per_H) >= 2:
-                    res["fits"][g, c] = self.fit(per_H, c, self._rng(data, 1, k, j))
+                    res["fits"][g, c] = self.fit(per_H, c, conditional=cond.get(g, ""))
         # the tail H >= 4 of each family (the spread phases cancel the forcing's harmonics
         # in the head average from H = 3 on: a change of regime, not a power law)
         for g in FAMILIES:
             tail = tuple(H for H in groups.get(g, {}) if H >= 4)
             if len(tail) >= 3:
-                res["fits"][g, "G2", "tail"] = self.fit(groups[g], "G2", self._rng(data, 4, k),
-                                                        tail)
+                res["fits"][g, "G2", "tail"] = self.fit(groups[g], "G2", tail, cond.get(g, ""))
         # b of the ou family on the subsets the scan and the resolution checks use
         ou = groups.get("ou", {})
         for g, per_H in groups.items():
@@ -194,48 +215,53 @@ class Heads(Study):
                 Hs = tuple(sorted(per_H))
                 src = groups.get(base, {})
                 if all(H in src for H in Hs):
-                    res["fits"][base, "G2", Hs] = self.fit(src, "G2", self._rng(data, 2, len(Hs)),
-                                                          Hs)
+                    res["fits"][base, "G2", Hs] = self.fit(src, "G2", Hs, cond.get(base, ""))
         if ou:
             res["spread"] = {}
             for g in sorted(groups):
                 if g.startswith(("cell_", "s6_")):
                     for H, cols in groups[g].items():
-                        res["spread"][g, H] = bootstrap_ci(
+                        res["spread"][g, H] = bootstrap_interval(
                             cols["G2"], lambda v, axis=-1: np.std(v, axis=axis, ddof=1),
-                            rng=self._rng(data, 3, H), n_resamples=self._B)
+                            rng=self._rng(data, 3, H), n_resamples=self.n_resamples,
+                            conditional=cond.get(g, ""))
         self._cache = (key, res)
         return res
 
     # ------------------------------------------------------------------------ summary
     def summarize(self, data):
-        """Per group and H: the late-window means with BCa 95% intervals; per group the
-        exponent b with its BCa 95% interval; the 2 × 2 design; the resolution checks."""
+        """Per group and H: the late-window means with their 95% intervals; per group the
+        exponent b with its 95% interval; the 2 × 2 design; the resolution checks. Each
+        group says the intervals' label (method, paths, what they are conditional on)."""
         r = self.analyse(data)
         groups, means, fits = r["groups"], r["means"], r["fits"]
-        lines = ["Late-window (t >= T/2) means over paths, [95% BCa bootstrap interval of the "
-                 "mean]; b of a*H^b: least squares on log-log of the means, [95% BCa interval, "
-                 "paths resampled jointly across H (common random numbers)]."]
+        lines = ["Late-window (t >= T/2) means over paths [95% CI: Student-t on the log scale]; "
+                 "b of a*H^b: least squares on log-log of the means [95% CI: jackknife "
+                 "Student-t over paths, a path left out at every H at once (common random "
+                 "numbers)]. Each group's label says the paths and what the interval is "
+                 "conditional on."]
         table = {k: [] for k in ("group", "H", "quantity", "mean", "low", "high", "paths",
-                                 "b", "b_low", "b_high", "b_se_boot", "b_se_ls")}
+                                 "b", "b_low", "b_high", "b_se", "interval")}
 
-        def row(g, H, c, est, lo, hi, P, fit):
-            b = fit or {}
-            for k, v in zip(table, (g, H, c, est, lo, hi, P, b.get("b", np.nan),
-                                    b.get("low", np.nan), b.get("high", np.nan),
-                                    b.get("se", np.nan), b.get("se_ls", np.nan))):
+        def row(g, H, c, iv, fit):
+            m = iv or fit
+            for k, v in zip(table, (g, H, c, *(iv.as_tuple() if iv else (np.nan,) * 3), m.n,
+                                    *(fit.as_tuple() if fit else (np.nan,) * 3),
+                                    fit.se if fit else np.nan, m.label)):
                 table[k].append(v)
 
         for g in sorted(groups, key=lambda g: (g not in FAMILIES, g)):
             per_H = groups[g]
-            lines.append(f"\n{g}:")
+            first = means[g, min(per_H), "G2"]
+            lines.append(f"\n{g}: means {first.label}")
             lines.append(f"{'H':>5}" + "".join(f"{lab:>30}" for _, lab in QUANTITIES) + f"{'P':>4}")
             for H in sorted(per_H):
                 cells = []
                 for c, _ in QUANTITIES:
-                    est, lo, hi = means[g, H, c]
-                    cells.append(f"{est:.4g} [{lo:.3g}, {hi:.3g}]")
-                    row(g, H, c, est, lo, hi, per_H[H][c].size, None)
+                    iv = means[g, H, c]
+                    cells.append(iv.fmt(".4g") if not iv.ok else
+                                 f"{iv.estimate:.4g} [{iv.low:.3g}, {iv.high:.3g}]")
+                    row(g, H, c, iv, None)
                 P = per_H[H]["G2"].size
                 lines.append(f"{H:>5}" + "".join(f"{s:>30}" for s in cells) + f"{P:>4}")
             for c, lab in QUANTITIES:
@@ -244,15 +270,13 @@ class Heads(Study):
                     if len(per_H) >= 2:
                         lines.append(f"  b({lab}): no fit (a value is not positive)")
                     continue
-                lines.append(f"  b({lab}) = {f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}] "
-                             f"(bootstrap SE {f['se']:.2g}, least-squares SE {f['se_ls']:.2g}), "
-                             f"a = {f['a']:.3g}")
-                row(g, "all", c, np.nan, np.nan, np.nan, int(f["paths"].min()), f)
+                lines.append(f"  b({lab}) = {f.fmt('.3f')} ({f.label}), "
+                             f"a = {f.extra['a']:.3g}")
+                row(g, "all", c, None, f)
             f = fits.get((g, "G2", "tail"))
             if f is not None:
-                lines.append(f"  b(G²) over H >= 4 only = {f['b']:.3f} [{f['low']:.3f}, "
-                             f"{f['high']:.3f}]")
-                row(g, "H>=4", "G2", np.nan, np.nan, np.nan, int(f["paths"].min()), f)
+                lines.append(f"  b(G²) over H >= 4 only = {f.fmt('.3f')} ({f.label})")
+                row(g, "H>=4", "G2", None, f)
         lines += self._scan_lines(r)
         lines += self._design_lines(r)
         lines += self._resolution_lines(r, table)
@@ -273,13 +297,14 @@ class Heads(Study):
         if not rows:
             return []
         betas = sorted({b for _, b, _ in rows})
-        out = ["\nOU b(G²) on the noise × β grid, [95% BCa]:",
+        lab = next((f.label for _, _, f in rows if f is not None), "")
+        out = [f"\nOU b(G²) on the noise × β grid [{lab}]:",
                f"{'noise_var':>10}" + "".join(f"{'β = ' + format(b, 'g'):>26}" for b in betas)]
         for v in sorted({v for v, _, _ in rows}):
             cells = []
             for b in betas:
                 f = next((f for v2, b2, f in rows if v2 == v and b2 == b), None)
-                cells.append(f"{f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}]" if f else "—")
+                cells.append(f.fmt(".3f") if f else "—")
             out.append(f"{v:>10g}" + "".join(f"{c:>26}" for c in cells))
         return out
 
@@ -297,21 +322,20 @@ class Heads(Study):
         if not cells:
             return []
         out = [f"\n2 x 2 design, {title} (t = per-path tokens, w = per-path weights; "
-               "1 = yes): late G² mean and its between-path SD [95% BCa]"]
+               "1 = yes): late G² mean [95% CI] and its between-path SD [95% CI, percentile "
+               "bootstrap, from 20 paths on]"]
         for g in cells:
             for H in sorted(groups[g]):
                 m = r["means"][g, H, "G2"]
                 s = spread[g, H]
-                out.append(f"  {g:<10} H={H:<4} mean {m[0]:.4g} [{m[1]:.3g}, {m[2]:.3g}]  "
-                           f"SD {s[0]:.3g} [{s[1]:.3g}, {s[2]:.3g}]")
+                out.append(f"  {g:<10} H={H:<4} mean {m.fmt('.4g')}  SD {s.fmt('.3g')}  "
+                           f"({m.label})")
             f = fits.get((g, "G2"))
             if f is not None:
-                what = ("conditional on one draw of X0 and D(0)" if g.endswith("t0w0") else
-                        "over independent draws" if g.endswith("t1w1") else "")
-                out.append(f"  {g:<10} b = {f['b']:.3f} [{f['low']:.3f}, {f['high']:.3f}] {what}")
+                out.append(f"  {g:<10} b = {f.fmt('.3f')} ({f.label})")
         # between-path variance: noise alone (t0w0), + X0 (t1w0), + D(0) (t0w1), all (t1w1)
         for H in sorted(groups.get(f"{kind}t0w0", {})):
-            v = {g[len(kind):]: spread[g, H][0] ** 2 for g in cells if (g, H) in spread}
+            v = {g[len(kind):]: spread[g, H].estimate ** 2 for g in cells if (g, H) in spread}
             if len(v) == 4:
                 out.append(f"  H={H}: between-path variance of G²: weight noise alone "
                            f"{v['t0w0']:.3g}; added by own X0 {v['t1w0'] - v['t0w0']:+.3g}, "
@@ -330,19 +354,18 @@ class Heads(Study):
             base = g.split("_", 1)[1]
             for H in sorted(groups[g]):
                 for c, lab in QUANTITIES:
-                    b0, lo, hi = means[base, H, c]
-                    b1 = means[g, H, c][0]
-                    hw = max(hi - b0, b0 - lo)
+                    b0, hw = means[base, H, c].estimate, means[base, H, c].halfwidth
+                    b1 = means[g, H, c].estimate
                     out.append(f"  {g:<12} H={H:<4} {lab:<6} {b0:.4g} -> {b1:.4g}: "
-                               f"|Δ| = {abs(b1 - b0):.2g} vs {hw:.2g} "
-                               f"{'ok' if abs(b1 - b0) < hw else 'LARGER'}")
+                               f"|Δ| = {abs(b1 - b0):.2g} vs {hw:.2g} {_verdict(b1 - b0, hw)}")
             Hs = tuple(sorted(groups[g]))
             f0, f1 = fits.get((base, "G2", Hs)), fits.get((g, "G2"))
             if f0 and f1:
-                hw = max(f0["high"] - f0["b"], f0["b"] - f0["low"])
-                d = abs(f1["b"] - f0["b"])
-                out.append(f"  {g:<12} b(G²) on H={list(Hs)}: {f0['b']:.3f} -> {f1['b']:.3f}: "
-                           f"|Δ| = {d:.2g} vs {hw:.2g} {'ok' if d < hw else 'LARGER'}")
+                hw = f0.halfwidth
+                d = abs(f1.estimate - f0.estimate)
+                out.append(f"  {g:<12} b(G²) on H={list(Hs)}: {f0.estimate:.3f} -> "
+                           f"{f1.estimate:.3f}: "
+                           f"|Δ| = {d:.2g} vs {hw:.2g} {_verdict(d, hw)}")
         return out
 
     def figures(self, data, outdir, formats):

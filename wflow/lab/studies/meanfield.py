@@ -20,8 +20,8 @@ At each record t the study measures, per path,
     \qquad \Delta E = E[\mu^n_t] - E_h[\rho_h(t)],
 
 and fits :math:`\overline{W_2}(n) \approx C n^{a}` by least squares on log–log axes, with a 95%
-BCa bootstrap interval of a over the seeds (each n resampled independently:
-:func:`wflow.lab.analysis.power_law_bootstrap` with ``paired=False``). For i.i.d. samples of
+jackknife Student-t interval of a over the seeds (each n independent:
+:func:`wflow.lab.intervals.power_law_interval` with ``paired=False``). For i.i.d. samples of
 a density bounded below on the circle, :math:`\mathbb E W_2(\mu^n_0, \rho_0) \asymp n^{-1/2}`;
 stability of the flow with a smooth kernel carries the rate to t > 0 (before clustering).
 The energy of a non-uniform law has a non-degenerate first Hoeffding projection, so
@@ -52,7 +52,8 @@ import copy
 
 import numpy as np
 
-from wflow.lab.analysis import load_source, mean_ci, power_law_bootstrap
+from wflow.lab.analysis import load_source, mean_ci
+from wflow.lab.intervals import power_law_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.sweep import expand_grid
 
@@ -270,10 +271,10 @@ def meanfield_errors(data, M=8):
 
 def fit_exponent(n, samples, level=0.95, seed=0):
     r"""The exponent a of :math:`\bar y(n) \approx C n^{a}` (least squares of
-    :math:`\log\bar y` on :math:`\log n`, :math:`\bar y` the mean over seeds) and its BCa
-    bootstrap interval, each n's seeds resampled independently: the shared
-    :func:`wflow.lab.analysis.power_law_bootstrap` with ``paired=False`` (4999 resamples,
-    ``rng`` from ``seed``).
+    :math:`\log\bar y` on :math:`\log n`, :math:`\bar y` the mean over seeds) and its 95%
+    jackknife Student-t interval, each n's seeds independent:
+    :func:`wflow.lab.intervals.power_law_interval` with ``paired=False`` (``seed`` is
+    unused: no resampling).
 
     Parameters
     ----------
@@ -284,9 +285,9 @@ def fit_exponent(n, samples, level=0.95, seed=0):
     -------
     a, C, (lo, hi)
     """
-    fit = power_law_bootstrap(n, [np.asarray(s, dtype=float) for s in samples], paired=False,
-                              rng=np.random.default_rng(seed), level=level)
-    return float(fit["b"]), float(fit["a"]), (float(fit["low"]), float(fit["high"]))
+    fit = power_law_interval(n, [np.asarray(s, dtype=float) for s in samples], level,
+                             paired=False, unit="seeds")
+    return fit.estimate, fit.extra["a"], (fit.low, fit.high)
 
 
 def fit_table(res, times=None):
@@ -335,7 +336,7 @@ def meanfield_summary(res):
                          f"{row['absdE_mean']:>12.4e}{row['absdE_ci95']:>10.2e}"
                          f"{row['dE_mean']:>12.3e}{row['w2_mean'] * np.sqrt(n):>12.4f}")
     lines += ["", f"fitted exponents (mean over seeds ≈ C n^a, n = {int(res['n'][0])} … "
-                  f"{int(res['n'][-1])}; 95% BCa bootstrap over seeds, each n resampled "
+                  f"{int(res['n'][-1])}; 95% CI, jackknife Student-t over seeds, each n "
                   "independently; expected a = -1/2)",
               f"{'t':>6}{'a(W2)':>9}{'95% CI':>20}{'C(W2)':>9}{'a(|dE|)':>10}{'95% CI':>20}"]
     for tt, f in fits.items():

@@ -34,8 +34,9 @@ manifold, :math:`\mathbb E W_2^2(\mu^n, \rho) \sim c \log n / n` (Ajtai–Komló
 Ambrosio–Stra–Trevisan), i.e. :math:`W_2 \sim \sqrt{\log n / n}`, whose local log–log slope
 :math:`-\tfrac12 + 1/(2\log n)` is −0.39 at n = 100 and −0.44 at n = 3200: a pure power fit
 over this range gives a ≈ −0.42, and the fit of :math:`W_2/\sqrt{\log n} \approx C n^{a}` gives
-a = −1/2. Both fits are made (BCa bootstrap intervals, :func:`wflow.lab.analysis.power_law_bootstrap`
-with ``paired=False``). The energy error :math:`\Delta E = E[\mu^n_t] - \bar E_{\rm ref}(t)`
+a = −1/2. Both fits are made (jackknife Student-t intervals,
+:func:`wflow.lab.intervals.power_law_interval` with ``paired=False``). The energy error
+:math:`\Delta E = E[\mu^n_t] - \bar E_{\rm ref}(t)`
 (against the mean of the R references' energies; their spread is the reference's own error)
 has the CLT rate :math:`n^{-1/2}` (non-degenerate first Hoeffding projection for a non-uniform
 law), no logarithm.
@@ -52,7 +53,8 @@ import copy
 
 import numpy as np
 
-from wflow.lab.analysis import load_source, mean_ci, power_law_bootstrap
+from wflow.lab.analysis import load_source, mean_ci
+from wflow.lab.intervals import jackknife_interval, power_law_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.studies.meanfield import MEANFIELD_BASE
 from wflow.lab.sweep import expand_grid
@@ -237,12 +239,13 @@ def meanfield_s2_errors(data, grid, seed=0):
 
 
 def _fit(n, samples, log_corrected=False, seed=0):
-    """(a, C, (lo, hi)) of mean(samples) ≈ C n^a [· √log n], BCa over seeds (paired=False)."""
+    """(a, C, (lo, hi)) of mean(samples) ≈ C n^a [· √log n], 95% jackknife Student-t over
+    seeds, each n independent (:func:`wflow.lab.intervals.power_law_interval`)."""
     n = np.asarray(n, dtype=float)
     s = [np.asarray(v, float) / (np.sqrt(np.log(k)) if log_corrected else 1.0)
          for k, v in zip(n, samples)]
-    f = power_law_bootstrap(n, s, paired=False, rng=np.random.default_rng(seed))
-    return float(f["b"]), float(f["a"]), (float(f["low"]), float(f["high"]))
+    f = power_law_interval(n, s, paired=False, unit="seeds")
+    return f.estimate, f.extra["a"], (f.low, f.high)
 
 
 def _fit_floor(n, raw, floor, log_corrected=False, level=0.95, seed=0):
@@ -251,37 +254,30 @@ def _fit_floor(n, raw, floor, log_corrected=False, level=0.95, seed=0):
     .. math:: \log\big(\overline{W_2^2}(n) - \bar F\big)\,[-\log\log n]
         \approx \log C + 2a \log n,
 
-    least squares on the K values of n; the interval: BCa bootstrap (``scipy.stats.bootstrap``,
-    4999 resamples) resampling each n's seeds and the floor values F independently, so the
-    floor's own uncertainty is in it. Returns ``(a, √C, (lo, hi))`` (halved exponents), or
-    ``None`` when some corrected mean is not positive.
+    least squares on the K values of n; the interval: the grouped jackknife Student-t
+    (:func:`wflow.lab.intervals.jackknife_interval`) over each n's seeds and the floor
+    values F, independent groups, so the floor's own uncertainty is in it. Returns
+    ``(a, √C, (lo, hi))`` (halved exponents), or ``None`` when some corrected mean is not
+    positive. ``seed`` is unused (no resampling).
     """
-    from scipy import stats
-
     x = np.log(np.asarray(n, dtype=float))
     shift = np.log(x) if log_corrected else np.zeros_like(x)
     cols = [np.asarray(c, float).ravel() for c in raw] + [np.asarray(floor, float).ravel()]
+    xc = x - x.mean()
 
-    def slope(*cs, axis=-1):
-        F = np.mean(cs[-1], axis=axis)
-        y = np.stack([np.mean(c, axis=axis) - F for c in cs[:-1]], -1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            y = np.log(y) - shift
-        xc = x - x.mean()
-        return 0.5 * np.sum(xc * (y - y.mean(axis=-1, keepdims=True)), axis=-1) / np.sum(xc**2)
+    def slope(means):
+        y = np.log(means[:-1] - means[-1]) - shift
+        return 0.5 * np.sum(xc * (y - y.mean())) / np.sum(xc ** 2)
 
-    b = float(slope(*cols))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        b = float(slope(np.array([c.mean() for c in cols])))
     if not np.isfinite(b):
         return None
     F = cols[-1].mean()
     y = np.log(np.array([c.mean() for c in cols[:-1]]) - F) - shift
     C = float(np.exp(0.5 * (y.mean() - 2 * b * x.mean())))
-    with np.errstate(all="ignore"):
-        bs = stats.bootstrap(tuple(cols), slope, vectorized=True, n_resamples=4999,
-                             confidence_level=level, method="BCa",
-                             rng=np.random.default_rng(seed))
-    lo, hi = float(bs.confidence_interval.low), float(bs.confidence_interval.high)
-    return b, C, (lo, hi)
+    iv = jackknife_interval(cols, slope, level, unit="seeds")
+    return b, C, (iv.low, iv.high)
 
 
 def meanfield_s2_fits(res):
@@ -354,7 +350,7 @@ def meanfield_s2_summary(res, fits):
                      f"{res['E_ref'][r].std(ddof=1) if res['R'] > 1 else np.nan:>11.2e}"
                      f"{res['resultant'][r].mean():>10.4f}")
     lines += ["", f"fitted exponents (mean over seeds ≈ C n^a, n = {int(res['n'][0])} … "
-                  f"{int(res['n'][-1])}; 95% BCa bootstrap over seeds, each n independently; "
+                  f"{int(res['n'][-1])}; 95% CI, jackknife Student-t over seeds, each n independent; "
                   "W2c: from the floor-corrected mean W2^2, halved; W2c/sqrt(log n): the "
                   "sqrt(log n / n) law gives -1/2, a pure power fit of sqrt(log n/n) over this "
                   "range gives about -0.42)",

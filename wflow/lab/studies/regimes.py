@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from wflow.lab.analysis import mean_ci
+from wflow.lab.intervals import km_median_interval, proportion_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.sweep import expand_grid
 
@@ -118,47 +119,22 @@ def g2_decay_rate(t, a, T):
 
 # ---------------------------------------------------------------------------------- per cell
 def km_median(times, T, level=0.95):
-    r"""Kaplan–Meier median of :math:`\tau_1` with censoring at T (``NaN`` times are censored).
-
-    The median is the smallest event time with :math:`\hat S(t) \le 1/2`
-    (``scipy.stats.ecdf`` on ``scipy.stats.CensoredData``); its interval is where the
-    ``level`` log-log band of :math:`\hat S` crosses ½. ``inf`` means "> T" (not reached).
+    r"""Kaplan–Meier median of :math:`\tau_1` with censoring at T (``NaN`` times are censored)
+    and its interval: :func:`wflow.lab.intervals.km_median_interval` (the log-log band of
+    :math:`\hat S` crossing ½; no interval below 5 paths). ``inf`` means "> T".
 
     Returns
     -------
     (median, low, high) floats.
     """
-    from scipy import stats
-
-    times = np.asarray(times, dtype=float)
-    events = times[np.isfinite(times)]
-    n_cens = int(np.sum(~np.isfinite(times)))
-    if events.size == 0:
-        return math.inf, math.inf, math.inf
-    res = stats.ecdf(stats.CensoredData(uncensored=events, right=np.full(n_cens, float(T))))
-    q, s = res.sf.quantiles, res.sf.probabilities
-
-    def first_below(prob):
-        prob = np.nan_to_num(prob, nan=0.0)
-        i = np.flatnonzero(prob <= 0.5)
-        return float(q[i[0]]) if i.size else math.inf
-
-    import warnings
-
-    with warnings.catch_warnings():  # the band is undefined where S = 0: the bound is then q
-        warnings.simplefilter("ignore", RuntimeWarning)
-        ci = res.sf.confidence_interval(level, method="log-log")
-    return first_below(s), first_below(ci.low.probabilities), first_below(ci.high.probabilities)
+    return km_median_interval(times, T, level).as_tuple()
 
 
 def one_cluster_fraction(times, level=0.95):
-    """(fraction of paths with one cluster by T, Clopper–Pearson low, high)."""
-    from scipy import stats
-
+    """(fraction of paths with one cluster by T, Clopper–Pearson low, high):
+    :func:`wflow.lab.intervals.proportion_interval`."""
     times = np.asarray(times, dtype=float)
-    k, n = int(np.isfinite(times).sum()), times.size
-    ci = stats.binomtest(k, n).proportion_ci(level)
-    return k / n, float(ci.low), float(ci.high)
+    return proportion_interval(int(np.isfinite(times).sum()), times.size, level).as_tuple()
 
 
 # ---------------------------------------------------------------------------------- time step
@@ -412,6 +388,8 @@ def _fmt_stat(table, s, i):
     v, lo, hi = table[s][i], table[f"{s}_lo"][i], table[f"{s}_hi"][i]
     if s == "km_median":
         txt = "> T" if math.isinf(v) else f"{v:.3g}"
+        if math.isnan(lo) or math.isnan(hi):
+            return f"{txt + ' (no interval)':>22}"
         hi_t = "> T" if math.isinf(hi) else f"{hi:.3g}"
         lo_t = "> T" if math.isinf(lo) else f"{lo:.3g}"
         return f"{txt + ' [' + lo_t + ', ' + hi_t + ']':>22}"
