@@ -69,7 +69,7 @@ STEP_LEDGER = _series.names(kind="per_step", group="step_ledger")
 #: The line a run with a progress bar prints before its kernels compile (a cold numba cache:
 #: once per machine and CPU; the measured times are in docs/performance.md).
 COMPILING = ("wflow: compiling the numba kernels for this CPU, once per machine "
-             "(about 20-40 s; later runs load them from numba's cache)")
+             "(about 20-60 s on 2 cores; later runs load them from numba's cache)")
 
 
 @dataclass
