@@ -16,7 +16,8 @@ Per cell the summary reports the fraction of paths with one cluster by T (Cloppe
 interval), the Kaplan–Meier median of :math:`\tau_1` (``scipy.stats.ecdf`` on
 ``CensoredData``; its 95% interval from the log-log band of the survival function;
 "> T" when the survival does not fall to ½), and the means of the other numbers with their
-95% Student-t intervals over paths.
+95% Student-t intervals over paths, on the log scale for positive quantities
+(:func:`wflow.lab.intervals.mean_interval`).
 
 Time step per cell. With :math:`\|D\|` an estimate of the spectral norm of the weights
 (:func:`weight_norm`), the step is the largest :math:`\Delta t = \delta/m`, m an integer,
@@ -33,7 +34,7 @@ import math
 import numpy as np
 
 from wflow.lab.analysis import mean_ci
-from wflow.lab.intervals import km_median_interval, proportion_interval
+from wflow.lab.intervals import km_median_interval, mean_interval, proportion_interval
 from wflow.lab.studies._base import Study, register_study
 from wflow.lab.sweep import expand_grid
 
@@ -282,10 +283,8 @@ class Regimes(Study):
         tau = data.column("t_one_cluster", point)
         out = {"frac_one": one_cluster_fraction(tau), "km_median": km_median(tau, T)}
         for k in ("n_clusters", "order_parameter", "G2", "G2_decay", "w2_speed"):
-            x = data.column(k, point).astype(float)
-            m = float(np.nanmean(x)) if np.isfinite(x).any() else math.nan
-            h = mean_ci(x)
-            out[k] = (m, m - h, m + h)
+            iv = mean_interval(data.column(k, point).astype(float))  # log-scale t if > 0
+            out[k] = (iv.estimate, iv.low, iv.high)
         return out
 
     def table(self, data):
@@ -313,7 +312,7 @@ class Regimes(Study):
         table = self.table(data)
         fmt = _fmt_stat
         lines = ["Regime map on S² (95% intervals: fraction Clopper–Pearson, KM median "
-                 "log-log band, others Student-t over paths)",
+                 "log-log band, others Student-t over paths, log scale where positive)",
                  f"{'norm':<6}{'sign':<8}{'beta':>6} {'weights':<15}{'dt':>9}{'bDdt':>6}"
                  f"{'frac one':>18}{'KM median':>22}{'clusters':>18}{'order':>20}"
                  f"{'G2':>26}{'G2 decay':>22}{'W2 speed':>22}"]
