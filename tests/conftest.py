@@ -86,7 +86,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 # `bench` extra; and for the `slow` real full-disk test, which mounts a small tmpfs and so needs
 # root (tests/test_write_errors.py). Everything else the suite needs is installed by
 # `pip install -e ".[test]"`, so under CI (or WFLOW_STRICT_SKIPS=1) any other skip fails the
-# session.
+# run.
 OPTIONAL_DEPENDENCIES = ("torch",)
 ALLOWED_SKIP_REASONS = OPTIONAL_DEPENDENCIES + ("needs root to mount a small tmpfs",)
 _bad_skips = []

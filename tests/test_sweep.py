@@ -26,7 +26,7 @@ from wflow.storage import io
 @pytest.fixture(scope="module")
 def dask_client():
     """One LocalCluster of 2 single-threaded worker processes for this module's tests (closed
-    after them: its idle heartbeats and memory monitors would use CPU to the session's end)."""
+    after them: its idle heartbeats and memory monitors would use CPU to the end of the run)."""
     from dask.distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

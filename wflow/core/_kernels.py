@@ -41,7 +41,7 @@ each e is added to its row sums (vector registers) and to the column sums of j (
 read-modify-write); the diagonal counts 1/2 in each. Four rows per group keep four
 exponential chains in flight: with one or two rows the loop was bound by the latency of the
 polynomial (0.8–1.3×); with four, measured 1.5–1.6× at n = 4096 and 1.2–1.3× at n = 200
-(one thread, CPU time, AVX2, 2026-11-30). Since session 16 one loop runs over every (group,
+(one thread, CPU time, AVX2, 2026-11-30). One loop runs over every (group,
 vector) of a band, written with explicit vectors (:mod:`wflow.core._simd`) and no fast-math
 flags: faster at small n, and the same bits in every compilation (:func:`_sym_band3`).
 Work items are (path, head,
@@ -93,7 +93,7 @@ paths as threads; otherwise (path, head); the thread that completes a path's las
 its per-row outputs and sums), and with several bands two per path for the pair sums and
 their band reduction, then one for the combine (the stages of :func:`_sym3`).
 
-*Threads: wflow's own pool* (:mod:`wflow.core._pool`, session 11). The passes are not numba
+*Threads: wflow's own pool* (:mod:`wflow.core._pool`). The passes are not numba
 ``prange`` loops (OpenMP regions) but jobs of a pool of ``numba.get_num_threads() − 1``
 worker threads: each pass is a ``nogil`` function ``body(role, …)`` that the calling thread
 and the workers run at once, taking items from the job's counter; the caller then waits for
@@ -212,11 +212,11 @@ def _pad_granularity():
     speed only, never the results of one machine. The padding also sets the symmetric pass's
     explicit vectors, :data:`_VQ` = padding/4 floats (:func:`_sym_band3`): with AVX2 8 floats
     (two 256-bit registers per vector, so each step has twice the exponentials in flight)
-    against 4 [session 16, ``NUMBA_CPU_NAME=znver3`` with the AVX-512 features off, one
+    against 4 [measured with ``NUMBA_CPU_NAME=znver3`` and the AVX-512 features off, one
     thread, best of 25, four alternations]: (200, 100, 3) P = 10 1.02 → 1.27–1.32·10⁹
-    pair-heads/s, (4096, 8, 3) 1.14 → 1.29–1.32·10⁹ (session 15's loop per group with
-    16: 1.27–1.32 and 1.15–1.25). Sessions 9–15 padded to 16 with AVX2 (the row pass 4%
-    faster at n = 200, where 32 pads 200 columns to 224)."""
+    pair-heads/s, (4096, 8, 3) 1.14 → 1.29–1.32·10⁹ (a loop per group padded to 16:
+    1.27–1.32 and 1.15–1.25). Padding to 16 with AVX2 makes the row pass 4% faster at
+    n = 200, where 32 pads 200 columns to 224."""
     try:
         name, feats = _target_features()
     except Exception:  # pragma: no cover - unknown target: the safe (wider) padding
@@ -254,7 +254,7 @@ def _kernel_pipeline(noalias=True):
     writes some array arguments and reads others. ``noalias`` only for functions whose array
     arguments never share memory that one of them writes (:func:`_sym_band3`).
 
-    The alignment [session 12]: the symmetric pair loop keeps more live vectors than
+    The alignment: the symmetric pair loop keeps more live vectors than
     AVX-512 has registers and spills ≈ 45 of them per iteration to its stack frame, which the
     x86-64 ABI aligns to 16 bytes only; a 64-byte spill then usually spans two cache lines.
     Where it landed depended on the caller's stack depth (the process's random stack start and
@@ -345,8 +345,8 @@ def _unowned(typingctx, arr):
     not inlined: in the symmetric pass that is dozens per (path, head) (the token rows, the
     pair loop's and the combine's arguments), each a full memory barrier, and the two threads'
     counts of a shared array (tokens, D, outputs) contend for one cache line. With NULL
-    meminfos numba's ``NRT_incref``/``NRT_decref`` return at once. Measured [session 15,
-    one process, best of 12 evaluations, alternated trees]: (200, 100, 3) P = 10 on one thread
+    meminfos numba's ``NRT_incref``/``NRT_decref`` return at once. Measured [one process, best
+    of 12 evaluations, alternated trees]: (200, 100, 3) P = 10 on one thread
     1.751/1.754 → 1.789/1.773·10⁹ pair-heads/s, on two 3.326/3.380 → 3.421/3.428; (4096, 8, 3)
     unchanged (3.68–3.70); the general pass with point masses, (200, 100, 3) P = 10, best of 25:
     51.4–56.4 → 49.6–52.2 ms. Only for a job body's arguments: the Python caller holds every
@@ -979,10 +979,10 @@ def _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own
         rs[k] = c
 
 
-#: The symmetric pass's streams by page offset [session 11]: its column loop reads the token
+#: The symmetric pass's streams by page offset: its column loop reads the token
 #: rows (3), the cosine table's rows (4) and the column sums (5 rows, read and written) at one
-#: index j (the pair weights, sessions 11–15 a row per column too, are a small table since
-#: session 16). A load whose address equals, in its low 12 bits, that of a store still in flight
+#: index j (the pair weights are a small table). A load whose address equals, in its low 12
+#: bits, that of a store still in flight
 #: (a few hundred bytes behind) waits for it ("4K aliasing"); with rows at arbitrary offsets
 #: some pair usually collides, and (4096, 8, 3) took 75–98 ms on one thread depending on
 #: where the allocator put the weights (37.6–53.7 ms on two). Now every row of these arrays
@@ -1131,7 +1131,7 @@ def _sym_flat_rows(x0, x1, x2, Dh, bl, i_lo, i_hi, npq, Q):
     ``Q[24g + 3r : 24g + 3r + 3]`` and x_i at ``Q[24g + 12 + 3r : …]`` (a group's 24 in three
     cache lines at most). Vectors of rows while they lie in the band (interleaved into the
     groups by :func:`_vstore3_groups`), then row by row with the same arithmetic, each
-    operation rounded on its own (:func:`_sym_row_q`) [session 17: 0.33 µs per head at
+    operation rounded on its own (:func:`_sym_row_q`) [measured: 0.33 µs per head at
     n = 200 in scalars, ≈ 2% of the paper case]. Returns the loop's steps: every group's
     vectors of columns from its first, _VQ⌊i/_VQ⌋, to npq."""
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
@@ -1193,9 +1193,9 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     once. When a group ends its four rows' parts go to ``Rp[i + r]`` (≥ i_hi + 3 rows of 4);
     after the last :func:`_sym_rows_out` writes ``S0 = row part + C0[i]`` etc. for every row
     of the band in one vectorised loop. Against the row pass: half the exponentials and
-    logits (1.5–1.6× at n = 4096, 1.2–1.3× at n = 200, one thread, session 9).
+    logits (1.5–1.6× at n = 4096, 1.2–1.3× at n = 200, one thread).
 
-    The Itô sums go to the column sums only [session 12]: the pass's consumers use them only
+    The Itô sums go to the column sums only: the pass's consumers use them only
     through :math:`\sum_i e^{c_h} SI_i` (uniform masses, the sum of :func:`_finish`), and
     :math:`\sum_{i,j} e_{ij}\langle x_i, x_j\rangle^2 = 2\sum_j C4_j` by symmetry (the
     diagonal's 1/2 included), so row i holds ``SI = 2·C4[i] + S0`` (when ``own``, i.e. the
@@ -1208,16 +1208,16 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     evaluations that need no Itô sum: the ledger's second pass, Runge–Kutta stages, weights
     without Brownian noise; 10–16% less time).
 
-    **One loop** over every (group, vector of columns) of the band [session 16], with
+    **One loop** over every (group, vector of columns) of the band, with
     explicit vectors: each row's sums stay lane by lane in registers across the group's
     vectors and are added across lanes when its group ends, inside the loop: all sixteen at
     once (:func:`_vhsums`, a transposing tree that stores the group's ``Rp`` rows as whole
-    vectors; per vector the order of LLVM's own reduction) [session 17: by construction
+    vectors; per vector the order of LLVM's own reduction) [by construction
     fourteen two-vector folds (two shuffles and an add each) and two vector stores per
     group, against sixteen halving trees (six each) and sixteen scalar stores: the band at
     n = 200, one thread, 20.1 → 18.7 µs per head without Itô
     sums, 21.6 → 19.9 with the table, 23.9 → 22.4 in the loop; the same bits].
-    Sessions 9–15 ran a loop per group that LLVM vectorised; at small n it is short
+    A loop per group that LLVM vectorises is short at small n
     (n = 200: 13 vectors on average) and each of its ends cost about one iteration (the
     exit, the lane sums and the next loop's start wait for the
     last iteration's chain of dependent operations: ≈ 190 instructions per step, and the
@@ -1235,8 +1235,8 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     with fast-math reassociation (its reductions needed it), which left LLVM free to fuse
     and order differently in the stages' separate compilations: with AVX2
     (``NUMBA_CPU_NAME=znver3``, AVX-512 off) the fused, chained and unfused forms and the Itô
-    variants gave different bits (six tests failed there for session 15's code; the thread
-    count chooses the form). This function has no fast-math flags (numba would add
+    variants gave different bits (the thread count chooses the form). This function has no
+    fast-math flags (numba would add
     ``reassoc`` to the intrinsics' unflagged products); its arithmetic carries its own
     (``contract`` only), and the innermost product of each chain is rounded on its own
     (:func:`_vmul_rounded`), so at most one product of a sum can become a fused multiply-add.
@@ -1472,13 +1472,13 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     operation rounded on its own: the row terms have the bits of the scalar loop. The
     partial sums of ∂_D E add each block's products lane by lane over its vectors (R rows,
     :data:`_SYM_BLOCK_ROWS`, a multiple of the vector), then across lanes by
-    :func:`_vhsum`'s fixed tree [session 17; sessions
-    9–16 summed row after row: scalar chains, and an LLVM-vectorised rows loop reading the
-    (rows, 3) arrays by stride-3 shuffles. In the whole evaluation of the paper's case,
+    :func:`_vhsum`'s fixed tree [not row after row: scalar chains, and an LLVM-vectorised
+    rows loop reading the (rows, 3) arrays by stride-3 shuffles, were slower. In the whole
+    evaluation of the paper's case,
     one thread, the combine took ≈ 1.5 ms of 22 (skipping it: 22.24 → 20.72 ms, medians of
     eight alternated fresh processes)].
 
-    The tile sums take the six entries a ≤ b and mirror them [session 15]:
+    The tile sums take the six entries a ≤ b and mirror them:
     :math:`\sum_i x_i SX_i^\top = \sum_{i,j} e_{ij} x_i x_j^\top` is symmetric (e_ij = e_ji),
     so the sum over tiles of the mirrored upper triangles is that matrix up to rounding, and
     exactly symmetric. Compiled with noalias pointer arguments (the arrays it writes,
@@ -2404,7 +2404,7 @@ def _leave(role, counter):
     """Last call of a job's body on the caller's thread: wait (at most the counter's patience)
     until no worker is between the end of its part and its next wait (``role[2]``, workers
     engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
-    would sleep on the GIL and pay a wake-up (10–30 µs on the VMs of sessions 8–11)."""
+    would sleep on the GIL and pay a wake-up (10–30 µs measured on 2-vCPU VMs)."""
     if role.size >= 3:
         t0 = _cycles()
         while _atomic_load(role, 2) > 0 and _cycles() - t0 < counter[_C_PATIENCE]:
@@ -2873,8 +2873,8 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
 #: The stages of :func:`_sym3`.
 _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 #: Rows per block of the symmetric pass's combine (a multiple of the vector): the tiles of its
-#: ∂_D E partial sums and the items of its unfused combine stage [session 17; before, tiles
-#: of 8 rows (:func:`_tile_rows`): the fused stage wrote 25 tiles per head at n = 200, each
+#: ∂_D E partial sums and the items of its unfused combine stage [tiles of 8 rows
+#: (:func:`_tile_rows`) would make the fused stage write 25 tiles per head at n = 200, each
 #: in its own cache line of a 1.8 MB array at P = 10, H = 100]. A constant: the partial sums'
 #: rounding depends on it, never on the thread count or the path batch.
 _SYM_BLOCK_ROWS = 256
@@ -2898,8 +2898,8 @@ def _sym_chunks(H):
 def _chunk_add(dst, src, m, first):
     """``dst[:, :m] = src[:, :m]`` (the first chunk) or ``+=`` (the next ones), by explicit
     loops: the array expressions' shape checks compiled numba's string formatting into
-    :func:`_sym3` (≈ 5 s of a cold cache). A call, not inlined (session 13 inlined such a
-    helper, and the suite then crashed in two of three CI runs; the cause was not found)."""
+    :func:`_sym3` (≈ 5 s of a cold cache). A call, not inlined (with such a helper
+    inlined the suite crashed in two of three CI runs; the cause was not found)."""
     for q in range(dst.shape[0]):
         d = dst[q]
         s = src[q]
@@ -2945,13 +2945,13 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
       (:func:`_sym_epilogue3`, into the chunk's accumulators ``Ac[p, chunk]``), while the
       head's row sums are in cache: in the thread's scratch ``Ss`` (one head, 9.6 KB at
       n = 200), not in the (P, H, n) arrays, whose path (0.96 MB for H = 100) evicted the
-      path's table of squared cosines from L2 at every head (session 13, one thread, six
+      path's table of squared cosines from L2 at every head (one thread, six
       alternated fresh processes: paper case 1.45 → 1.62·10⁹ pair-heads/s, (4096, 8, 3)
       1.73 → 1.83 in the same runs, a noisy hour). The thread whose item completes path p's last chunk (the
       acquire-release counter ``counter[_C_PATH + p]``) adds the chunks in order and runs the
       path's per-row outputs and its sums (:func:`_finish_path`). Items of chunks rather
       than whole paths: the paper's 10 paths of 100 heads on two threads left one thread
-      idle for up to one path at the end (session 13, six alternated fresh processes:
+      idle for up to one path at the end (six alternated fresh processes:
       2.94 → 3.08·10⁹ pair-heads/s). With a
       table slot in the scratch ``Gs`` (and an Itô sum wanted) the thread fills path p's
       table of ⟨x_i, x_j⟩² (:func:`_cos2_table`) unless it holds p's already.
@@ -2960,7 +2960,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
       counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
       combine for all rows, then its per-row outputs and sums. One job, where the
       unfused form took two (a single path n = 200, H = 10: 0.31 → 0.235 ms; n = 500, H = 100:
-      9.1 → 8.5 ms; session 10). With at least as many paths as threads the fused form is
+      9.1 → 8.5 ms). With at least as many paths as threads the fused form is
       faster (n = 200, H = 100, P = 10: 14.1 against 14.3–16.4 ms: the chained combine
       reads 100 heads' row sums back from L3).
     * ``_SYM_PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
@@ -3161,7 +3161,7 @@ def _sym3_scratch(slots, n, nps, table, rows):
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
     like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
     arena, which may return it to the system at the end of a job and fault it in again at
-    the next (session 12: (4096, 8, 3) on two threads 3.41 → 3.52·10⁹ pair-heads/s, six
+    the next ((4096, 8, 3) on two threads 3.41 → 3.52·10⁹ pair-heads/s, six
     alternated fresh processes; the paper case unchanged within the noise)."""
     npq = -(-n // _VQ) * _VQ
     per = _PAGE // 8
@@ -3220,7 +3220,7 @@ def _row_sum_arrays(P, H, n, d):
     :data:`_WORKSPACE_SHAPES` shapes (every slot is rewritten by each pass; never returned).
     Fresh arrays of this size cost their page faults at every call: ≈ 5% of a field
     evaluation at (200, 100, 3), P = 10, and ≈ 30% when calls alternate between two shapes
-    (session 10: the paired benchmark; a caller of :func:`wflow.field` on two sizes)."""
+    (the paired benchmark; a caller of :func:`wflow.field` on two sizes)."""
     return _kept("row_sums", (P, H, n, d), lambda: (
         np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)), np.empty((P, H, n))))
 

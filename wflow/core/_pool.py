@@ -2,7 +2,7 @@ r"""wflow's own worker threads for the field passes: awake between the passes of
 the machine is otherwise idle, out of the way as soon as it is not [issue: speed on shared
 machines].
 
-Why not OpenMP's. On the 2-vCPU VMs of sessions 8–11 an idle vCPU halts at once, and waking
+Why not OpenMP's. On 2-vCPU VMs an idle vCPU halts at once, and waking
 a sleeping OpenMP worker costs a futex wake, an inter-processor interrupt and the vCPU's
 return: per parallel region the calling thread started 9–13 µs late, the worker 26–30 µs,
 and the call returned 12–15 µs after its last item (spinning threads: 2, 2, 3 µs). A default
@@ -134,7 +134,7 @@ PATIENCE_US = 50.0
 #: its core for a while. If more threads are runnable on the machine than it has cores,
 #: other work wants them, and the workers stop spinning for :data:`CALM_S`; if not, the
 #: hypervisor took the whole virtual CPU, or a thread of this process the core for a moment
-#: (spinning or sleeping makes no difference to that). On the idle 2-vCPU VM of session 11 a
+#: (spinning or sleeping makes no difference to that). On an idle 2-vCPU VM a
 #: spin saw gaps over 50 µs 32 times a second (host noise), over 200 µs once in 5 s, over
 #: 500 µs never; but beside one CPU-bound process most of the spin's lost stretches were
 #: shorter than 500 µs too: with that threshold a default run beside it took 2.12–2.15× its

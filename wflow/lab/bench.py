@@ -382,7 +382,7 @@ def paired_rates(cases=PAIRED_CASES, rounds=15, exp_seconds=0.05, seed=0, beta=1
 
     from that round alone. A host whose speed drifts over minutes (a shared VM) moves the
     three measurements of a round together: within a run the quartiles of the per-round ratios
-    lie within ±3% (session 10), where ratios of medians taken minutes apart ranged 0.69–0.96.
+    lie within ±3%, where ratios of medians taken minutes apart ranged 0.69–0.96.
     Between fresh processes the (4096, 8, 3) case itself varied (2.7–3.3·10⁹ pair-heads/s,
     and 4000 tokens alike), so one run still says little: repeat it.
 

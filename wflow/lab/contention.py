@@ -99,7 +99,7 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
       reference for "no slowdown when alone".
 
     The runs alone and alone with spinning threads alternate ``repeats`` times and each keeps
-    its shortest time: two runs of one configuration differed by 7% on the VM of session 8,
+    its shortest time: two runs of one configuration differed by 7% on a shared 2-vCPU VM,
     as much as the effect measured.
 
     ``env``: the environment of the runs (default: this process'); ``progress``: called
