@@ -82,7 +82,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 
 # ---------------------------------------------------------------- no silent skips
-# A skip is allowed only for a documented optional dependency (README, "Tests"): torch, in the
+# A skip is allowed only for a documented optional dependency (docs/testing.md): torch, in the
 # `bench` extra; and for the `slow` real full-disk test, which mounts a small tmpfs and so needs
 # root (tests/test_write_errors.py). Everything else the suite needs is installed by
 # `pip install -e ".[test]"`, so under CI (or WFLOW_STRICT_SKIPS=1) any other skip fails the

@@ -36,7 +36,7 @@ def test_exp_map_vjp_matches_finite_differences():
 
 @pytest.mark.parametrize("norm,H,T", [("joint", 3, 0.32), ("none", 3, 0.08), ("head", 1, 0.32)])
 def test_jko_converges_to_explicit_first_order(norm, H, T):
-    """Three step sizes (τ = T/4, T/8, T/16: 28 JKO steps) fit the order; the README's table
+    """Three step sizes (τ = T/4, T/8, T/16: 28 JKO steps) fit the order; the user guide's table
     (experiments/gradient_flow_study.py) adds T/32."""
     taus = [T / 4, T / 8, T / 16]
     ref = wflow.simulate(jko_config(norm, H, taus[-1] / 8, T, method="rk4"))

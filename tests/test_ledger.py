@@ -41,7 +41,7 @@ def test_telescoping_identity(over):
 def test_ledger_residual_order_oscillating(method, min_order):
     """Deterministic oscillating weights (shared phase, H = 10, n = 24, T = 0.6): the ledger
     residual → 0 at order min(p, 2). The residuals (≥ 8e-7 at the finest Δt) stay far above
-    round-off; the README's table (n = 50, T = 2, four Δt) is `wflow study energy`."""
+    round-off; the user guide's table (n = 50, T = 2, four Δt) is `wflow study energy`."""
     errs = []
     dts = [0.02, 0.01, 0.005]
     for dt in dts:

@@ -43,10 +43,10 @@ def scratch_table(monkeypatch):
 
 
 def test_generated_files_are_in_sync():
-    """default.toml and the README's key reference are generated from the table
+    """default.toml and the user guide's key reference are generated from the table
     (regenerate with `python -m wflow.config write`)."""
     files = F.generated_files(ROOT)
-    assert set(files) == {ROOT / "wflow" / "data" / "default.toml", ROOT / "README.md"}
+    assert set(files) == {ROOT / "wflow" / "data" / "default.toml", ROOT / "docs" / "guide.md"}
     for path, text in files.items():
         assert path.read_text("utf-8") == text, f"{path} is stale: python -m wflow.config write"
     assert F.main(["check"]) == 0
@@ -58,7 +58,7 @@ def test_table_is_the_single_source():
     assert C.DEFAULTS == {s: {p.name: p.default for p in schema.params() if p.section == s}
                           for s in schema.sections()}
     embedded = tomllib.loads((ROOT / "wflow" / "data" / "default.toml").read_text("utf-8"))
-    readme = (ROOT / "README.md").read_text("utf-8")
+    readme = (ROOT / "docs" / "guide.md").read_text("utf-8")
     for p in schema.params():
         assert p.doc and "\n" not in p.doc, p.key
         assert embedded[p.section][p.name] == C.DEFAULT_RUN.get(p.key, p.default), p.key

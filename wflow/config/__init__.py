@@ -4,12 +4,12 @@ A run is one nested dict ``{section: {key: value}}`` (the same shape as the TOML
 Every key is one :class:`~wflow.config.schema.Param` of the table below (default, constraint,
 one-line doc, when it applies, cross-key rule). From the table come :data:`DEFAULTS`,
 :func:`validate`, the embedded default run ``wflow/data/default.toml``
-(:func:`default_toml`) and the README's key reference (:func:`markdown_reference`);
+(:func:`default_toml`) and the key reference of ``docs/guide.md`` (:func:`markdown_reference`);
 ``python -m wflow.config write`` regenerates both files. Every problem raises
 :class:`~wflow.errors.ConfigError` with a one-line message naming the dotted key, the
 offending value and what is allowed; validation never raises anything else.
 
-Choices (see also the README):
+Choices (see also ``docs/guide.md``):
 
 * Unset file paths are ``""`` and an unset layer list is ``[]``, so a validated
   configuration is always representable in TOML and in JSON.

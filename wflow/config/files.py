@@ -4,7 +4,7 @@
   (re-exported by :mod:`wflow.config`);
 * :func:`toml_document` and :func:`markdown_table` (any table of :mod:`wflow.config.schema`), and the
   two generated files of the repository: ``wflow/data/default.toml`` (:func:`default_toml`,
-  written with tomlkit) and the key reference in ``README.md`` (:func:`markdown_reference`)
+  written with tomlkit) and the key reference in ``docs/guide.md`` (:func:`markdown_reference`)
   — ``python -m wflow.config write`` regenerates them, ``check`` compares.
 """
 
@@ -240,20 +240,20 @@ def default_toml() -> str:
 
 
 def markdown_reference() -> str:
-    """The README's key reference (between ``README_MARKERS``)."""
+    """The user guide's key reference (between ``README_MARKERS``)."""
     return "\n".join([README_MARKERS[0], markdown_table(), README_MARKERS[1]])
 
 
 def generated_files(root=None) -> dict:
     """``{path: text}`` of the files generated from the table: ``wflow/data/default.toml``
-    and ``README.md`` with its key reference between ``README_MARKERS``."""
+    and ``docs/guide.md`` with its key reference between ``README_MARKERS``."""
     from pathlib import Path as _P
 
     root = _P(root) if root is not None else _P(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text("utf-8")
+    readme = (root / "docs" / "guide.md").read_text("utf-8")
     a, b = readme.index(README_MARKERS[0]), readme.index(README_MARKERS[1]) + len(README_MARKERS[1])
     return {root / "wflow" / "data" / "default.toml": default_toml(),
-            root / "README.md": readme[:a] + markdown_reference() + readme[b:]}
+            root / "docs" / "guide.md": readme[:a] + markdown_reference() + readme[b:]}
 
 
 def main(argv=None) -> int:

@@ -8,7 +8,7 @@ ordered table (like scikit-learn's ``_parameter_constraints``). From the table c
 * :func:`validate` — filling, checking and normalising a configuration, with one-line
   :class:`~wflow.errors.ConfigError` messages (``model.n = 1: must be an integer >= 2``,
   ``unknown key 'solver.dtt': did you mean 'solver.dt'?``);
-* the annotated TOML (the embedded ``wflow/data/default.toml``) and the README's key
+* the annotated TOML (the embedded ``wflow/data/default.toml``) and the user guide's key
   reference (:mod:`wflow.config.files`: ``toml_document``, ``markdown_table``).
 
 The built-in table is declared in :mod:`wflow.config`. Another module adds its own keys with
@@ -280,7 +280,7 @@ class Param:
     key : "section.name" (the TOML table and key).
     default : the value of a key left out (must pass ``check``).
     check : a constraint, ``check(key, value, cfg) -> normalised value``.
-    doc : one line, for the default TOML and the README.
+    doc : one line, for the default TOML and the user guide.
     applies : conditions (:class:`When`) under which the key has an effect; an explicit
         value other than the default where one fails is an error.
     rule : a cross-key check ``rule(cfg)`` on the normalised configuration (raises ConfigError).
