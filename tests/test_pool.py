@@ -122,6 +122,31 @@ def test_a_late_worker_touches_nothing():
     assert counter[K._C_DONE] == done[K._C_DONE]
 
 
+@TWO_THREADS
+def test_a_worker_late_for_its_job_does_not_enter_it(monkeypatch):
+    """A worker descheduled between reading the posted job and engaging in it arrives after
+    the job is over: the call has returned and its arrays (passed without reference counts
+    to the kernels) may be freed, so the worker must not enter the body; and a call returns
+    only when no worker is inside its body."""
+    calls = []
+
+    def body(role, log):
+        if role.size:
+            time.sleep(0.01)  # the worker reads the posted job meanwhile, then is late
+        log.append(("caller" if role.size else "worker", threading.get_ident()))
+
+    pool = _pool.Pool(1, 0.0)  # a sleeping worker: woken by the job, then late
+    monkeypatch.setattr(_pool, "_LATE_S", 0.05)
+    for _ in range(3):
+        pool.run(body, (calls,), 2)
+        assert pool._ctrl[2] == 0  # nobody inside the job when the call returns
+    time.sleep(0.3)  # the worker wakes late for each job it read, and must not enter
+    assert [who for who, _ in calls] == ["caller"] * 3, calls
+    monkeypatch.setattr(_pool, "_LATE_S", 0.0)
+    who, counter = _job(pool)  # the pool goes on normally
+    assert counter[K._C_DONE] == who.shape[0]
+
+
 def _batch(rng, P, n, d, H):
     X = rng.normal(size=(P, n, d))
     X /= np.linalg.norm(X, axis=2, keepdims=True)

@@ -212,6 +212,8 @@ class Pool:
                     self._sleeping -= 1
                 g = int(ctrl[0])
             job = self._job  # the running job, or None when it is over
+            if _LATE_S:  # (tests: a worker descheduled here while the job ends)
+                time.sleep(_LATE_S)
             if job is None or job[0] == seen:
                 seen = g
                 job = None
@@ -220,6 +222,9 @@ class Pool:
             if k < job[3]:
                 K._engage(ctrl, 1)
                 engaged = True
+                if self._job is not job:  # over meanwhile: its arrays may be gone (run())
+                    job = None
+                    continue
                 try:
                     job[1](_WORKER, *job[2])
                 except BaseException as e:  # the caller stops waiting and raises it
@@ -267,8 +272,18 @@ class Pool:
                                    f"{e!r}") from e
         finally:
             self._job = None
+            # No worker may still be inside the body once this returns: the body's arrays
+            # are passed without reference counts (``_unowned``) and the caller frees them.
+            # A worker engages before it checks that the job is still posted, so after
+            # ``_job = None`` a worker is either counted here or will not enter.
+            while self._ctrl[2] > 0:
+                time.sleep(0)  # (releases the GIL: the workers need it to disengage)
             self._lock.release()
 
+
+#: Seconds a worker sleeps between reading the posted job and engaging in it (0; the tests
+#: set it to make a worker arrive after its job is over).
+_LATE_S = 0.0
 
 #: The ``role`` of a worker's call of a body, and of a caller without workers.
 _WORKER = np.zeros(0, dtype=np.int64)
