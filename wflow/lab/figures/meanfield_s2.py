@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from wflow.lab._figbase import _C, _STYLE, DPI, _save
 from wflow.lab.analysis import mean_ci
+from wflow.lab.intervals import mean_interval
 
 __all__ = ["draw"]
 
@@ -32,7 +33,8 @@ def draw(res, fits, outdir, formats=("png",)):
             f = fits[float(t[r])]
             dodge = 1.04 ** (2 * j - 1)
             raw = [np.sqrt(res["w2sq_raw"][int(k)][r]) for k in res["n"]]
-            ax_w.errorbar(n * dodge, [v.mean() for v in raw], yerr=[mean_ci(v) for v in raw],
+            ax_w.errorbar(n * dodge, [v.mean() for v in raw],
+                          yerr=np.array([mean_interval(v).errorbar() for v in raw]).T,
                           fmt="o", mfc="none", ms=4, color=col, capsize=2,
                           label=f"t = {t[r]:g}: W₂(μⁿ, ν_m) raw; a = {f['w2'][0]:.3f} "
                                 f"[{f['w2'][2][0]:.3f}, {f['w2'][2][1]:.3f}]")
@@ -54,9 +56,11 @@ def draw(res, fits, outdir, formats=("png",)):
                          label=f"t = {t[r]:g}: subsample floor √F (m = {res['m']})")
             dE = [np.abs(res["dE"][int(k)][r]) for k in res["n"]]
             a, C, (lo, hi) = f["dE"]
-            ax_e.errorbar(n * dodge, [v.mean() for v in dE], yerr=[mean_ci(v) for v in dE],
+            ivs = [mean_interval(v, unit="seeds") for v in dE]  # positive: log-scale t
+            ax_e.errorbar(n * dodge, [iv.estimate for iv in ivs],
+                          yerr=np.array([iv.errorbar() for iv in ivs]).T,
                           fmt="o", ms=4, color=col, capsize=2,
-                          label=f"t = {t[r]:g}: mean over seeds ± 95% t-CI")
+                          label=f"t = {t[r]:g}: mean over seeds, {ivs[0].label}")
             ax_e.plot(n, C * n**a, "-", color=col, lw=1,
                       label=f"  fit C n^a: a = {a:.3f}, 95% CI (jackknife t) [{lo:.3f}, {hi:.3f}]")
             if res["R"] > 1:
