@@ -14,7 +14,9 @@ r"""Figures of the ``heads`` study (:mod:`wflow.lab.studies.heads`).
 Every interval is the study's :class:`~wflow.lab.intervals.Interval` and the figures print its
 label (the summary prints the same numbers with the same label).
 
-Reads the study's analysis (``Heads.analyse``), nothing else.
+Reads the study's analysis (``Heads.analyse``) and what the study hands with it (its
+families, quantities and the β × noise scan: ``Heads.figures``); it imports nothing of the
+study.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import matplotlib
 import numpy as np
 
 from wflow.lab._figbase import _C, _STYLE, DPI, _save
-from wflow.lab.studies.heads import FAMILIES, QUANTITIES, Heads
 
 __all__ = ["draw"]
 
@@ -53,11 +54,11 @@ def _fmt_b(f):
 
 def scaling(r, outdir, formats):
     groups, means, fits = r["groups"], r["means"], r["fits"]
-    fams = [f for f in FAMILIES if f in groups]
+    fams = [f for f in r["families"] if f in groups]
     with matplotlib.rc_context(_STYLE):
         fig = _fig(13.5, 4.4)
-        axes = fig.subplots(1, len(QUANTITIES), sharex=True)
-        for ax, (c, _) in zip(axes, QUANTITIES):
+        axes = fig.subplots(1, len(r["quantities"]), sharex=True)
+        for ax, (c, _) in zip(axes, r["quantities"]):
             for f in fams:
                 Hs = np.array(sorted(groups[f]), dtype=float)
                 ivs = [means[f, int(H), c] for H in Hs]
@@ -90,7 +91,7 @@ def scaling(r, outdir, formats):
 
 
 def scan(r, outdir, formats):
-    rows = [(v, b, f) for v, b, f in Heads.scan(r) if f is not None]
+    rows = [(v, b, f) for v, b, f in r["scan"] if f is not None]
     if not rows:
         return []
     colours = (_C["blue"], _C["orange"], _C["green"], _C["red"])

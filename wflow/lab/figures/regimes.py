@@ -103,11 +103,11 @@ def _heatmap(fig, ax, grid, stat, rows, cols, T, norm):
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
 
 
-def _figure_of(table, select, rows, row_label, title, T, norms):
-    """One figure: a panel per statistic; ``select(i) -> row index or None`` for table row i."""
-    from wflow.lab.studies.regimes import WEIGHT_LABELS
-
-    wnames = [w for w in WEIGHT_LABELS if w in set(table["weights"])]
+def _figure_of(table, select, rows, row_label, title, T, norms, labels):
+    """One figure: a panel per statistic; ``select(i) -> row index or None`` for table row i;
+    ``labels``: weight family → column label, in column order."""
+    present = set(table["weights"])
+    wnames = [w for w in labels if w in present] + sorted(present - set(labels))
     fig = Figure(figsize=(17.0, 7.6), dpi=DPI)
     axes = fig.subplots(2, 4)
     for k, stat in enumerate(PANELS):
@@ -118,7 +118,7 @@ def _figure_of(table, select, rows, row_label, title, T, norms):
                 continue
             grid[r, wnames.index(table["weights"][i])] = table[stat][i]
         ax = axes.flat[k]
-        _heatmap(fig, ax, grid, stat, rows, [WEIGHT_LABELS[w] for w in wnames], T, norms[stat])
+        _heatmap(fig, ax, grid, stat, rows, [labels.get(w, w) for w in wnames], T, norms[stat])
         ax.set_xlabel("weight process")
         ax.set_ylabel(row_label)
     ax = axes.flat[-1]
@@ -131,8 +131,11 @@ def _figure_of(table, select, rows, row_label, title, T, norms):
     return fig
 
 
-def draw(table, outdir, formats=("png",)):
-    """Write ``regimes_<sign>.<fmt>`` per sign and ``regimes_joint_slice.<fmt>``; the files."""
+def draw(table, outdir, formats=("png",), labels=None):
+    """Write ``regimes_<sign>.<fmt>`` per sign and ``regimes_joint_slice.<fmt>``; the files.
+    ``labels``: weight family → column label, in column order (the study's
+    ``WEIGHT_LABELS``; default: the names as they come)."""
+    labels = dict(labels or {})
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     idx = [i for i in range(len(table["point"])) if not table["halved"][i]]
@@ -154,7 +157,8 @@ def draw(table, outdir, formats=("png",)):
             fig = _figure_of(table, lambda i, s=sign, h=set(head), b=betas:
                              b.index(table["beta"][i]) if i in h else None,
                              rows, "β (inverse temperature)",
-                             f"Regime map on S², {sign}, head normalisation", T, norms)
+                             f"Regime map on S², {sign}, head normalisation", T, norms,
+                             labels)
             out += _save(fig, outdir, f"regimes_{sign}", formats)
         joint = [i for i in idx if table["normalization"][i] == "joint"]
         if joint:
@@ -164,7 +168,7 @@ def draw(table, outdir, formats=("png",)):
                    if table["beta"][i] == jb}
             fig = _figure_of(table, sel.get, [f"{n}, {s}" for n, s in keys],
                              "normalisation, sign", f"Head vs joint normalisation, β = {jb:g}",
-                             T, norms)
+                             T, norms, labels)
             out += _save(fig, outdir, "regimes_joint_slice", formats)
     return out
 

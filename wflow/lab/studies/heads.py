@@ -371,4 +371,6 @@ class Heads(Study):
     def figures(self, data, outdir, formats):
         from wflow.lab.figures import heads as fig
 
-        return fig.draw(self.analyse(data), outdir, formats)
+        r = self.analyse(data)
+        r = {**r, "families": FAMILIES, "quantities": QUANTITIES, "scan": self.scan(r)}
+        return fig.draw(r, outdir, formats)

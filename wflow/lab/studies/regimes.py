@@ -372,7 +372,7 @@ class Regimes(Study):
     def figures(self, data, outdir, formats):
         from wflow.lab.figures import regimes as fig
 
-        return fig.draw(self.table(data), outdir, formats)
+        return fig.draw(self.table(data), outdir, formats, labels=WEIGHT_LABELS)
 
 
 def _within(a, b, hw):
