@@ -18,9 +18,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from test_cli import one_line, run_cli
 from test_io import assert_same_records, status, tiny
 
-from wflow.cli import _toml, main
+from wflow.cli import _toml
 from wflow.engine import driver
 from wflow.errors import ConfigError, WriteError
 from wflow.storage import _h5, files, io
@@ -48,19 +49,6 @@ def fail_at(monkeypatch, module, name, call, partial=None):
 
     monkeypatch.setattr(module, name, fake)
     return count
-
-
-def run_cli(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_line(err):
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1 and lines[0], f"expected one stderr line, got {err!r}"
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def leftovers(folder):

@@ -551,11 +551,12 @@ def resolve(cfg_or_path=None, overrides=(), explicit=None) -> dict:
                     f"(got {typename(cfg_or_path)})")
     if overrides:
         cfg = apply_overrides(cfg, overrides)
-    if cfg_or_path is None:  # keys the embedded run leaves to their rule (a short run's records)
-        for key in ("solver.record_every",):
-            sec, k = key.split(".")
-            if key not in given and cfg.get(sec, {}).get(k) == schema.param(key).default:
-                cfg = {**cfg, sec: {kk: v for kk, v in cfg[sec].items() if kk != k}}
+    if cfg_or_path is None:  # a derived default the embedded run states is left to its rule
+        for p in schema.params():  # (e.g. record_every of a run shorter than 5 steps)
+            if (p.default_from and p.key not in given
+                    and cfg.get(p.section, {}).get(p.name) == p.default):
+                cfg = {**cfg, p.section: {k: v for k, v in cfg[p.section].items()
+                                          if k != p.name}}
     return validate(cfg, given if explicit is None else tuple(explicit))
 
 

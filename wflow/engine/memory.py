@@ -41,7 +41,7 @@ F8 = 8
 #: records buffered by the HDF5 recorder between writes (mirrors wflow.storage.io)
 BUFFER_RECORDS, BUFFER_BYTES = 64, 16 * 2**20
 #: integrator stages (field evaluations per step)
-STAGES = {"euler": 1, "heun": 2, "rk4": 4, "jko": 1}
+STAGES = {"euler": 1, "heun": 2, "rk4": 4, "ssprk3": 3, "jko": 1}
 #: rows of the per-step ledger (wflow.engine.series.STEP_LEDGER)
 N_STEP_LEDGER = 6
 #: series per record besides the snapshots (an upper bound of wflow.engine.series)

@@ -6,7 +6,8 @@ The work of a run is its number of pair terms,
 
     W = N_{\text{steps}}\, s\, P\, H\, n^2,
 
-with :math:`s` the field evaluations per step of the method (:data:`STAGES`), :math:`P` the
+with :math:`s` the field evaluations per step of the method
+(:data:`wflow.engine.memory.STAGES`), :math:`P` the
 paths, :math:`H` the heads and :math:`n` the tokens (the cells of a density run). The rate
 comes from this machine's last complete ``wflow run`` with the same backend and precision
 (saved by :func:`record` in :func:`rates_file`), or else from :data:`ROUGH_RATES`, a rough
@@ -22,10 +23,12 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["work", "estimate", "record", "rates_file", "STAGES", "ROUGH_RATES"]
+from wflow.engine.memory import STAGES
+from wflow.errors import WriteError
+from wflow.storage.files import replacing
 
-#: field evaluations per step of each method
-STAGES = {"euler": 1, "heun": 2, "rk4": 4, "ssprk3": 3, "jko": 1}
+__all__ = ["work", "estimate", "record", "rates_file", "ROUGH_RATES"]
+
 #: pair terms per second where this machine has no saved rate: a 2-core x86-64 machine,
 #: large n, float64 (the numba kernels with their fast exponential; the NumPy reference)
 ROUGH_RATES = {"numba": 5e8, "numpy": 5e6}
@@ -84,13 +87,12 @@ def record(cfg, seconds) -> None:
     data = _load()
     data[_key(cfg)] = {"rate": work(cfg) / float(seconds), "n": int(cfg["model"]["n"])}
     path = rates_file()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), "utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+        with replacing(path, sync=False) as tmp:
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True), "utf-8")
+    except (OSError, WriteError):
+        pass
 
 
 def human_seconds(sec) -> str:
