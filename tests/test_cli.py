@@ -353,7 +353,7 @@ def test_experiments_dir_and_run(tmp_path, cfg_file, capsys, monkeypatch):
 @pytest.fixture
 def fake_plotting(monkeypatch):
     calls = []
-    mod = types.ModuleType("wflow.lab.plotting")
+    mod = types.ModuleType("wflow.figures.plotting")
     mod.KINDS = ("energy", "snapshots", "density")
     mod.PlotInputError = type("PlotInputError", (ValueError,), {})
 
@@ -368,7 +368,7 @@ def fake_plotting(monkeypatch):
         return Path(out)
 
     mod.plot, mod.animate = plot, animate
-    monkeypatch.setitem(sys.modules, "wflow.lab.plotting", mod)
+    monkeypatch.setitem(sys.modules, "wflow.figures.plotting", mod)
     monkeypatch.setattr(wflow, "plotting", mod, raising=False)
     return calls
 
@@ -486,7 +486,7 @@ def test_write_errors_deep_inside_are_exit_2(tmp_path, capsys, fake_plotting, re
     def animate(path, dest, fps):
         raise OSError(errno.EROFS, "Read-only file system", str(dest))
 
-    sys.modules["wflow.lab.plotting"].animate = animate
+    sys.modules["wflow.figures.plotting"].animate = animate
     rc, _, err = run_cli(capsys, "animate", out, "-o", tmp_path / "a.gif")
     assert rc == 2
     assert one_line(err) == f"wflow: error: {tmp_path / 'a.gif'}: cannot write (Read-only file system)"
@@ -631,7 +631,7 @@ def test_help_version_and_bare_wflow(capsys):
 
 def test_plot_help_lists_the_kinds(capsys):
     from wflow.cli import PLOT_KINDS
-    from wflow.lab._figbase import KINDS
+    from wflow.figures._figbase import KINDS
 
     assert tuple(PLOT_KINDS) == KINDS
     rc, out, _ = run_cli(capsys, "plot", "--help")
@@ -679,7 +679,7 @@ def test_info_shows_the_resolved_path(tmp_path, cfg_file, capsys, monkeypatch):
 
 def test_quick_says_what_it_does(capsys):
     """`--quick` in the help points to `wflow study list`, which says each study's quick scale."""
-    from wflow.lab.studies import available_studies
+    from wflow.studies import available_studies
 
     assert main(["study", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())

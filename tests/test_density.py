@@ -246,7 +246,7 @@ def test_density_figure(tmp_path):
     colour); a particle run has no ``rho`` and gets a PlotInputError naming the kind."""
     from PIL import Image
 
-    from wflow.lab import plotting
+    from wflow.figures import plotting
 
     r = simulate(density_cfg(solver__T=0.2))
     (png,) = plotting.plot(r, kind="density", outdir=tmp_path, formats=("png",))

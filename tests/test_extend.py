@@ -10,10 +10,10 @@ import pytest
 import wflow
 from wflow.engine import driver
 from wflow.engine import series as S
-from wflow.lab.studies import STUDIES, Study, register_study, run_study, summary_table
-from wflow.lab.sweep import expand_grid
 from wflow.model.weights import WeightProcess, register_process
 from wflow.storage import io
+from wflow.studies import STUDIES, Study, register_study, run_study, summary_table
+from wflow.sweeps.sweep import expand_grid
 
 
 @register_process

@@ -1,4 +1,4 @@
-r"""Coverage of the intervals of :mod:`wflow.lab.intervals` on synthetic data shaped like the
+r"""Coverage of the intervals of :mod:`wflow.analysis.intervals` on synthetic data shaped like the
 studies' (log-normal per-path values, σ_log = 0.8, correlated across H by common random
 numbers), at 4, 10 and 30 paths.
 
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wflow.lab.intervals import (
+from wflow.analysis.intervals import (
     CONDITIONAL_X0_D0,
     MIN_BOOTSTRAP,
     Interval,
@@ -232,7 +232,7 @@ def test_jackknife_interval_is_the_unpaired_power_law():
     """The grouped jackknife of g = Σ_k w_k log(mean_k) is the unpaired power-law interval
     exactly (leaving a value out of group k moves only term k); a statistic undefined on a
     leave-one-out mean gives no interval."""
-    from wflow.lab.intervals import jackknife_interval
+    from wflow.analysis.intervals import jackknife_interval
 
     rng = np.random.default_rng([SEED, 8])
     cols = [rng.lognormal(0.0, 0.8, size=m) * h ** -1.0 for m, h in zip((5, 7, 9), (1, 4, 16))]

@@ -199,7 +199,7 @@ def test_too_big_for_the_disk_is_refused_before_anything_is_written(tmp_path, mo
     where = out if cmd in ("validate", "run") else out.parent
     what = "the result file" if cmd in ("validate", "run") else "the 2 result files"
     if cmd == "study":
-        from wflow.lab.studies import StudyOptions, get_study
+        from wflow.studies import StudyOptions, get_study
 
         what = f"the {len(get_study('energy').tasks(StudyOptions(scale='quick')))} result files"
     head = f"wflow: error: {where}: {what} needs about "

@@ -1,4 +1,4 @@
-"""Figures and animations (wflow.lab.plotting): headless rendering, sizes, fits, frame counts."""
+"""Figures and animations (wflow.figures.plotting): headless rendering, sizes, fits, frame counts."""
 
 import sys
 import types
@@ -10,7 +10,7 @@ from PIL import Image  # pillow: a dependency of wflow (GIF animations)
 
 import wflow
 from wflow.engine import driver
-from wflow.lab import plotting
+from wflow.figures import plotting
 
 
 def _cfg(d=3, heads=3, **over):
@@ -414,7 +414,7 @@ def test_layout_problems_sees_clipped_text_and_data_off_the_axes(tmp_path, monke
     than the canvas and an error bar running off the axes are found; a clean figure passes."""
     from matplotlib.figure import Figure
 
-    from wflow.lab import _figbase
+    from wflow.figures import _figbase
 
     def fig_with(title="ok", bar=0.1):
         fig = Figure(figsize=(3, 2), dpi=100, layout="constrained")
@@ -439,7 +439,7 @@ def test_figure_context_marks_and_reports(tmp_path):
     """Inside ``figure_context`` a figure carries the mark and each file is reported."""
     from matplotlib.figure import Figure
 
-    from wflow.lab import _figbase
+    from wflow.figures import _figbase
 
     seen = []
     fig = Figure(figsize=(3, 2), dpi=100, layout="constrained")

@@ -190,7 +190,7 @@ def test_s2_density_figure(tmp_path):
     """The coloured-mesh figure of an S² density run: one PNG, the mesh rebuilt from the
     file's configuration (same cell count as rho)."""
     from wflow.engine.driver import run_to_file
-    from wflow.lab import plotting
+    from wflow.figures import plotting
 
     cfg = _s2_config(0.05, T=0.2, **{"density.cells": 120, "output.store_tokens": True})
     run_to_file(cfg, tmp_path / "s2.h5")

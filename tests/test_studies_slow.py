@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import wflow
-from wflow.lab.analysis import fit_power_law, head_scaling_data
-from wflow.lab.studies import StudyOptions, get_study
+from wflow.analysis.results import fit_power_law, head_scaling_data
+from wflow.studies import StudyOptions, get_study
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wflow.lab import plotting
-from wflow.lab.analysis import head_scaling_data
-from wflow.lab.studies import get_study, run_study
+from wflow.analysis.results import head_scaling_data
+from wflow.figures import plotting
+from wflow.studies import get_study, run_study
 
 
 # ------------------------------------------------------------------------- the quick claim
@@ -20,7 +20,7 @@ def test_quick_claim_ou_exponent(tmp_path, monkeypatch):
     at T = 3 for every seed (−0.38 to 0.29: the heads have not relaxed to one trajectory),
     so no bound on it is claimed here. The figure's legend and the summary print the same
     interval with the same label."""
-    from wflow.lab.figures import heads as fig
+    from wflow.figures import heads as fig
 
     legends = []
     real = fig._save

@@ -5,8 +5,8 @@ explicit schemes' energy can rise where JKO's cannot."""
 import numpy as np
 import pytest
 
-from wflow.lab.studies import run_study
-from wflow.lab.studies.jko_study import jko_data, max_rise, observed_order
+from wflow.studies import run_study
+from wflow.studies.jko_study import jko_data, max_rise, observed_order
 
 
 @pytest.fixture(scope="module")

@@ -203,7 +203,7 @@ def test_paper_target_from_config():
 def test_laplacian_study_quick(tmp_path):
     """The quick study: every number resolved (Δt halved moves it by less than its
     interval), the ANOVA identity in the files, and the V = ±I pairs equal row for row."""
-    from wflow.lab.studies import run_study
+    from wflow.studies import run_study
 
     res = run_study("laplacian", tmp_path, scale="quick", formats=("png",))
     t = res.table
@@ -227,7 +227,7 @@ def test_refine_reruns_a_point_at_dt_over_4_first_order(tmp_path, monkeypatch):
     first order, so the change of the total variance at T halves with the step:
     |v(Δt/2) − v(Δt/4)| ≈ |v(Δt) − v(Δt/2)| / 2 (ratio 1.6–2.5). (The bootstrap of the
     batch intervals is replaced by a constant: it is not what this test checks.)"""
-    from wflow.lab.studies import StudyOptions, get_study, laplacian, run_study
+    from wflow.studies import StudyOptions, get_study, laplacian, run_study
 
     monkeypatch.setattr(laplacian, "anova_ci", lambda X, labels: np.zeros(len(laplacian.BATCH)))
     st = get_study("laplacian")
@@ -256,10 +256,10 @@ def test_same_path_runs_reproduce_the_run_and_converge_at_first_order(tmp_path):
     """same_path_runs drives Δt, Δt/2, Δt/4 with the run's own Brownian path: the Δt run is
     the study's run (the file) to 1e-12, and with one path the final tokens converge at strong
     order 1 (additive noise): |X(Δt) − X(Δt/2)| / |X(Δt/2) − X(Δt/4)| within 1.6–2.5."""
-    from wflow.lab.studies import StudyOptions, get_study
-    from wflow.lab.studies.laplacian import same_path_runs
-    from wflow.lab.sweep import run_sweep
     from wflow.storage.io import read
+    from wflow.studies import StudyOptions, get_study
+    from wflow.studies.laplacian import same_path_runs
+    from wflow.sweeps.sweep import run_sweep
 
     tasks = get_study("laplacian").tasks(StudyOptions(scale="quick"))
     name, cfg = next((n, c) for n, c in tasks if c["solver"]["dt"] == 0.02

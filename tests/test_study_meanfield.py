@@ -7,8 +7,9 @@ import pytest
 
 from wflow.core.circle_fv import CircleGrid
 from wflow.engine.run import Simulation
-from wflow.lab.studies import get_study, run_study
-from wflow.lab.studies.meanfield import (
+from wflow.model.density import initial_density
+from wflow.studies import get_study, run_study
+from wflow.studies.meanfield import (
     MEANFIELD_BASE,
     circle_angles,
     density_points,
@@ -17,7 +18,6 @@ from wflow.lab.studies.meanfield import (
     meanfield_errors,
     w2_circle,
 )
-from wflow.model.density import initial_density
 
 
 @pytest.mark.parametrize("alpha", [1e-3, 0.2, 1.0])

@@ -4,8 +4,8 @@ floor-corrected fit recovering a known exponent, and the quick study's rate in n
 import numpy as np
 import pytest
 
-from wflow.lab.studies import get_study, run_study
-from wflow.lab.studies.meanfield_s2 import (
+from wflow.studies import get_study, run_study
+from wflow.studies.meanfield_s2 import (
     _fit_floor,
     meanfield_s2_errors,
     meanfield_s2_fits,

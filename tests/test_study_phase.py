@@ -18,11 +18,11 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 import wflow
-from wflow.lab.studies import StudyData, available_studies, run_study
-from wflow.lab.studies.phase import Phase, half_time, half_time_interval
-from wflow.lab.sweep import run_sweep
 from wflow.model import diagnostics as dg
 from wflow.storage.io import read
+from wflow.studies import StudyData, available_studies, run_study
+from wflow.studies.phase import Phase, half_time, half_time_interval
+from wflow.sweeps.sweep import run_sweep
 
 
 def _circle(angles):

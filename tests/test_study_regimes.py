@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from wflow.lab.studies import run_study
-from wflow.lab.studies.regimes import (
+from wflow.studies import run_study
+from wflow.studies.regimes import (
     C_STEP,
     DT_MAX,
     G2_FLOOR,
@@ -139,8 +139,8 @@ def test_quick_mode_ascent_collapses_descent_does_not(tmp_path):
 
 def test_heat_maps_from_a_table(tmp_path):
     """One figure per sign and the joint slice, PNG under 300 kB; "> T" and NaN cells drawn."""
-    from wflow.lab.figures.regimes import PANELS, draw
-    from wflow.lab.studies.regimes import Regimes
+    from wflow.figures.regimes import PANELS, draw
+    from wflow.studies.regimes import Regimes
 
     rows = [(n, s, b, w) for s in ("descent", "ascent") for b in (1.0, 4.0)
             for w in ("frozen_identity", "ou2") for n in ("head",)]
@@ -170,9 +170,9 @@ def test_heat_maps_from_a_table(tmp_path):
 def test_heat_maps_share_one_scale_per_statistic(tmp_path, monkeypatch):
     """One cell per figure (the quick study's shape): one cluster in one figure and sixteen
     in another get different colours, from one colour scale per statistic across figures."""
-    from wflow.lab import _figbase
-    from wflow.lab.figures.regimes import PANELS, draw
-    from wflow.lab.studies.regimes import Regimes
+    from wflow.figures import _figbase
+    from wflow.figures.regimes import PANELS, draw
+    from wflow.studies.regimes import Regimes
 
     figs = []
     real = _figbase._save
@@ -202,8 +202,8 @@ def test_ou_halving_cells_get_a_pathwise_partner():
     seed, same Brownian path: tests/test_weights.py), and the refined run is a check run,
     not a cell of the map."""
     from wflow import config as C
-    from wflow.lab.studies import get_study
-    from wflow.lab.studies.regimes import is_refined
+    from wflow.studies import get_study
+    from wflow.studies.regimes import is_refined
 
     st = get_study("regimes")
     tasks = dict(st.variants(st.base("full"), "full"))

@@ -4,10 +4,10 @@ head-scaling figure; per-path draws; one-path families by batch means."""
 import numpy as np
 import pytest
 
-from wflow.lab import plotting
-from wflow.lab.analysis import head_scaling_data
-from wflow.lab.intervals import CONDITIONAL_X0_D0, batch_means_interval, power_law_interval
-from wflow.lab.studies import get_study
+from wflow.analysis.intervals import CONDITIONAL_X0_D0, batch_means_interval, power_law_interval
+from wflow.analysis.results import head_scaling_data
+from wflow.figures import plotting
+from wflow.studies import get_study
 
 H = np.array([1.0, 10.0, 100.0])
 
@@ -78,7 +78,7 @@ def test_figure_and_summary_carry_the_same_interval(tmp_path, monkeypatch):
 
 def test_head_scaling_compare_figure(tmp_path):
     """The cross-sphere figure: one PNG < 300 kB with a series per (sphere, family)."""
-    from wflow.lab.figures.section6 import head_scaling_compare
+    from wflow.figures.section6 import head_scaling_compare
 
     rows = [dict(sphere=s, family=f, H=list(H), G2=list(0.4 * H ** b), ci=[0.01, np.nan, 1e-4],
                  a=0.4, b=b, b_ci=0.05) for s in ("S²", "S⁴") for f, b in (("ou", -1.0),

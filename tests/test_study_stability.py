@@ -8,10 +8,10 @@ import pytest
 
 from wflow.core import sphere
 from wflow.engine.run import perturb_tokens, perturb_weights
-from wflow.lab.studies import run_study
-from wflow.lab.studies.stability import coincidence, fit_rates, stability_curves
 from wflow.model.diagnostics import geodesic, geodesic_pairwise, w2_geodesic
 from wflow.model.processes import OrnsteinUhlenbeck
+from wflow.studies import run_study
+from wflow.studies.stability import coincidence, fit_rates, stability_curves
 
 mpmath.mp.dps = 50
 

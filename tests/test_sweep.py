@@ -10,7 +10,8 @@ import pytest
 from conftest import small_config
 
 from wflow.errors import ConfigError
-from wflow.lab.studies import (
+from wflow.storage import io
+from wflow.studies import (
     STUDIES,
     Study,
     StudyOptions,
@@ -19,8 +20,7 @@ from wflow.lab.studies import (
     run_study,
     summary_table,
 )
-from wflow.lab.sweep import expand_grid, run_sweep
-from wflow.storage import io
+from wflow.sweeps.sweep import expand_grid, run_sweep
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ class TinyStudy(Study):
         return summary_table(data, ("energy", "ledger_residual"))
 
     def figures(self, data, outdir, formats):
-        from wflow.lab.studies._base import _run_figures
+        from wflow.studies._base import _run_figures
 
         return _run_figures(data.paths, outdir, formats, ["G2"])
 
@@ -324,7 +324,7 @@ def test_summary_identical_across_executors_and_batches(tmp_path, dask_client, m
     assert np.all(np.isfinite(s["G2"].values)) and np.all(np.isfinite(s["ledger_residual"]))
     _same_summary(s, k1.summary)
     _same_summary(s, kall.summary)
-    from wflow.lab.sweep import read_summary
+    from wflow.sweeps.sweep import read_summary
 
     _same_summary(s, read_summary(tmp_path / "k1"))
     header = (tmp_path / "k1" / "sweep_summary.csv").read_text().splitlines()[0].split(",")
@@ -368,7 +368,7 @@ def test_rerun_computes_only_missing_tasks(tmp_path, mc_serial):
     skips the complete batch, resumes the partial one, runs the others."""
     from wflow.engine import driver, series
     from wflow.engine.run import Simulation
-    from wflow.lab.sweep import _part, _plan, run_task
+    from wflow.sweeps.sweep import _part, _plan, run_task
 
     tasks = _mc_tasks(**{"model.heads": [1, 2]})
     points = _plan(tasks, tmp_path, 2)
@@ -453,8 +453,8 @@ def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
     import threading
     import types
 
-    from wflow.lab import sweep as sw
     from wflow.storage._h5 import _Lock
+    from wflow.sweeps import sweep as sw
 
     name, cfg = _tasks()[0]
     path = tmp_path / f"{name}.h5"

@@ -231,7 +231,7 @@ def test_full_disk_in_a_sweep(tmp_path, capsys, monkeypatch):
     assert not list(out.glob("*.h5"))  # no final name for a run that is not complete
     monkeypatch.undo()
     # the summary: half a CSV under the temporary name, then the disk is full
-    from wflow.lab import sweep_summary
+    from wflow.sweeps import summary as sweep_summary
 
     class HalfWriter:
         def __init__(self, fh):
@@ -253,7 +253,7 @@ def test_full_disk_in_a_sweep(tmp_path, capsys, monkeypatch):
 
 
 def test_full_disk_in_study_summaries(tmp_path, monkeypatch):
-    from wflow.lab.studies import _base
+    from wflow.studies import _base
 
     real = Path.write_text
 
@@ -389,7 +389,7 @@ def test_a_real_full_disk_keeps_the_last_checkpoint(small_disk, tmp_path, capsys
     rc, stdout, _ = run_cli(capsys, "info", out)
     assert rc == 0 and "interrupted at step 5 of 20" in stdout
     # a figure onto the full disk: refused, nothing left under its name
-    from wflow.lab import plotting
+    from wflow.figures import plotting
 
     with pytest.raises(WriteError, match=f"G2.png: cannot write \\({ENOSPC}\\)"):
         plotting.plot(ref, "G2", small_disk / "plots", formats=("png",))
@@ -429,7 +429,7 @@ def test_full_disk_in_a_dask_sweep(tmp_path, monkeypatch):
     """Dask: the task's WriteError stops the sweep (one line), not one failure per point."""
     from dask.distributed import Client
 
-    from wflow.lab.sweep import expand_grid, run_sweep
+    from wflow.sweeps.sweep import expand_grid, run_sweep
 
     base = tiny(**{"solver.T": 0.05, "model.n": 8})
     tasks = expand_grid(base, {"model.heads": [1, 2]}, name="d")

@@ -6,6 +6,10 @@ Public API::
     wflow.field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None)
     wflow.simulate(config) -> Result
     wflow.run_sweep(base, grid, outdir, executor="serial", paths_per_task=None, ...) -> xarray.Dataset
+
+This module is the public facade, above the layers (README, "Layout"): it imports the model at
+import time and the engine and the sweeps inside ``simulate`` and ``run_sweep``; no module of
+the package imports it (an import-linter contract), so these imports close no circle.
 """
 
 import logging
@@ -56,9 +60,9 @@ def simulate(config=None, overrides=(), recorder=None, progress=False):
 
 def run_sweep(base, grid, outdir="sweep", executor="serial", paths_per_task=None, **kw):
     """Run a parameter sweep, return its summary ``xarray.Dataset``; see
-    :func:`wflow.lab.sweep.sweep` (``address``, ``n_workers``, ``client``, ``streams``, ``name``,
+    :func:`wflow.sweeps.sweep.sweep` (``address``, ``n_workers``, ``client``, ``streams``, ``name``,
     ``overwrite``, ``progress``)."""
-    from wflow.lab.sweep import sweep as _sweep
+    from wflow.sweeps.sweep import sweep as _sweep
 
     return _sweep(base, grid, outdir, executor=executor, paths_per_task=paths_per_task, **kw)
 

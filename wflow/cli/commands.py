@@ -245,7 +245,7 @@ def _load_plotting():
     import importlib
 
     try:
-        return importlib.import_module("wflow.lab.plotting")
+        return importlib.import_module("wflow.figures.plotting")
     except ImportError as exc:
         raise WflowError(f"plotting is not available ({exc})") from None
 
@@ -447,7 +447,7 @@ def cmd_bench(args) -> int:
 # ---------------------------------------------------------------------- parser
 def cmd_study(args) -> int:
     from wflow.config import resolve
-    from wflow.lab.studies import StudyOptions, available_studies, get_study, run_study
+    from wflow.studies import StudyOptions, available_studies, get_study, run_study
 
     if args.name == "list":
         studies = available_studies()
@@ -494,7 +494,7 @@ def _grid_arg(text):
 
 def cmd_sweep(args) -> int:
     from wflow.config import resolve
-    from wflow.lab.sweep import expand_grid, run_sweep
+    from wflow.sweeps.sweep import expand_grid, run_sweep
 
     base = resolve(args.config, args.set or [])
     grid = {}
@@ -533,7 +533,7 @@ EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback; also an o
           "that cannot be used); 1 a failed run, a write the machine could not complete (no space "
           "left, an I/O error) or an internal error. The model: docs/model.md.")
 
-#: the figure kinds of ``wflow plot`` (wflow.lab.plotting.KINDS; listed here so that --help
+#: the figure kinds of ``wflow plot`` (wflow.figures.plotting.KINDS; listed here so that --help
 #: does not import matplotlib)
 PLOT_KINDS = {
     "snapshots": "the tokens on the sphere at six times",

@@ -1,4 +1,3 @@
-"""What researchers do with runs: analysis of result series (``analysis``), figures and
-animations (``plotting``, ``animation``; the only matplotlib users), studies (``studies``),
-sweeps serial or on Dask (``sweep``) and benchmarks (``bench``). May import every layer
-below; only the CLI imports it."""
+"""The benchmarks (``bench``, ``contention``; ``wflow bench``), until they leave the package.
+The studies, figures, analysis and sweeps are packages of their own (:mod:`wflow.studies`,
+:mod:`wflow.figures`, :mod:`wflow.analysis`, :mod:`wflow.sweeps`)."""

@@ -244,3 +244,27 @@ def w2_geodesic(X, Y, return_plan=False):
     plan = ot.emd(a, b, C)
     w2 = float(np.sqrt(max(np.sum(plan * C), 0.0)))
     return (w2, plan) if return_plan else w2
+
+
+def transport_cost(a, b, C):
+    r"""The optimal transport cost :math:`\min_{\pi\in\Pi(a, b)} \sum_{ij} \pi_{ij} C_{ij}` by
+    POT's network simplex (``ot.emd2``, exact up to round-off); wflow's studies reach POT
+    through this function and :func:`circle_w2_squared`.
+
+    Raises ``RuntimeError`` when the solver reports a problem (iteration limit, infeasible).
+    """
+    import ot
+
+    cost, log = ot.emd2(a, b, C, numItermax=10**9, log=True)
+    if log.get("warning"):
+        raise RuntimeError(f"ot.emd2: {log['warning']}")
+    return float(cost)
+
+
+def circle_w2_squared(u, v, w_u=None, w_v=None):
+    r""":math:`W_2^2` on the circle of circumference 1 between the columns of ``u`` (n, B) and
+    ``v`` (m, B), coordinates in [0, 1) (weights of the same shapes, None: uniform), by
+    ``ot.wasserstein_circle`` (p = 2, binary search in the shift stopped at 1e-9); shape (B,)."""
+    import ot
+
+    return np.asarray(ot.wasserstein_circle(u, v, w_u, w_v, p=2, eps=1e-9), dtype=float)

@@ -1,6 +1,0 @@
-"""Figures of the studies, one module per study (``wflow.lab.figures.<study>``).
-
-Like :mod:`wflow.lab.plotting` they import matplotlib (through :mod:`wflow.lab._figbase`:
-the Agg canvas, no pyplot) and read only what the study hands them (its summary table, the
-sweep summary or result files); the study modules import them lazily inside ``figures``.
-"""
