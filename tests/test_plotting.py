@@ -10,7 +10,7 @@ from PIL import Image  # pillow: a dependency of wflow (GIF animations)
 
 import wflow
 from wflow.engine import driver
-from wflow.figures import plotting
+from wflow.figures import _figbase, plotting
 
 
 def _cfg(d=3, heads=3, **over):
@@ -86,7 +86,7 @@ def test_every_kind_renders(res3, tmp_path, monkeypatch):
         return [Path(outdir) / f"{kind}.{fmt}" for fmt in formats]
 
     with monkeypatch.context() as m:
-        m.setattr(plotting, "_save", capture)
+        m.setattr(_figbase, "_save", capture)
         files = plotting.plot((res3.config, res3.arrays), kind="all", outdir=tmp_path / "png",
                               formats=("png",))
     assert sorted(f.name for f in files) == sorted(f"{k}.png" for k in PARTICLE_KINDS)
@@ -300,14 +300,14 @@ def test_hdf5_round_trip(h5_run, tmp_path):
 def figs(monkeypatch):
     """The figures drawn (saved as usual), by kind."""
     drawn = {}
-    save = plotting._save
+    save = _figbase._save
 
     def capture(fig, outdir, kind, formats):
         out = save(fig, outdir, kind, formats)  # draws the canvas
         drawn[kind] = fig
         return out
 
-    monkeypatch.setattr(plotting, "_save", capture)
+    monkeypatch.setattr(_figbase, "_save", capture)
     return drawn
 
 
@@ -322,7 +322,7 @@ def built(monkeypatch):
         made[kind] = fig
         return [Path(outdir) / f"{kind}.{fmt}" for fmt in formats]
 
-    monkeypatch.setattr(plotting, "_save", capture)
+    monkeypatch.setattr(_figbase, "_save", capture)
     return made
 
 

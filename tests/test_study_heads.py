@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from wflow.analysis.results import head_scaling_data
-from wflow.figures import plotting
+from wflow.figures import _figbase, plotting
 from wflow.studies import get_study, run_study
 
 
@@ -57,8 +57,8 @@ def test_head_scaling_few_paths_no_interval(tmp_path, monkeypatch, P):
     log axis spanned ten decades) and the legend says there is no interval, with no other
     ± on b (one path gets batch means: ``tests/test_study_section6.py``)."""
     figs = []
-    real = plotting._save
-    monkeypatch.setattr(plotting, "_save", lambda fig, *a: figs.append(fig) or real(fig, *a))
+    real = _figbase._save
+    monkeypatch.setattr(_figbase, "_save", lambda fig, *a: figs.append(fig) or real(fig, *a))
     rng = np.random.default_rng(P)
     srcs = [_source(H, P, rng) for H in (1, 10, 100)]
     assert np.all(np.isnan(head_scaling_data(srcs)["low"]))

@@ -6,7 +6,7 @@ import pytest
 
 from wflow.analysis.intervals import CONDITIONAL_X0_D0, batch_means_interval, power_law_interval
 from wflow.analysis.results import head_scaling_data
-from wflow.figures import plotting
+from wflow.figures import _figbase, plotting
 from wflow.studies import get_study
 
 H = np.array([1.0, 10.0, 100.0])
@@ -61,8 +61,8 @@ def test_figure_and_summary_carry_the_same_interval(tmp_path, monkeypatch):
     """The head-scaling figure's legend prints b with the interval and label the summary
     uses; two paths: no bar, and the label says so (no least-squares ± anywhere)."""
     texts = []
-    real = plotting._save
-    monkeypatch.setattr(plotting, "_save", lambda f, *a: texts.extend(
+    real = _figbase._save
+    monkeypatch.setattr(_figbase, "_save", lambda f, *a: texts.extend(
         t.get_text().replace("\n    ", " ") for t in f.legends[0].get_texts()) or real(f, *a))
     rng = np.random.default_rng(3)
     srcs = [_src(h, 6, rng) for h in H]
