@@ -241,12 +241,12 @@ def test_info_complete_and_partial(tmp_path, cfg_file, capsys, monkeypatch, resu
 def test_info_says_live_while_a_writer_holds_the_file(tmp_path, cfg_file, capsys, monkeypatch):
     import os
 
-    from wflow.storage import _h5
+    from wflow.storage import _locks
 
     partial = tmp_path / "p.h5"
     _fail_after_calls(monkeypatch, 15, interrupt=True)
     assert run_cli(capsys, "run", cfg_file, "-o", partial, "-q")[0] == 1
-    lock = _h5._Lock(partial).acquire(partial)  # as a running `wflow run` holds it
+    lock = _locks._Lock(partial).acquire(partial)  # as a running `wflow run` holds it
     try:
         rc, stdout, _ = run_cli(capsys, "info", partial)
         assert rc == 0
@@ -260,7 +260,7 @@ def test_info_says_live_while_a_writer_holds_the_file(tmp_path, cfg_file, capsys
     rc, stdout, _ = run_cli(capsys, "info", partial)
     assert "status         interrupted at step 4 of 20" in stdout
     # asking did not disturb the lock: a writer takes the file again
-    _h5._Lock(partial).acquire(partial).release()
+    _locks._Lock(partial).acquire(partial).release()
 
 
 def test_info_labels_the_last_column_with_its_time(tmp_path, cfg_file, capsys, monkeypatch):

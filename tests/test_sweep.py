@@ -453,7 +453,7 @@ def test_second_attempt_waits_for_the_first(tmp_path, monkeypatch):
     import threading
     import types
 
-    from wflow.storage._h5 import _Lock
+    from wflow.storage._locks import _Lock
     from wflow.sweeps import sweep as sw
 
     name, cfg = _tasks()[0]

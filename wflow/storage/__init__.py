@@ -1,5 +1,7 @@
-"""Storage only: HDF5 result files (records, checkpoints, reading, ``io``; low-level helpers
-in ``_h5``), input arrays from .npz/.h5 files, and safe writing (``files``: a temporary name
-renamed when complete, write errors in one line). Imports nothing of the model, the
-configuration, the stepping or the engine: records and checkpoints arrive as plain mappings
-of arrays, descriptions as a callable."""
+"""Storage only, and the one door to h5py: HDF5 result files (``io``: the recorder, checkpoints,
+resume; ``reading``: result files, input arrays from .npz/.h5, xarray, joining batches;
+low-level helpers in ``_h5``, the disk reservation and the writers' lock in ``_locks``), column
+tables (``tables``: a sweep's summary) and safe writing (``files``: a temporary name renamed
+when complete, write errors in one line). Imports nothing of the model, the configuration, the
+stepping or the engine: records and checkpoints arrive as plain mappings of arrays,
+descriptions as a callable."""

@@ -1,11 +1,11 @@
 r"""Low-level HDF5 helpers of the result files (see :mod:`wflow.storage.io` for the layout and the
-checkpoint protocol): opening with retries, the writers' lock, record datasets, checkpoint
-slots. Storage only: nothing here knows the model or the run loop."""
+checkpoint protocol): opening with retries, record datasets, checkpoint slots (the disk
+reservation and the writers' lock: :mod:`wflow.storage._locks`). Storage only: nothing here
+knows the model or the run loop."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import functools
 import json
 import logging
@@ -204,128 +204,6 @@ def _stored_config(f, path: Path) -> dict:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: stored configuration is not a table")
     return cfg
-
-
-def _reserve(path: Path, nbytes: int):
-    """Allocate ``nbytes`` of disk past the end of ``path`` before HDF5 writes to it.
-
-    HDF5 extends a file at its end; a write the disk refuses halfway leaves its metadata in
-    an inconsistent state (the file no longer opens). With the space allocated first
-    (``posix_fallocate``), a full disk is an ``OSError(ENOSPC)`` raised here, before anything
-    is written: the file stays exactly as the last flush left it. HDF5 writes into the
-    reserved space and trims what it did not use when the file is closed. A file system
-    that cannot preallocate is written without the reservation.
-    """
-    if nbytes <= 0 or not hasattr(os, "posix_fallocate"):
-        return
-    fd = os.open(path, os.O_RDWR)
-    try:
-        size = os.fstat(fd).st_size
-        try:
-            os.posix_fallocate(fd, size, int(nbytes))
-        except OSError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                return
-            try:  # give back what a partial allocation took
-                os.ftruncate(fd, size)
-            except OSError:
-                pass
-            raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from None
-    finally:
-        os.close(fd)
-
-
-def lock_holder(path) -> int | None:
-    """The pid of the wflow process writing ``path`` (holding its ``<path>.lock``), or None.
-
-    The lock file is only read and probed with a shared non-blocking ``flock`` for an instant
-    (never created or removed); a writer taking the lock at that instant tries again.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return None
-    try:
-        fd = os.open(f"{path}.lock", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            text = os.read(fd, 32).decode("ascii", "replace").strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _flock_briefly_retried(fd, fcntl):
-    """``flock(LOCK_EX | LOCK_NB)``, tried again twice after a few milliseconds: a reader
-    asking whether the file is live (:func:`lock_holder`) holds a shared lock for an instant."""
-    for delay in (0.005, 0.05, None):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError:
-            if delay is None:
-                raise
-            time.sleep(delay)
-
-
-class _Lock:
-    """Advisory exclusive lock on ``<path>.lock`` (no-op where fcntl is missing)."""
-
-    def __init__(self, path: Path):
-        self.path = Path(f"{path}.lock")
-        self.fd = None
-
-    def acquire(self, target: Path):
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows
-            return self
-        for _ in range(5):
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise ConfigError(f"{target}: cannot create the lock file {self.path} "
-                                  f"({exc.strerror or type(exc).__name__})") from None
-            try:
-                _flock_briefly_retried(fd, fcntl)
-            except OSError:
-                try:
-                    other = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
-                finally:
-                    os.close(fd)
-                raise FileExistsError(
-                    f"{target} is being written by another wflow process (pid {other})"
-                ) from None
-            try:  # the previous holder may have unlinked the lock file meanwhile
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-            except OSError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        else:  # pragma: no cover
-            raise FileExistsError(f"{target}: cannot lock {self.path}")
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self.fd = fd
-        return self
-
-    def release(self):
-        if self.fd is None:
-            return
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-        os.close(self.fd)
-        self.fd = None
-
 
 
 def _generic_description(name):

@@ -45,7 +45,7 @@ Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
 A full disk (or a disk quota) never leaves a file that does not read back: before each write
 the space it can take (the chunks its records start, a checkpoint slot's arrays when the slot
 is new, a margin for HDF5's own structures) is allocated past the end of the file with
-``posix_fallocate`` (:func:`~wflow.storage._h5._reserve`), and HDF5 writes into it, trimming
+``posix_fallocate`` (:func:`~wflow.storage._locks._reserve`), and HDF5 writes into it, trimming
 the rest when the file closes. A refused allocation raises before HDF5 touches the file, so
 the file stays as its last flush left it: resumable from its newest complete checkpoint once
 space is freed. This was chosen over a checkpoint in a sidecar file (written to a temporary
@@ -96,7 +96,6 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _generic_description,
     _git,
     _jsonable,
-    _Lock,
     _looks_hdf5,
     _machine,
     _mark_complete,
@@ -105,14 +104,13 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _open_read,
     _open_write,
     _record_keys,
-    _reserve,
     _stored_config,
     _verify,
     _versions,
     _with_file,
     _write_slot,
-    lock_holder,
 )
+from wflow.storage._locks import _Lock, _reserve, lock_holder  # noqa: F401  (lock_holder: public here)
 from wflow.storage.files import errno_of, write_error
 
 log = logging.getLogger(__name__)
@@ -154,34 +152,6 @@ def _checkpoint_bytes(ckpt, fresh: bool) -> int:
         else:
             arrays.append(np.asarray(v).nbytes)
     return (sum(arrays) if fresh else 0) + 4096 * len(arrays) + 2 * text + 64
-
-
-def _damage(path) -> str | None:
-    """One line saying why the result file ``path`` cannot be resumed (it does not read back),
-    or None when it reads back cleanly."""
-    try:
-        _with_file(path, lambda f: _verify(f, path), attempts=3)
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
-def file_status(path) -> str | None:
-    """``None`` (no file), ``"complete"``, ``"running"``, ``"failed"`` (a numerical failure:
-    nothing to resume) or ``"foreign"`` (not a wflow result)."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    if path.is_dir() or not _looks_hdf5(path):
-        return "foreign"
-    try:
-        with _open_read(path, retries=5) as f:
-            if _attr_str(f.attrs.get("format", "")) not in READABLE_FORMATS:
-                return "foreign"
-            st = _attr_str(f.attrs.get("status"))
-            return st if st in (COMPLETE, FAILED) else RUNNING
-    except (ConfigError, OSError):
-        return "foreign"
 
 
 # --------------------------------------------------------------------------------------
@@ -323,7 +293,7 @@ class H5Recorder:
     @contextlib.contextmanager
     def _writing(self, reserve: int = 0):
         """The file opened for writing, with the space of the buffered records and
-        ``reserve`` more bytes allocated first (:func:`~wflow.storage._h5._reserve`); an OS
+        ``reserve`` more bytes allocated first (:func:`~wflow.storage._locks._reserve`); an OS
         or HDF5 write error becomes one line naming the file
         (:func:`wflow.storage.files.write_error`)."""
         try:
@@ -499,23 +469,6 @@ def create(path, config, overwrite=False, header=None, describe=None) -> H5Recor
     return H5Recorder(path, config, overwrite=overwrite, header=header, describe=describe)
 
 
-def read_header(path) -> dict:
-    """Stored configuration, status, records on disk and writer version of a result file."""
-    path = Path(path)
-
-    def head(f):
-        _verify(f, path)
-        return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
-                "error": _attr_str(f.attrs.get("error")),
-                "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
-                                else None),
-                "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
-                "wflow_version": _attr_str(f.attrs.get("wflow_version")),
-                "format_version": int(f.attrs.get("format_version", 1))}
-
-    return _with_file(path, head)
-
-
 @dataclass
 class Reopened:
     """A partial file taken over for continuation: its ``recorder`` (holding the lock), the
@@ -573,9 +526,12 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
 # reading (input arrays, result files, merging batches, xarray) lives in storage.reading
 from wflow.storage.reading import (  # noqa: E402,F401
     ARRAY_SUFFIXES,
+    _damage,
+    file_status,
     inspect,
     merge_paths,
     read,
     read_arrays,
+    read_header,
     to_xarray,
 )

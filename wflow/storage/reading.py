@@ -14,10 +14,15 @@ import numpy as np
 from wflow.errors import ConfigError
 from wflow.storage._h5 import (
     COMPLETE,
+    FAILED,
+    READABLE_FORMATS,
+    RUNNING,
     _attr_str,
     _best_checkpoint,
     _check_format,
     _config_json,
+    _looks_hdf5,
+    _open_read,
     _record_keys,
     _stored_config,
     _verify,
@@ -60,6 +65,51 @@ def read_arrays(path, keys, what="file", where=None, npy_key=None):
     except Exception as exc:  # corrupt file, object arrays (pickle refused), ...
         msg = (str(exc).splitlines() or [""])[0]
         raise ConfigError(f"{where}: cannot read {what} ({type(exc).__name__}: {msg})") from exc
+
+
+def _damage(path) -> str | None:
+    """One line saying why the result file ``path`` cannot be resumed (it does not read back),
+    or None when it reads back cleanly."""
+    try:
+        _with_file(path, lambda f: _verify(f, path), attempts=3)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def file_status(path) -> str | None:
+    """``None`` (no file), ``"complete"``, ``"running"``, ``"failed"`` (a numerical failure:
+    nothing to resume) or ``"foreign"`` (not a wflow result)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if path.is_dir() or not _looks_hdf5(path):
+        return "foreign"
+    try:
+        with _open_read(path, retries=5) as f:
+            if _attr_str(f.attrs.get("format", "")) not in READABLE_FORMATS:
+                return "foreign"
+            st = _attr_str(f.attrs.get("status"))
+            return st if st in (COMPLETE, FAILED) else RUNNING
+    except (ConfigError, OSError):
+        return "foreign"
+
+
+def read_header(path) -> dict:
+    """Stored configuration, status, records on disk and writer version of a result file."""
+    path = Path(path)
+
+    def head(f):
+        _verify(f, path)
+        return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
+                "error": _attr_str(f.attrs.get("error")),
+                "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
+                                else None),
+                "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
+                "wflow_version": _attr_str(f.attrs.get("wflow_version")),
+                "format_version": int(f.attrs.get("format_version", 1))}
+
+    return _with_file(path, head)
 
 
 def read(path, tokens=True):
