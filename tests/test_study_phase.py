@@ -163,14 +163,16 @@ def test_half_time_interval_bootstrap():
     t = np.linspace(0.0, 10.0, 101)
     rng = np.random.default_rng(3)
     same = np.repeat(np.clip(0.1 * t - 0.23, 0, 1)[:, None], 50, axis=1)
-    lo, hi = half_time_interval(t, same, rng)
+    iv = half_time_interval(t, same, rng)
+    lo, hi = iv.low, iv.high
+    assert iv.label == "95% CI, percentile bootstrap, 50 systems"
     assert lo == pytest.approx(7.3) and hi == pytest.approx(7.3)
     widths = []
     for P in (100, 1600):
         shifts = rng.uniform(-2, 2, P)
         f = np.clip(0.1 * (t[:, None] - shifts) - 0.23, 0, 1)
         est = half_time(t, f.mean(axis=1))[0]
-        lo, hi = half_time_interval(t, f, rng)
+        lo, hi = half_time_interval(t, f, rng).as_tuple()[1:]
         assert lo <= est <= hi
         widths.append(hi - lo)
     assert 2.5 < widths[0] / widths[1] < 6.5  # ≈ 4 = √(1600/100)

@@ -25,6 +25,8 @@ time average along one path   batch means, Student-t (:func:`batch_means_interva
 smooth function of group means  grouped jackknife, Student-t                   3 per group
                               (:func:`jackknife_interval`)
 any other statistic           percentile bootstrap (:func:`bootstrap_interval`)  20 units
+statistic of a mean curve     percentile bootstrap, multinomial counts        20 units
+(a first-passage time)        (:func:`curve_bootstrap_interval`)
 ============================  ==============================================  ===========
 
 No percentile or BCa bootstrap below :data:`MIN_BOOTSTRAP` units: with a handful of paths
@@ -44,6 +46,7 @@ __all__ = ["Interval", "mean_interval", "power_law_interval", "power_law_from_me
            "jackknife_interval",
            "proportion_interval",
            "km_median_interval", "batch_means_interval", "bootstrap_interval",
+           "curve_bootstrap_interval",
            "mean_ci", "CONDITIONAL_X0_D0", "MIN_PATHS", "MIN_KM", "MIN_BLOCKS", "MIN_BOOTSTRAP"]
 
 #: fewest paths for a Student-t interval of a mean or of b (2 degrees of freedom)
@@ -498,3 +501,35 @@ def bootstrap_interval(sample, statistic, *, rng, level=0.95, n_resamples=1999, 
     lo, hi = np.quantile(tb, [(1 - level) / 2, (1 + level) / 2])
     return Interval(est, float(lo), float(hi), level, "percentile bootstrap", m, unit,
                     conditional, se=float(np.std(tb, ddof=1)))
+
+
+def curve_bootstrap_interval(curves, statistic, *, rng, level=0.95, n_resamples=1000,
+                             unit="systems", conditional="", censored_at=None):
+    r"""Percentile bootstrap interval of a statistic of the mean curve over units.
+
+    ``curves`` (k, m) holds one curve per unit (column); the estimate is
+    ``statistic(F)`` of the mean curve :math:`F = \frac1m\sum_p c_p`. A resample draws
+    multinomial counts :math:`w_b` of the m units, :math:`F_b = \frac1m\sum_p w_{bp} c_p`
+    (all resamples in one product: the curves are not copied per resample), and the interval
+    is the :math:`(1\mp\ell)/2` quantiles of ``statistic(F_b)``. ``statistic`` maps
+    (B, k) to (B,), NaN for a censored value (e.g. a first-passage time not reached by
+    ``censored_at``, the end of the window): a censored replicate counts as larger than any
+    observed one, and a bound beyond ``censored_at`` is ``inf``. No interval below
+    :data:`MIN_BOOTSTRAP` units.
+    """
+    c = np.asarray(curves, dtype=float)
+    m = c.shape[1]
+    est = float(statistic(c.mean(axis=1))[0])
+    nan = float("nan")
+    if m < MIN_BOOTSTRAP:
+        return Interval(est, nan, nan, level, "percentile bootstrap", m, unit, conditional)
+    W = rng.multinomial(m, np.full(m, 1.0 / m), size=n_resamples)
+    tb = statistic(W @ c.T / m)
+    if censored_at is not None:
+        big = 2.0 * float(censored_at) + 1.0  # stands for +inf inside the quantiles
+        tb = np.where(np.isnan(tb), big, tb)
+    q = np.quantile(tb, [(1 - level) / 2, (1 + level) / 2], method="linear")
+    if censored_at is not None:
+        q = [np.inf if x > censored_at else x for x in q]
+    return Interval(est, float(q[0]), float(q[1]), level, "percentile bootstrap", m, unit,
+                    conditional)

@@ -24,15 +24,15 @@ def _edges(v):
 
 def plot_phase(curves, half_times, outdir, formats=("png",)):
     """``phase.<fmt>``: per d a row with F(β, t) (image, colour bar, the points t_1/2),
-    SE(β, t) (image, colour bar) and t_1/2(β) with its 95% bootstrap interval (censored
-    values drawn as arrows at T).
+    SE(β, t) (image, colour bar) and t_1/2(β) with its interval (censored values drawn as
+    arrows at T), titled with the interval's level and method.
 
     Parameters
     ----------
     curves : dict ``(d, β, Δt) -> {"t", "F", "se", "T", "halved", ...}``
         (:meth:`wflow.studies.phase.Phase.curves`); the Δt/2 runs are drawn only in the
         t_1/2 panel.
-    half_times : dict ``(d, β, Δt) -> (t_1/2, lo, hi)``.
+    half_times : dict ``(d, β, Δt) -> Interval`` (:mod:`wflow.analysis.intervals`).
     """
     main = sorted(k for k, c in curves.items() if not c["halved"])
     dims = sorted({k[0] for k in main})
@@ -51,7 +51,7 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
         ax = axes[row, 0]
         im = ax.pcolormesh(_edges(t), _edges(rows), F, cmap="viridis", vmin=0, vmax=1,
                            shading="flat", rasterized=True)
-        th = np.array([half_times[k][0] for k in keys])
+        th = np.array([half_times[k].estimate for k in keys])
         fin = np.isfinite(th)
         ax.plot(th[fin], rows[fin], "o", ms=4, mfc="w", mec="k", mew=0.6,
                 label="$t_{1/2}$ (F = 1/2)")
@@ -79,7 +79,7 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
             if not ks:
                 continue
             b = np.array([k[1] for k in ks])
-            th = np.array([half_times[k] for k in ks])
+            th = np.array([half_times[k].as_tuple() for k in ks])
             fin = np.isfinite(th[:, 0])
             dt = ks[0][2]
             if np.any(fin):
@@ -94,7 +94,8 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
                            label=f"{lab}: > T = {T:g} (not reached)")
         ax.set_xlabel("inverse temperature β")
         ax.set_ylabel(r"half-merge time $t_{1/2}$")
-        ax.set_title(f"d = {d}: " + r"$t_{1/2}$, 95% bootstrap CI")
+        iv = half_times[keys[0]]
+        ax.set_title(f"d = {d}: " + r"$t_{1/2}$" + f"\n{100 * iv.level:g}% CI, {iv.method}")
         ax.set_ylim(0, T * 1.05)
         with _quiet_nanwarnings():
             ax.legend(loc="lower right", fontsize=7)

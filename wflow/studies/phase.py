@@ -36,6 +36,7 @@ import copy
 
 import numpy as np
 
+from wflow.analysis.intervals import curve_bootstrap_interval
 from wflow.analysis.results import load_source
 from wflow.studies._base import Study, StudyOptions, register_study
 from wflow.sweeps.sweep import expand_grid
@@ -98,28 +99,21 @@ def half_time(t, F, level=LEVEL):
 
 
 def half_time_interval(t, f, rng, n_boot=N_BOOT, level=LEVEL, conf=0.95):
-    r"""95% percentile bootstrap interval of :math:`t_{1/2}` over systems.
-
-    Resample b draws multinomial counts :math:`w_b` of the P systems and
-    :math:`F_b = \frac1P \sum_p w_{bp} f_p`; the interval is the (2.5, 97.5) percentiles of
-    :math:`t_{1/2}(F_b)`, a censored resample counting as :math:`+\infty` (so an upper end
-    ``inf`` means "beyond T"). The percentile method (not BCa) because of that censoring.
+    r"""The :math:`t_{1/2}` of the pooled fraction with its 95% percentile bootstrap interval
+    over systems (:func:`wflow.analysis.intervals.curve_bootstrap_interval`: resample b draws
+    multinomial counts of the P systems; a censored resample counts as :math:`+\infty`, so an
+    upper end ``inf`` means "beyond T"). The percentile method (not BCa) because of that
+    censoring.
 
     Returns
     -------
-    (lo, hi) : floats.
+    Interval
+        ``estimate`` :math:`t_{1/2}` (NaN: not reached), ``low``, ``high``, and its label.
     """
-    f = np.asarray(f, dtype=float)
-    P = f.shape[1]
-    W = rng.multinomial(P, np.full(P, 1.0 / P), size=n_boot)
-    Fb = W @ f.T / P  # (B, records)
-    tb = half_time(t, Fb, level)
-    big = 2.0 * float(np.max(t)) + 1.0  # stands for +inf (censored) inside the quantiles
-    tb = np.where(np.isnan(tb), big, tb)
-    a = (1 - conf) / 2
-    q = np.quantile(tb, [a, 1 - a], method="linear")
-    lo, hi = (float(np.inf) if x > np.max(t) else float(x) for x in q)
-    return lo, hi
+    t = np.asarray(t, dtype=float)
+    return curve_bootstrap_interval(f, lambda F: half_time(t, F, level), rng=rng, level=conf,
+                                    n_resamples=n_boot, unit="systems",
+                                    censored_at=float(np.max(t)))
 
 
 def _fmt_t(x, T):
@@ -189,7 +183,7 @@ class Phase(Study):
         return out
 
     def half_times(self, data, curves=None):
-        """``{(d, β, Δt): (t_1/2, lo, hi)}`` with the bootstrap interval (seeded from
+        """``{(d, β, Δt): Interval}``: t_1/2 with its bootstrap interval (seeded from
         ``init.seed``, d and β: reproducible)."""
         curves = curves if curves is not None else self.curves(data)
         seed = int(data.config(data.tasks[0][0])["init"]["seed"])
@@ -197,8 +191,7 @@ class Phase(Study):
         for key, c in curves.items():
             d, beta, _ = key
             rng = np.random.default_rng([seed, d, int(round(100 * beta))])
-            th = float(half_time(c["t"], c["F"])[0])
-            out[key] = (th, *half_time_interval(c["t"], c["f"], rng))
+            out[key] = half_time_interval(c["t"], c["f"], rng)
         return out
 
     # ------------------------------------------------------------------ summary
@@ -213,8 +206,7 @@ class Phase(Study):
         lines = [f"Pooled fraction F(t) of merged ordered pairs (<x_i, x_j> > "
                  f"{data.config(data.tasks[0][0])['diagnostics']['merge_cosine']}) over "
                  "independent systems; ± one standard error over systems; t_1/2 = first time "
-                 "F >= 1/2 with its 95% percentile bootstrap interval over systems "
-                 "('> T': not reached)."]
+                 f"F >= 1/2 [{next(iter(th.values())).label}] ('> T': not reached)."]
         for d in sorted({k[0] for k in main}):
             keys = [k for k in main if k[0] == d]
             c0 = curves[keys[0]]
@@ -226,14 +218,14 @@ class Phase(Study):
                          + "".join(f"{'F(' + format(x, 'g') + ')':>16}" for x in probe))
             for k in keys:
                 c = curves[k]
-                t, lo, hi = th[k]
+                t, lo, hi = th[k].as_tuple()
                 idx = [int(np.argmin(np.abs(c["t"] - x))) for x in probe]
                 lines.append(f"{k[1]:>6g}{_fmt_t(t, T):>9}"
                              f"{'[' + _fmt_t(lo, T) + ', ' + _fmt_t(hi, T) + ']':>20}"
                              + "".join(f"{c['F'][i]:>9.3f}±{c['se'][i]:<6.3f}" for i in idx))
         for k in sorted(curves):
             c = curves[k]
-            t, lo, hi = th[k]
+            t, lo, hi = th[k].as_tuple()
             for col, v in zip(table, (k[0], k[1], k[2], c["P"], t, lo, hi, float(c["F"][-1]),
                                       float(c["se"][-1]), c["halved"])):
                 table[col].append(v)
@@ -265,8 +257,8 @@ class Phase(Study):
                  f"{'half-width':>12}{'max|dF|':>10}{'2 SE there':>12}  verdict"]
         for k, kh in pairs:
             a, b = curves[k], curves[kh]
-            t1, lo, hi = th[k]
-            t2 = th[kh][0]
+            t1, lo, hi = th[k].as_tuple()
+            t2 = th[kh].estimate
             T = a["T"]
             Fb = np.interp(a["t"], b["t"], b["F"])
             dF = np.abs(a["F"] - Fb)
