@@ -1,4 +1,9 @@
-"""The discrete energy identity: the exact ledger closes at the solver's order."""
+"""The discrete energy identity: the exact ledger closes at the solver's order.
+
+Deterministic oscillating weights (shared, H = 10, n = 50, T = 2), Euler / Heun / RK4 over
+Δt ∈ {0.02, 0.01, 0.005, 0.0025}; the exact ledger residual and its fitted order (expected
+min(p, 2)), the telescoping error, ∫G²/∫𝒟.
+"""
 
 from __future__ import annotations
 
