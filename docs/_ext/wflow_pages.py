@@ -28,6 +28,8 @@ ROOT = DOCS.parent
 GENERATED = DOCS / "generated"
 IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".gif")
 
+#: the title a copied page gets in the site (its first line replaced)
+TITLES = {"experiments/README.md": "# Running the studies"}
 #: repository file -> its page in the site (paths relative to the repository root)
 PAGES = {"README.md": "docs/generated/readme.md", "CHANGELOG.md": "docs/generated/changelog.md",
          "experiments/README.md": "docs/generated/studies/index.md"}
@@ -101,6 +103,8 @@ def generate(app) -> None:
             text = study_page(PurePosixPath(src).stem, pages)
         else:
             text = rewrite_links((ROOT / src).read_text("utf-8"), src, dst, pages)
+        if src in TITLES:
+            text = TITLES[src] + "\n" + text.split("\n", 1)[1]
         write_if_changed(ROOT / dst, text)
     stale = GENERATED / "studies"
     for p in stale.glob("*.md"):  # a study page removed from experiments/
