@@ -3,7 +3,7 @@ The exact energy identity
 =========================
 
 Over a run the energy change telescopes, with no approximation, into a weight part and a
-token part [model §6]:
+token part :ref:`[model §6] <model-section-6>`:
 
 .. math::
 

@@ -2,7 +2,8 @@ r"""
 Head scaling of the strong upper gradient
 =========================================
 
-The paper's Section 6 figure [model §9]: the late-window mean of the strong upper gradient
+The paper's Section 6 figure :ref:`[model §9] <model-section-9>`: the late-window mean of
+the strong upper gradient
 
 .. math::
 

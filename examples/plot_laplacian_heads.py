@@ -4,7 +4,7 @@ Laplacian heads
 
 An attention head moves a token toward the attention average of the values,
 :math:`w_h = P_{x_i} a_h(x_i)` with :math:`a_h(x_i) = \sum_j \pi^h_{ij} V_h x_j`; a
-*Laplacian* head uses the difference instead [model §2],
+*Laplacian* head uses the difference instead :ref:`[model §2] <model-section-2>`,
 
 .. math::
 

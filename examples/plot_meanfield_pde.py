@@ -3,7 +3,7 @@ The mean-field PDE on the circle
 ================================
 
 As n → ∞ the tokens become a density :math:`\rho_t` on the sphere, transported by the
-attention field of the density itself [model §5b]:
+attention field of the density itself :ref:`[model §5b] <model-section-5b>`:
 
 .. math::
 

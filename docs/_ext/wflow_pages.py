@@ -123,15 +123,40 @@ def check_config_reference() -> None:
 
 
 def map_docs_links(app, docname, source) -> None:
-    """``source-read``: the links of a page of ``docs/`` to the repository's pages."""
+    """``source-read``: the links of a page of ``docs/`` to the repository's pages; in the
+    model reference, a label ``model-section-N`` before each section ``§N``."""
     if docname.startswith(("generated/", "auto_examples/", "api")):
         return
     path = f"docs/{docname}.md"
     if (ROOT / path).exists():
         source[0] = rewrite_links(source[0], path, path, page_map())
+    if docname == "model":
+        source[0] = _SECTION.sub(lambda m: f"(model-section-{m.group(2)})=\n{m.group(1)}",
+                                 source[0])
+
+
+_SECTION = re.compile(r"^(## §(\d+[a-z]?) .*)$", re.M)
+_CITATION = re.compile(r"\[model §(\d+[a-z]?)([^\]]*)\]")
+
+
+def link_citations(app, what, name, obj, options, lines) -> None:
+    """``autodoc-process-docstring``: a citation ``[model §N…]`` in a docstring links to
+    section N of the model reference (not inside ````literal```` text)."""
+    def cite(line):
+        out, last = [], 0
+        for m in _CITATION.finditer(line):
+            if line[:m.start()].count("``") % 2:
+                continue
+            out.append(line[last:m.start()])
+            out.append(f":ref:`[model §{m.group(1)}{m.group(2)}] <model-section-{m.group(1)}>`")
+            last = m.end()
+        return "".join(out) + line[last:]
+
+    lines[:] = [cite(line) for line in lines]
 
 
 def setup(app):
     app.connect("builder-inited", generate)
     app.connect("source-read", map_docs_links)
+    app.connect("autodoc-process-docstring", link_citations)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
