@@ -29,7 +29,7 @@ GENERATED = DOCS / "generated"
 IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".gif")
 
 #: the title a copied page gets in the site (its first line replaced)
-TITLES = {"experiments/README.md": "# Running the studies"}
+TITLES = {"README.md": "# Getting started", "experiments/README.md": "# Running the studies"}
 #: repository file -> its page in the site (paths relative to the repository root)
 PAGES = {"README.md": "docs/generated/readme.md", "CHANGELOG.md": "docs/generated/changelog.md",
          "experiments/README.md": "docs/generated/studies/index.md"}
@@ -130,9 +130,21 @@ def map_docs_links(app, docname, source) -> None:
     path = f"docs/{docname}.md"
     if (ROOT / path).exists():
         source[0] = rewrite_links(source[0], path, path, page_map())
+    if docname == "studies":
+        source[0] += study_toctree(source[0])
     if docname == "model":
         source[0] = _SECTION.sub(lambda m: f"(model-section-{m.group(2)})=\n{m.group(1)}",
                                  source[0])
+
+
+def study_toctree(text: str) -> str:
+    """The (hidden) table of contents of the study pages under ``docs/studies.md``: the
+    overview, then the pages in the order the text links them, then any other."""
+    linked = re.findall(r"generated/studies/(\w+)\.md", text)
+    names = [n for n in dict.fromkeys(linked) if n in study_pages()]
+    names += [n for n in study_pages() if n not in names]
+    entries = "".join(f"generated/studies/{n}\n" for n in ["index", *names])
+    return f"\n\n```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{entries}```\n"
 
 
 _SECTION = re.compile(r"^(## §(\d+[a-z]?) .*)$", re.M)
