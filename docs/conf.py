@@ -6,7 +6,6 @@ and the pages kept elsewhere in the repository (README, changelog, study results
 local extension ``_ext/wflow_pages.py``.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -25,7 +24,6 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
-    "sphinx.ext.intersphinx",
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
@@ -34,9 +32,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "**/README.md", "auto_examples/*.ipynb",
-                    "auto_examples/*.py", "auto_examples/*.zip", "auto_examples/*.json"]
-suppress_warnings = ["config.cache"]  # sphinx-gallery's callables in the configuration
+exclude_patterns = ["_build", "_ext"]
 
 # ------------------------------------------------------------------------------ Markdown
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
@@ -50,14 +46,6 @@ autodoc_typehints = "none"         # the numpydoc sections say the types
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
-intersphinx_mapping = {
-    "python": ("https://docs.python.org/3", None),
-    "numpy": ("https://numpy.org/doc/stable/", None),
-    "xarray": ("https://docs.xarray.dev/en/stable/", None),
-}
-# offline builds (CI without network): no inventories, unresolved references stay plain text
-if os.environ.get("WFLOW_DOCS_OFFLINE", "1") == "1":
-    intersphinx_mapping = {}
 
 # ------------------------------------------------------------------------------ gallery
 sphinx_gallery_conf = {
