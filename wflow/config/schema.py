@@ -277,15 +277,24 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 class Param:
     """One configuration key.
 
-    key : "section.name" (the TOML table and key).
-    default : the value of a key left out (must pass ``check``).
-    check : a constraint, ``check(key, value, cfg) -> normalised value``.
-    doc : one line, for the default TOML and the user guide.
-    applies : conditions (:class:`When`) under which the key has an effect; an explicit
-        value other than the default where one fails is an error.
-    rule : a cross-key check ``rule(cfg)`` on the normalised configuration (raises ConfigError).
-    default_from : ``default_from(cfg) -> default`` when the default depends on keys checked
-        earlier (``default`` is still the vocabulary default of :func:`defaults`).
+    Parameters
+    ----------
+    key : str
+        ``"section.name"`` (the TOML table and key).
+    default : object
+        The value of a key left out (must pass ``check``).
+    check : callable
+        A constraint, ``check(key, value, cfg) -> normalised value``.
+    doc : str
+        One line, for the default TOML and the user guide.
+    applies : tuple of When
+        Conditions (:class:`When`) under which the key has an effect; an explicit value other
+        than the default where one fails is an error.
+    rule : callable, optional
+        A cross-key check ``rule(cfg)`` on the normalised configuration (raises ConfigError).
+    default_from : callable, optional
+        ``default_from(cfg) -> default`` when the default depends on keys checked earlier
+        (``default`` is still the vocabulary default of :func:`defaults`).
     """
 
     key: str
