@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from wflow import config as C
 from wflow.errors import ConfigError
+from wflow.model.processes.layers import LAYER_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "wflow" / "data" / "experiments").glob("*.toml"))
@@ -576,7 +577,7 @@ leaves = st.one_of(
 values = st.recursive(
     leaves,
     lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.one_of(text(max_size=8), st.sampled_from(list(C.LAYER_KEYS))),
+    | st.dictionaries(st.one_of(text(max_size=8), st.sampled_from(list(LAYER_KEYS))),
                       inner, max_size=4),
     max_leaves=12,
 )

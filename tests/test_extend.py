@@ -1,5 +1,11 @@
 """Extending wflow from outside the package: a weight process, a recorded series and a study,
-each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow")."""
+each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow").
+
+A weight process is one class: its name, its ``[weights]`` keys declared once (``params``:
+Param rows — default, constraint, one-line doc), its mathematics; ``register_process`` adds
+it to the registry, and the configuration table, the validation and the generated key
+reference read its keys from there (a built-in process is the same class in one file of
+``wflow/model/processes/`` and one registration line in its ``__init__``)."""
 
 from pathlib import Path
 
@@ -8,11 +14,14 @@ import numpy as np
 import pytest
 
 import wflow
+from wflow.config import files as config_files
 from wflow.engine import driver
 from wflow.engine import series as S
 from wflow.lab.studies import STUDIES, Study, register_study, run_study, summary_table
 from wflow.lab.sweep import expand_grid
-from wflow.model.weights import WeightProcess, register_process
+from wflow.model.processes import register_process
+from wflow.model.weights import WeightProcess
+from wflow.params import Interval, Param
 from wflow.storage import io
 
 
@@ -22,7 +31,7 @@ class Decay(WeightProcess):
     :math:`D_{k+1} = e^{-\gamma\Delta t} D_k` (deterministic, no noise)."""
 
     name = "decay"
-    params = {"gamma": 0.5}
+    params = (Param("gamma", 0.5, Interval(0, None, "neither"), "decay rate γ of the weights"),)
 
     @classmethod
     def from_config(cls, spec, H, d, dt):
@@ -75,14 +84,40 @@ def test_new_process_and_series_through_simulate_and_hdf5(tmp_path, mean_z, proc
 
 
 def test_new_process_is_named_in_errors():
-    """The registered process is among the allowed values; its own key is checked by the
-    type of its declared default, and is unknown to the other processes."""
+    """The registered process is among the allowed values; its own key is checked by its
+    declared constraint, and refused for another process (as a built-in key is for it)."""
     with pytest.raises(wflow.ConfigError, match="weights.process = 'nope'.*decay"):
         wflow.simulate({"weights": {"process": "nope"}})
-    with pytest.raises(wflow.ConfigError, match="weights.gamma"):
+    with pytest.raises(wflow.ConfigError, match=r"^weights.gamma = 'fast': must be a number > 0"):
         wflow.simulate({"weights": {"process": "decay", "gamma": "fast"}})
-    with pytest.raises(wflow.ConfigError, match="unknown key 'weights.gamma'"):
+    with pytest.raises(wflow.ConfigError, match=(
+            r"^weights.gamma = 1.0 with weights.process = 'ou': cannot apply \(only with "
+            r"weights.process .*'decay'.*\); the keys of process 'ou' are rate, mean, noise_var")):
         wflow.simulate({"weights": {"process": "ou", "gamma": 1.0}})
+    with pytest.raises(wflow.ConfigError, match=(
+            r"^weights.noise_var = 0.5 with weights.process = 'decay': cannot apply \(only with "
+            r"weights.process = 'ou'\); the keys of process 'decay' are gamma$")):
+        wflow.simulate({"weights": {"process": "decay", "noise_var": 0.5}})
+
+
+def test_new_process_keys_are_declared_once():
+    """The key declared on the class is in the table (validation, defaults, the generated
+    reference) only through the class; runs of other processes do not carry it."""
+    from wflow import config as C
+
+    assert C.validate({"weights": {"process": "decay"}})["weights"]["gamma"] == 0.5
+    assert C.validate({"weights": {"process": "decay", "gamma": 2}})["weights"]["gamma"] == 2.0
+    assert "gamma" not in C.validate({})["weights"]  # an OU run stores nothing of the plug-in
+    assert C.validate({"weights": {"process": "ou", "gamma": 0.5}}) == C.validate({})
+    ref = config_files.markdown_table()
+    assert ("| `weights.gamma` | `0.5` | a number > 0 | decay rate γ of the weights (only with "
+            "weights.process ") in ref
+    assert "weights.gamma" not in config_files.markdown_reference()  # wflow's own file
+    # an override that changes the process drops the keys the new process does not read
+    cfg = C.resolve({"weights": {"process": "decay", "gamma": 2.0}}, ["weights.process=ou"])
+    assert cfg["weights"]["process"] == "ou" and "gamma" not in cfg["weights"]
+    back = C.resolve(C.resolve(None, ["weights.noise_var=0.5"]), ["weights.process=decay"])
+    assert back["weights"]["gamma"] == 0.5 and back["weights"]["noise_var"] == 2.0
 
 
 class DecayStudy(Study):

@@ -27,7 +27,8 @@ import math
 import numpy as np
 
 from wflow.errors import NumericalError
-from wflow.stepping.integrators import HEUN, TABLEAUX, ButcherTableau, StepContext, register_tableau
+from wflow.stepping.integrators import HEUN, TABLEAUX, ButcherTableau, register_tableau
+from wflow.stepping.registry import StepContext
 
 __all__ = ["SSPRK3", "SSP_METHODS", "DensityStepper", "additive", "MAX_RETRIES"]
 
@@ -51,7 +52,7 @@ def additive(rho, U):
 
 
 class DensityStepper:
-    """The :class:`~wflow.stepping.integrators.Stepper` of a density.
+    """The :class:`~wflow.stepping.registry.Stepper` of a density.
 
     ``ctx.X`` is ρ (P, N), ``ctx.velocity`` the rate ρ ↦ ρ̇ at frozen weights, ``ctx.k1`` the
     rate at ρ_k and ``ctx.max_dt`` (P,) the CFL step at ρ_k.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from wflow.core import sphere
-from wflow.stepping.integrators import StepContext, register_stepper
+from wflow.stepping.registry import StepContext, register_stepper
 
 __all__ = ["JKO", "exp_map_vjp", "JKO_SERIES"]
 
@@ -131,7 +131,7 @@ class JKO:
         return Y, info
 
     def step(self, ctx: StepContext):
-        """The :class:`~wflow.stepping.integrators.Stepper` protocol, batched over paths: ``ctx.X``
+        """The :class:`~wflow.stepping.registry.Stepper` protocol, batched over paths: ``ctx.X``
         (P, n, d), ``ctx.mobility`` (P, n), ``ctx.energy_grad(p, Y)``.
 
         Returns X' (P, n, d) and a dict of (P,) arrays named :data:`JKO_SERIES`.
