@@ -120,6 +120,23 @@ def test_new_process_keys_are_declared_once():
     assert back["weights"]["gamma"] == 0.5 and back["weights"]["noise_var"] == 2.0
 
 
+def test_a_process_declaring_defaults_only_is_read_by_their_types():
+    """The older form, ``params = {name: default}``: each key checked by the type of its
+    default, present only with its process."""
+    from wflow import config as C
+
+    @register_process
+    class Pulse(Decay):
+        name = "pulse-test"
+        params = {"pulse": 1.0, "pulse_every": 3}
+
+    w = C.validate({"weights": {"process": "pulse-test", "pulse_every": 5}})["weights"]
+    assert (w["pulse"], w["pulse_every"]) == (1.0, 5)
+    with pytest.raises(wflow.ConfigError, match=r"^weights.pulse_every = 1.5: must be an integer"):
+        C.validate({"weights": {"process": "pulse-test", "pulse_every": 1.5}})
+    assert "pulse" not in C.validate({})["weights"]
+
+
 class DecayStudy(Study):
     """A study declared here: the decay rate γ of the process above, swept; the user series
     and the energy at T summarised."""

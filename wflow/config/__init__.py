@@ -15,15 +15,19 @@ Choices (see also ``docs/guide.md``):
   configuration is always representable in TOML and in JSON.
 * Integers are accepted where floats are expected (and converted); floats are *not*
   accepted where integers are expected; booleans are never numbers.
-* ``weights.scheme`` left unset follows the process (``"euler"`` for oscillating); an
-  override that changes ``weights.process`` drops an inherited ``weights.scheme`` that the
-  new process does not allow (unless the scheme is overridden too).
+* The ``[weights]`` keys of a weight process are declared once, on its class
+  (:mod:`wflow.model.processes`), and read into the table by :mod:`wflow.config.process_keys`:
+  a key of another process set to a value other than its default is an error naming the key,
+  the process and its keys; a key several processes declare (``weights.scheme``) follows the
+  chosen one (``"euler"`` for oscillating when unset). An override that changes
+  ``weights.process`` drops the inherited keys the new process does not read or does not
+  allow (unless they are overridden too).
 * ``model.laplacian_heads`` given as an integer ``k`` means the last ``k`` heads.
 * A key set explicitly (in the file, the dict or an override) that cannot apply — e.g.
   ``solver.precision = "float32"`` with ``solver.backend = "numpy"`` — is an error, unless
   its value is the default; the embedded default run sets nothing explicitly.
 * The allowed values of the model's options come from the model modules (``attention``,
-  ``weights``, ``integrators``); their errors name their own parameters and
+  ``weights``, the processes, the stepper registry); their errors name their own parameters and
   :func:`config_errors` maps them to keys (:data:`PARAM_KEYS`).
 """
 
@@ -411,9 +415,10 @@ def config_errors():
 def apply_overrides(cfg: dict, overrides) -> dict:
     """Apply ``section.key=value`` strings to a copy of ``cfg`` and return the copy.
 
-    Missing tables on the way are created. If ``weights.process`` is overridden and
-    ``weights.scheme`` is not, an inherited scheme that the new process does not
-    allow (or that does not apply to it) is dropped, so the process' default applies.
+    Missing tables on the way are created. If ``weights.process`` is overridden, every
+    inherited key of another process that the new one does not read (or whose value it does
+    not allow, e.g. ``weights.scheme = "euler_maruyama"`` for oscillating) is dropped unless
+    overridden too, so the new process's defaults apply.
     """
     out = config_files.apply_overrides(cfg, overrides)
     keys = _override_keys(overrides)

@@ -11,14 +11,16 @@ ordered table (like scikit-learn's ``_parameter_constraints``). From the table c
 * the annotated TOML (the embedded ``wflow/data/default.toml``) and the user guide's key
   reference (:mod:`wflow.config.files`: ``toml_document``, ``markdown_table``).
 
-The built-in table is declared in :mod:`wflow.config`. Another module adds its own keys with
-:func:`register_param` or :func:`register_section_params` (e.g. a weight process declaring
-``rate`` and ``noise_var`` under ``[weights]``, applying only when ``weights.process`` names
-it). An explicit setting that cannot apply (its ``applies`` conditions fail) is an error
-when its value differs from the default; defaults that do not apply stay quiet.
+The built-in table is declared in :mod:`wflow.config`; the weight processes' keys come from
+their classes (:mod:`wflow.config.process_keys`, a source of the table: :func:`register_source`).
+Another module adds its own keys with :func:`register_param` or
+:func:`register_section_params`. An explicit setting that cannot apply (its ``applies``
+conditions fail) is an error when its value differs from the default; defaults that do not
+apply stay quiet.
 
-This module imports nothing of the model: constraints, conditions and rules are plain
-callables, and the config layer fills the table.
+The vocabulary (:class:`Param`, the constraints, :class:`When`, the messages) is
+:mod:`wflow.params`, re-exported here. This module imports nothing of the model: constraints,
+conditions and rules are plain callables, and the config layer fills the table.
 """
 
 from __future__ import annotations
