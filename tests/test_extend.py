@@ -137,6 +137,23 @@ def test_a_process_declaring_defaults_only_is_read_by_their_types():
     assert "pulse" not in C.validate({})["weights"]
 
 
+def test_a_process_may_not_declare_a_key_of_the_configuration():
+    from wflow import config as C
+    from wflow.model.processes import PROCESSES
+
+    @register_process
+    class Shared(Decay):
+        name = "shared-test"
+        params = {"shared_path": True}
+
+    try:
+        with pytest.raises(wflow.ConfigError, match="declares the key 'weights.shared_path'"):
+            C.validate({"weights": {"process": "shared-test"}})
+    finally:
+        PROCESSES.pop("shared-test")
+    assert C.validate({})["weights"]["shared_path"] is False
+
+
 class DecayStudy(Study):
     """A study declared here: the decay rate γ of the process above, swept; the user series
     and the energy at T summarised."""

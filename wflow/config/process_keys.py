@@ -162,5 +162,12 @@ def sync() -> None:
         for row in _rows(cls):
             name = row.key.split(".")[-1]
             decl.setdefault(name, []).append((proc, cls, row))
+    table = {p.key: p for p in schema._PARAMS.values()}
     for name, d in decl.items():
+        row = table.get(f"weights.{name}")
+        if row is not None and not any(isinstance(c, ProcessWhen) for c in row.applies):
+            _synced = ()
+            raise schema.error(f"weights.process = {d[0][0]!r} declares the key 'weights.{name}', "
+                               "a key of the configuration itself: a process's keys need names "
+                               "of their own")
         schema.register_param(_merged(name, d), replace_existing=True)

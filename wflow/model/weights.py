@@ -1,4 +1,6 @@
-r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` [model §5].
+r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` [model §5] — the
+protocol (:class:`WeightProcess`), the initial weights and the weight files; the registry and
+the built-in processes are :mod:`wflow.model.processes` (one file each).
 
 Every process has a drift :math:`f(D, t)` and advances the weights of ``P``
 Monte Carlo paths by one step,

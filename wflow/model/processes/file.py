@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from wflow.errors import ConfigError
+from wflow.model.processes.registry import register_process
 from wflow.model.weights import WeightProcess, _batch, _number, _validated, load_weight_file
 from wflow.params import Param, Path, bad
 
@@ -25,6 +26,7 @@ def _file_rule(cfg):
                   "weights.process = 'file'")
 
 
+@register_process
 class FromFile(WeightProcess):
     r"""A weight trajectory, piecewise-linear in time.
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from wflow.model.processes.registry import register_process
 from wflow.model.weights import WeightProcess, _batch
 
 __all__ = ["Frozen"]
 
 
+@register_process
 class Frozen(WeightProcess):
     r"""Frozen weights.
 

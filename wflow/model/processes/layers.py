@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from wflow.errors import ConfigError
+from wflow.model.processes.registry import register_process
 from wflow.model.weights import (
     LAYER_WEIGHTS,
     WEIGHT_FILE_SUFFIXES,
@@ -73,6 +74,7 @@ def _layers_rule(cfg):
                   "{duration, weights, seed} when weights.process = 'layers'")
 
 
+@register_process
 class Layers(WeightProcess):
     r"""Piecewise-constant weights: a list of sets, each held for a whole number of steps.
 

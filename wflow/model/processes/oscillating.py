@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from wflow.errors import ConfigError
+from wflow.model.processes.registry import register_process
 from wflow.model.weights import WeightProcess, _batch, _choice, _sym
 from wflow.params import Choice, Param
 
@@ -22,6 +23,7 @@ PHASES = ("shared", "spread")
 TARGETS = ("wflow", "paper")
 
 
+@register_process
 class Oscillating(WeightProcess):
     r"""Relaxation towards a periodic forcing, per head with a phase.
 

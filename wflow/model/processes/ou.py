@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wflow.model.processes.registry import register_process
 from wflow.model.weights import WeightProcess, _batch, _choice, _number, _sym, check_weights
 from wflow.params import Choice, Integer, Interval, Param
 
@@ -19,6 +20,7 @@ __all__ = ["SCHEMES", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments"]
 SCHEMES = ("euler_maruyama", "exact")
 
 
+@register_process
 class OrnsteinUhlenbeck(WeightProcess):
     r"""Matrix Ornstein–Uhlenbeck process on Sym(d), per head and path.
 
