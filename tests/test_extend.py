@@ -1,5 +1,5 @@
-"""Extending wflow from outside the package: a weight process, a recorded series and a study,
-each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow").
+"""Extending wflow from outside the package: a weight process, a recorded series, a stepper and
+a study, each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow").
 
 A weight process is one class: its name, its ``[weights]`` keys declared once (``params``:
 Param rows — default, constraint, one-line doc), its mathematics; ``register_process`` adds
@@ -22,6 +22,8 @@ from wflow.lab.sweep import expand_grid
 from wflow.model.processes import register_process
 from wflow.model.weights import WeightProcess
 from wflow.params import Interval, Param
+from wflow.stepping.integrators import EULER, RungeKutta
+from wflow.stepping.registry import STEPPER_SERIES, STEPPERS, register_series, register_stepper
 from wflow.storage import io
 
 
@@ -152,6 +154,39 @@ def test_a_process_may_not_declare_a_key_of_the_configuration():
     finally:
         PROCESSES.pop("shared-test")
     assert C.validate({})["weights"]["shared_path"] is False
+
+
+class TwoHalfSteps:
+    """A stepper declared here: two explicit Euler steps of Δt/2 (order 1), reporting one
+    series of its own, declared beside it."""
+
+    name, order = "euler2-test", 1
+
+    def __init__(self):
+        self.series = (register_series("half_steps_test", "Euler half steps of the last step",
+                                       "count"),)
+
+    def step(self, ctx):
+        euler = RungeKutta(EULER)
+        Y = euler.advance(ctx.velocity, euler.advance(ctx.velocity, ctx.X, ctx.dt / 2, ctx.k1),
+                          ctx.dt / 2)
+        return Y, {"half_steps_test": np.full(len(ctx.X), 2.0)}
+
+
+def test_new_stepper_and_its_series(tmp_path):
+    register_stepper("euler2-test", lambda solver_config: TwoHalfSteps())
+    try:
+        cfg = {**_cfg(), "solver": {**_cfg()["solver"], "method": "euler2-test"}}
+        res = wflow.simulate(cfg)
+        np.testing.assert_array_equal(res.half_steps_test[1:], 2.0)
+        np.testing.assert_allclose(np.linalg.norm(res.X, axis=-1), 1.0, atol=1e-12)
+        path = driver.run_to_file(cfg, tmp_path / "s.h5")
+        with h5py.File(path) as f:
+            assert f["series/half_steps_test"].attrs["description"] == (
+                "Euler half steps of the last step")
+    finally:
+        STEPPERS.pop("euler2-test")
+        STEPPER_SERIES.pop("half_steps_test", None)
 
 
 class DecayStudy(Study):

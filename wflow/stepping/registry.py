@@ -19,7 +19,8 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-__all__ = ["StepContext", "Stepper", "STEPPERS", "register_stepper", "get_stepper"]
+__all__ = ["StepContext", "Stepper", "STEPPERS", "STEPPER_SERIES", "register_stepper",
+           "register_series", "get_stepper"]
 
 
 @dataclass
@@ -54,8 +55,8 @@ class Stepper(Protocol):
     """The one protocol of token steppers: explicit tableaux, JKO, and any later scheme.
 
     ``name`` is the ``solver.method`` value, ``order`` the declared order in Δt, ``series``
-    the names of the per-record series the stepper reports (declared in
-    :mod:`wflow.engine.series`); ``step`` returns the new tokens and a dict with those series'
+    the names of the per-record series the stepper reports (declared beside it with
+    :func:`register_series`); ``step`` returns the new tokens and a dict with those series'
     values of this step, each of shape (P,).
     """
 
@@ -89,3 +90,15 @@ def get_stepper(method: str, solver_config: dict | None = None) -> Stepper:
     except KeyError:
         raise ValueError(f"method = {method!r}: allowed values are {', '.join(STEPPERS)}") from None
     return factory(dict(solver_config or {}))
+
+
+#: the per-record series steppers report, declared beside them: name -> (description, units)
+#: (the engine's series table, :mod:`wflow.engine.series`, reads them)
+STEPPER_SERIES: dict[str, tuple[str, str]] = {}
+
+
+def register_series(name: str, description: str, units: str = "dimensionless") -> str:
+    r"""Declare a series a stepper reports: its value :math:`s_k` (P,) at the last step before
+    each record (group ``stepper`` of :mod:`wflow.engine.series`); returns ``name``."""
+    STEPPER_SERIES[name] = (description, units)
+    return name
