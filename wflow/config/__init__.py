@@ -422,30 +422,9 @@ def apply_overrides(cfg: dict, overrides) -> dict:
     """
     out = config_files.apply_overrides(cfg, overrides)
     keys = _override_keys(overrides)
-    w = out.get("weights")
-    if "weights.process" in keys and isinstance(w, dict) and isinstance(w.get("process"), str):
-        try:
-            get_process(w["process"])
-        except ValueError:
-            return out  # validation names the bad value
-        own = {p.name: p for p in process_keys.declared(w["process"])}
-        ignored = process_keys.process_keys(w["process"])
-        for name in [k for k in w if f"weights.{k}" not in keys]:
-            row = schema.param(f"weights.{name}") if f"weights.{name}" in _weights_keys() else None
-            if row is None or not any(isinstance(c, process_keys.ProcessWhen) for c in row.applies):
-                continue  # not a process key (process, shared_path) or unknown: validation says
-            if name not in ignored:
-                del w[name]
-            elif name in own:
-                try:
-                    own[name].check(f"weights.{name}", w[name], out)
-                except ConfigError:
-                    del w[name]
+    if "weights.process" in keys:
+        process_keys.drop_inherited(out, keys)
     return out
-
-
-def _weights_keys() -> set[str]:
-    return {p.key for p in schema.params() if p.section == "weights"}
 
 
 def _override_keys(overrides) -> set[str]:

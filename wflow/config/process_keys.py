@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 from wflow.config import schema
 from wflow.config.schema import Boolean, Integer, Interval, Param, String, When, show
 from wflow.errors import ConfigError
-from wflow.model.processes import PROCESSES
+from wflow.model.processes import PROCESSES, get_process
 
-__all__ = ["sync", "process_keys", "declared", "ProcessWhen"]
+__all__ = ["sync", "process_keys", "declared", "drop_inherited", "ProcessWhen"]
 
 _synced: tuple = ()  # the registry as last read: ((name, class), ...)
 
@@ -171,3 +171,31 @@ def sync() -> None:
                                "a key of the configuration itself: a process's keys need names "
                                "of their own")
         schema.register_param(_merged(name, d), replace_existing=True)
+
+
+def drop_inherited(cfg: dict, keys: set) -> None:
+    """After an override of ``weights.process`` (``keys``: the dotted keys overridden), drop
+    from ``cfg`` (in place) every inherited process key the new process does not read, or
+    whose value its own row refuses (``weights.scheme = "euler_maruyama"`` for oscillating),
+    unless it is overridden too: the new process's defaults apply."""
+    w = cfg.get("weights")
+    if not isinstance(w, dict) or not isinstance(w.get("process"), str):
+        return
+    try:
+        get_process(w["process"])
+    except ValueError:
+        return  # validation names the bad value
+    rows = {p.name: p for p in schema.params() if p.section == "weights"}
+    own = {p.name: p for p in declared(w["process"])}
+    kept = process_keys(w["process"])
+    for name in [k for k in w if f"weights.{k}" not in keys]:
+        row = rows.get(name)
+        if row is None or not any(isinstance(c, ProcessWhen) for c in row.applies):
+            continue  # not a process key (process, shared_path) or unknown: validation says
+        if name not in kept:
+            del w[name]
+        elif name in own:
+            try:
+                own[name].check(f"weights.{name}", w[name], cfg)
+            except ConfigError:
+                del w[name]
