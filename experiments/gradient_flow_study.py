@@ -19,7 +19,7 @@ import numpy as np
 import wflow
 from wflow.core import sphere
 from wflow.engine.run import Simulation
-from wflow.model.weights import DrivenOU, brownian_increments
+from wflow.model.processes import DrivenOU, brownian_increments
 
 #: the OU parameters of the refinement studies: the configuration records them and
 #: :func:`driven_ou` builds the process from them, so the run's Itô term and its stored

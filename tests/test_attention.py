@@ -50,7 +50,7 @@ def test_companion_case(backend):
                + 9 * 3 * U64 * np.sum(np.abs(F.dE_dD * drift)))
     assert abs(dEdt - z["dEdt_ou_noise_var_2"]) <= tol
     # oscillating, spread phases, at t = 0.3
-    from wflow.model.weights import Oscillating
+    from wflow.model.processes import Oscillating
 
     osc = Oscillating(3, 3, phase="spread")
     f = osc.drift(z["D"], float(z["t"]))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from wflow import config as C
 from wflow.errors import ConfigError
+from wflow.model.processes.layers import LAYER_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "wflow" / "data" / "experiments").glob("*.toml"))
@@ -443,6 +444,37 @@ def test_oscillating_scheme_defaults_to_euler():
         C.resolve(None, ["weights.process=oscillating", "weights.scheme=euler_maruyama"])
 
 
+def test_a_key_of_another_process_is_refused_naming_the_process_keys():
+    """Every process declares its keys on its class; a key of another process set to a value
+    other than its default is one error line (the same rule for every process)."""
+    msg = "weights.noise_var = 0.5 with weights.process = 'frozen': cannot apply (only with " \
+          "weights.process = 'ou'); process 'frozen' has no keys of its own"
+    with pytest.raises(ConfigError, match=f"^{re.escape(msg)}$"):
+        C.validate({"weights": {"process": "frozen", "noise_var": 0.5}})
+    with pytest.raises(ConfigError, match=re.escape(
+            "weights.phase = 'spread' with weights.process = 'ou': cannot apply (only with "
+            "weights.process = 'oscillating'); the keys of process 'ou' are rate, mean, "
+            "noise_var, noise_refine, scheme")):
+        C.validate({"weights": {"process": "ou", "phase": "spread"}})
+    # its default is quiet; the deterministic oscillating process accepts noise_var (as 0)
+    assert C.validate({"weights": {"process": "frozen", "rate": 1.0}}) == C.validate(
+        {"weights": {"process": "frozen"}})
+    assert C.validate({"weights": {"process": "oscillating", "noise_var": 0.0}})[
+        "weights"]["noise_var"] == 0.0
+
+
+def test_changing_the_process_drops_the_keys_of_the_old_one():
+    ou = ROOT / "wflow/data/experiments/paper_ou.toml"
+    osc = C.resolve(ou, ["weights.process=frozen"])
+    assert osc["weights"]["process"] == "frozen" and osc["weights"]["noise_var"] == 2.0
+    assert C.resolve(ou, ["weights.process=oscillating", "weights.phase=spread"])[
+        "weights"]["scheme"] == "euler"
+    base = {"weights": {"process": "ou", "noise_var": 0.5, "rate": 3.0}}
+    assert C.resolve(base, ["weights.process=oscillating"])["weights"]["rate"] == 1.0
+    with pytest.raises(ConfigError, match="weights.rate = 3.0 with weights.process = 'frozen'"):
+        C.resolve(base, ["weights.process=frozen", "weights.rate=3.0"])
+
+
 def test_steps_tolerance():
     ok = C.validate(with_values(solver__dt=0.1, solver__T=0.3, solver__record_every=1))
     assert C.n_steps(ok) == 3
@@ -576,7 +608,7 @@ leaves = st.one_of(
 values = st.recursive(
     leaves,
     lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.one_of(text(max_size=8), st.sampled_from(list(C.LAYER_KEYS))),
+    | st.dictionaries(st.one_of(text(max_size=8), st.sampled_from(list(LAYER_KEYS))),
                       inner, max_size=4),
     max_leaves=12,
 )

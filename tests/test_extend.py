@@ -1,5 +1,11 @@
-"""Extending wflow from outside the package: a weight process, a recorded series and a study,
-each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow")."""
+"""Extending wflow from outside the package: a weight process, a recorded series, a stepper and
+a study, each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow").
+
+A weight process is one class: its name, its ``[weights]`` keys declared once (``params``:
+Param rows — default, constraint, one-line doc), its mathematics; ``register_process`` adds
+it to the registry, and the configuration table, the validation and the generated key
+reference read its keys from there (a built-in process is the same class in one file of
+``wflow/model/processes/`` and one registration line in its ``__init__``)."""
 
 from pathlib import Path
 
@@ -8,9 +14,14 @@ import numpy as np
 import pytest
 
 import wflow
+from wflow.config import files as config_files
 from wflow.engine import driver
 from wflow.engine import series as S
-from wflow.model.weights import WeightProcess, register_process
+from wflow.model.processes import register_process
+from wflow.model.weights import WeightProcess
+from wflow.params import Interval, Param
+from wflow.stepping.integrators import EULER, RungeKutta
+from wflow.stepping.registry import STEPPER_SERIES, STEPPERS, register_series, register_stepper
 from wflow.storage import io
 from wflow.studies import STUDIES, Study, register_study, run_study, summary_table
 from wflow.sweeps.sweep import expand_grid
@@ -22,7 +33,7 @@ class Decay(WeightProcess):
     :math:`D_{k+1} = e^{-\gamma\Delta t} D_k` (deterministic, no noise)."""
 
     name = "decay"
-    params = {"gamma": 0.5}
+    params = (Param("gamma", 0.5, Interval(0, None, "neither"), "decay rate γ of the weights"),)
 
     @classmethod
     def from_config(cls, spec, H, d, dt):
@@ -75,14 +86,107 @@ def test_new_process_and_series_through_simulate_and_hdf5(tmp_path, mean_z, proc
 
 
 def test_new_process_is_named_in_errors():
-    """The registered process is among the allowed values; its own key is checked by the
-    type of its declared default, and is unknown to the other processes."""
+    """The registered process is among the allowed values; its own key is checked by its
+    declared constraint, and refused for another process (as a built-in key is for it)."""
     with pytest.raises(wflow.ConfigError, match="weights.process = 'nope'.*decay"):
         wflow.simulate({"weights": {"process": "nope"}})
-    with pytest.raises(wflow.ConfigError, match="weights.gamma"):
+    with pytest.raises(wflow.ConfigError, match=r"^weights.gamma = 'fast': must be a number > 0"):
         wflow.simulate({"weights": {"process": "decay", "gamma": "fast"}})
-    with pytest.raises(wflow.ConfigError, match="unknown key 'weights.gamma'"):
+    with pytest.raises(wflow.ConfigError, match=(
+            r"^weights.gamma = 1.0 with weights.process = 'ou': cannot apply \(only with "
+            r"weights.process .*'decay'.*\); the keys of process 'ou' are rate, mean, noise_var")):
         wflow.simulate({"weights": {"process": "ou", "gamma": 1.0}})
+    with pytest.raises(wflow.ConfigError, match=(
+            r"^weights.noise_var = 0.5 with weights.process = 'decay': cannot apply \(only with "
+            r"weights.process = 'ou'\); the keys of process 'decay' are gamma$")):
+        wflow.simulate({"weights": {"process": "decay", "noise_var": 0.5}})
+
+
+def test_new_process_keys_are_declared_once():
+    """The key declared on the class is in the table (validation, defaults, the generated
+    reference) only through the class; runs of other processes do not carry it."""
+    from wflow import config as C
+
+    assert C.validate({"weights": {"process": "decay"}})["weights"]["gamma"] == 0.5
+    assert C.validate({"weights": {"process": "decay", "gamma": 2}})["weights"]["gamma"] == 2.0
+    assert "gamma" not in C.validate({})["weights"]  # an OU run stores nothing of the plug-in
+    assert C.validate({"weights": {"process": "ou", "gamma": 0.5}}) == C.validate({})
+    ref = config_files.markdown_table()
+    assert ("| `weights.gamma` | `0.5` | a number > 0 | decay rate γ of the weights (only with "
+            "weights.process ") in ref
+    assert "weights.gamma" not in config_files.markdown_reference()  # wflow's own file
+    # an override that changes the process drops the keys the new process does not read
+    cfg = C.resolve({"weights": {"process": "decay", "gamma": 2.0}}, ["weights.process=ou"])
+    assert cfg["weights"]["process"] == "ou" and "gamma" not in cfg["weights"]
+    back = C.resolve(C.resolve(None, ["weights.noise_var=0.5"]), ["weights.process=decay"])
+    assert back["weights"]["gamma"] == 0.5 and back["weights"]["noise_var"] == 2.0
+
+
+def test_a_process_declaring_defaults_only_is_read_by_their_types():
+    """The older form, ``params = {name: default}``: each key checked by the type of its
+    default, present only with its process."""
+    from wflow import config as C
+
+    @register_process
+    class Pulse(Decay):
+        name = "pulse-test"
+        params = {"pulse": 1.0, "pulse_every": 3}
+
+    w = C.validate({"weights": {"process": "pulse-test", "pulse_every": 5}})["weights"]
+    assert (w["pulse"], w["pulse_every"]) == (1.0, 5)
+    with pytest.raises(wflow.ConfigError, match=r"^weights.pulse_every = 1.5: must be an integer"):
+        C.validate({"weights": {"process": "pulse-test", "pulse_every": 1.5}})
+    assert "pulse" not in C.validate({})["weights"]
+
+
+def test_a_process_may_not_declare_a_key_of_the_configuration():
+    from wflow import config as C
+    from wflow.model.processes import PROCESSES
+
+    @register_process
+    class Shared(Decay):
+        name = "shared-test"
+        params = {"shared_path": True}
+
+    try:
+        with pytest.raises(wflow.ConfigError, match="declares the key 'weights.shared_path'"):
+            C.validate({"weights": {"process": "shared-test"}})
+    finally:
+        PROCESSES.pop("shared-test")
+    assert C.validate({})["weights"]["shared_path"] is False
+
+
+class TwoHalfSteps:
+    """A stepper declared here: two explicit Euler steps of Δt/2 (order 1), reporting one
+    series of its own, declared beside it."""
+
+    name, order = "euler2-test", 1
+
+    def __init__(self):
+        self.series = (register_series("half_steps_test", "Euler half steps of the last step",
+                                       "count"),)
+
+    def step(self, ctx):
+        euler = RungeKutta(EULER)
+        Y = euler.advance(ctx.velocity, euler.advance(ctx.velocity, ctx.X, ctx.dt / 2, ctx.k1),
+                          ctx.dt / 2)
+        return Y, {"half_steps_test": np.full(len(ctx.X), 2.0)}
+
+
+def test_new_stepper_and_its_series(tmp_path):
+    register_stepper("euler2-test", lambda solver_config: TwoHalfSteps())
+    try:
+        cfg = {**_cfg(), "solver": {**_cfg()["solver"], "method": "euler2-test"}}
+        res = wflow.simulate(cfg)
+        np.testing.assert_array_equal(res.half_steps_test[1:], 2.0)
+        np.testing.assert_allclose(np.linalg.norm(res.X, axis=-1), 1.0, atol=1e-12)
+        path = driver.run_to_file(cfg, tmp_path / "s.h5")
+        with h5py.File(path) as f:
+            assert f["series/half_steps_test"].attrs["description"] == (
+                "Euler half steps of the last step")
+    finally:
+        STEPPERS.pop("euler2-test")
+        STEPPER_SERIES.pop("half_steps_test", None)
 
 
 class DecayStudy(Study):

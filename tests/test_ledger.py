@@ -6,7 +6,7 @@ from conftest import small_config
 
 import wflow
 from wflow.engine.run import Simulation
-from wflow.model.weights import DrivenOU, brownian_increments
+from wflow.model.processes import DrivenOU, brownian_increments
 
 
 def fit_order(dts, errs):

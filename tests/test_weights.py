@@ -1,4 +1,5 @@
-"""Tests of wflow.model.weights against the mathematics of [model §5] (not against the code).
+"""Tests of wflow.model.weights and wflow.model.processes against the mathematics of [model §5]
+(not against the code).
 
 Statistical checks allow Z = 5 standard errors derived from the sample size:
 a sample mean of n iid values with variance v within 5·sqrt(v/n); a sample variance
@@ -14,17 +15,15 @@ from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
 from wflow.errors import ConfigError
-from wflow.model.weights import (
+from wflow.model.processes import (
     FromFile,
     Frozen,
     Layers,
     OrnsteinUhlenbeck,
     Oscillating,
-    check_weights,
-    initial_weights,
-    load_weight_file,
     make_process,
 )
+from wflow.model.weights import check_weights, initial_weights, load_weight_file
 
 Z = 5.0
 

@@ -15,15 +15,19 @@ Choices (see also ``docs/guide.md``):
   configuration is always representable in TOML and in JSON.
 * Integers are accepted where floats are expected (and converted); floats are *not*
   accepted where integers are expected; booleans are never numbers.
-* ``weights.scheme`` left unset follows the process (``"euler"`` for oscillating); an
-  override that changes ``weights.process`` drops an inherited ``weights.scheme`` that the
-  new process does not allow (unless the scheme is overridden too).
+* The ``[weights]`` keys of a weight process are declared once, on its class
+  (:mod:`wflow.model.processes`), and read into the table by :mod:`wflow.config.process_keys`:
+  a key of another process set to a value other than its default is an error naming the key,
+  the process and its keys; a key several processes declare (``weights.scheme``) follows the
+  chosen one (``"euler"`` for oscillating when unset). An override that changes
+  ``weights.process`` drops the inherited keys the new process does not read or does not
+  allow (unless they are overridden too).
 * ``model.laplacian_heads`` given as an integer ``k`` means the last ``k`` heads.
 * A key set explicitly (in the file, the dict or an override) that cannot apply — e.g.
   ``solver.precision = "float32"`` with ``solver.backend = "numpy"`` — is an error, unless
   its value is the default; the embedded default run sets nothing explicitly.
 * The allowed values of the model's options come from the model modules (``attention``,
-  ``weights``, ``integrators``); their errors name their own parameters and
+  ``weights``, the processes, the stepper registry); their errors name their own parameters and
   :func:`config_errors` maps them to keys (:data:`PARAM_KEYS`).
 """
 
@@ -39,7 +43,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 
 from wflow.config import files as config_files
-from wflow.config import schema
+from wflow.config import process_keys, schema
 from wflow.config.files import (
     default_config,
     default_toml,
@@ -56,7 +60,6 @@ from wflow.config.schema import (
     Interval,
     Param,
     Path,
-    String,
     When,
     bad,
     choices_text,
@@ -68,18 +71,10 @@ from wflow.config.schema import (
 from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
-from wflow.model.weights import (
-    INITIAL_WEIGHTS,
-    LAYER_WEIGHTS,
-    PHASES,
-    PROCESSES,
-    SCHEMES_BY_PROCESS,
-    TARGETS,
-    get_process,
-)
-from wflow.stepping import density as _density  # registers the 'ssprk3' tableau
-from wflow.stepping import jko as _jko  # noqa: F401  (registers the 'jko' stepper)
-from wflow.stepping.integrators import STEPPERS
+from wflow.model.processes import PROCESSES, get_process
+from wflow.model.weights import INITIAL_WEIGHTS
+from wflow.stepping import density as _density
+from wflow.stepping.registry import STEPPERS
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
@@ -95,8 +90,6 @@ REPRESENTATIONS = ("particles", "density")
 DENSITY_INITS = ("uniform", "vmf")
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 ENERGY_METHODS = ("jko",)
-SCHEMES = tuple(dict.fromkeys(s for v in SCHEMES_BY_PROCESS.values() for s in v))
-LAYER_KEYS = ("duration", "weights", "seed")
 #: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
 STEP_RTOL = 1e-9
 
@@ -147,29 +140,6 @@ def _process(key, v, cfg=None):
     return v
 
 
-def _layers(key, value, cfg=None) -> list[dict]:
-    table = "a list of tables {duration, weights, seed}"
-    if not isinstance(value, (list, tuple)):
-        raise bad(key, value, f"must be {table} (got {typename(value)})")
-    out = []
-    for i, layer in enumerate(value):
-        lkey = f"{key}[{i}]"
-        if not isinstance(layer, Mapping):
-            raise bad(lkey, layer, f"must be a table {{duration, weights, seed}} "
-                                   f"(got {typename(layer)})")
-        for k in layer:
-            if not isinstance(k, str) or k not in LAYER_KEYS:
-                raise schema.unknown_key(lkey, k, LAYER_KEYS)
-        for k in ("duration", "weights"):
-            if k not in layer:
-                raise error(f"{lkey}.{k} is missing: every layer needs 'duration' and 'weights'")
-        what = f"a string ({schema.choices_text(LAYER_WEIGHTS)} or a file path)"
-        out.append({"duration": Interval(0, None, "neither")(f"{lkey}.duration", layer["duration"]),
-                    "weights": schema.String(True, what)(f"{lkey}.weights", layer["weights"]),
-                    "seed": Integer(lo=0)(f"{lkey}.seed", layer.get("seed", 0))})
-    return out
-
-
 def _needs_file(key, when_key, when_value):
     def rule(cfg):
         s, k = key.split(".")
@@ -191,21 +161,6 @@ def _classes_rule(cfg):
     if cfg["init"]["tokens"] == "classes" and C > 2 * d:
         raise bad("init.classes", C, f"must be <= 2 model.d = {2 * d} (the class centres are "
                                      "the vertices ±e_a)")
-
-
-def _scheme_rule(cfg):
-    w = cfg["weights"]
-    allowed = SCHEMES_BY_PROCESS.get(w["process"])
-    if allowed is not None and w["scheme"] not in allowed:
-        raise error(f"weights.scheme = {w['scheme']!r} with weights.process = {w['process']!r}: "
-                    f"allowed values are {schema.choices_text(allowed)}")
-
-
-def _layers_rule(cfg):
-    w = cfg["weights"]
-    if w["process"] == "layers" and not w["layers"]:
-        raise bad("weights.layers", w["layers"], "must be a non-empty list of tables "
-                  "{duration, weights, seed} when weights.process = 'layers'")
 
 
 def _method_rule(cfg):
@@ -337,33 +292,9 @@ for _p in [
     Param("weights.process", "ou", Custom(_process, "a registered process or 'module:Class'"),
           "frozen; ou: dD = λ(M − D) dt + g dW_sym; oscillating; layers; file; or a registered "
           "process ('module:Class' imports one)"),
-    Param("weights.rate", 1.0, _POS, "OU rate λ"),
-    Param("weights.mean", 1.0, Interval(), "OU mean M·I"),
-    Param("weights.noise_var", 2.0, _NONNEG, "OU noise variance g²"),
-    Param("weights.noise_refine", 1, Integer(lo=1),
-          "OU: a step of Δt draws r normals per entry, one per sub-interval Δt/r, and combines "
-          "them exactly: a run at Δt with r = 2 and one at Δt/2 with r = 1 see the same "
-          "Brownian path (pathwise Δt/2 checks)", applies=When("weights.process", "ou")),
-    Param("weights.scheme", "euler_maruyama", Choice(SCHEMES),
-          "weight step: ou euler_maruyama | exact; oscillating euler | exact",
-          applies=When("weights.process", tuple(SCHEMES_BY_PROCESS)), rule=_scheme_rule,
-          default_from=lambda cfg: SCHEMES_BY_PROCESS.get(cfg["weights"]["process"],
-                                                          ("euler_maruyama",))[0]),
-    Param("weights.phase", "shared", Choice(PHASES),
-          "shared: φ_h = 0; spread: φ_h = 2πh/H", applies=When("weights.process", "oscillating")),
-    Param("weights.target", "wflow", Choice(TARGETS),
-          "oscillating forcing for d ≥ 4: wflow (off-diagonal sin(ω_ab τ + aπ/2)) or paper "
-          "(the paper's code: p-th pair sin(2τ + 2πp/n_pairs)); equal for d ≤ 3",
-          applies=When("weights.process", "oscillating")),
     Param("weights.shared_path", False, Boolean(),
           "every path follows one weight path: the same D(0) and the same noise (stream (5,))",
           rule=_shared_path_rule),
-    Param("weights.layers", [], Custom(_layers, "a list of tables {duration, weights, seed}"),
-          "piecewise-constant weights: [[weights.layers]] tables",
-          applies=When("weights.process", "layers"), rule=_layers_rule),
-    Param("weights.file", "", Path(), "weight trajectory file (.npz/.h5, keys 'D' and 't')",
-          applies=When("weights.process", "file"),
-          rule=_needs_file("weights.file", "weights.process", "file")),
     Param("solver.method", "euler", Choice(METHODS),
           "euler (renormalised onto the sphere), heun, rk4, ssprk3 (SSP-RK3), jko",
           rule=_method_rule),
@@ -420,6 +351,9 @@ for _p in [
     Param("output.overwrite", False, Boolean(), "replace a complete result"),
 ]:
     schema.register_param(_p)
+    if _p.key == "weights.process":  # the processes' own keys follow it in the table
+        process_keys.sync()
+schema.register_source(process_keys.sync)
 
 
 def __getattr__(name):
@@ -444,45 +378,17 @@ def validate(cfg, explicit=None) -> dict:
     ``explicit``: the dotted keys the user gave (None: every key present in ``cfg``; ``()``
     for a stored, complete configuration). Raises :class:`ConfigError` with one line.
 
-    A weight process registered from outside declares its own ``[weights]`` keys
-    (``WeightProcess.params``, name → default): those not in the table are checked here
-    against the type of their default and kept, for that process only.
+    The ``[weights]`` keys of a process are declared on its class
+    (:mod:`wflow.config.process_keys`); a process named by ``module:Class`` or an entry
+    point is imported first, so its keys are in the table.
     """
-    own = _process_params(cfg)
-    if own:
-        cfg = {**cfg, "weights": {k: v for k, v in cfg["weights"].items() if k not in own}}
-    out = schema.validate(cfg, explicit)
-    out["weights"].update(own)
-    return out
-
-
-def _process_params(cfg) -> dict:
-    """The values of a process's own keys that the table does not declare, type-checked
-    against their defaults (bool, int, float, str; anything else as given)."""
-    w = cfg.get("weights") if isinstance(cfg, dict) else None
-    if not isinstance(w, dict) or not isinstance(w.get("process"), str):
-        return {}
-    try:
-        cls = get_process(w["process"])
-    except ValueError:
-        return {}  # the table's check names the bad value
-    known = {p.key.split(".", 1)[1] for p in schema.params() if p.key.startswith("weights.")}
-    out = {}
-    for name, default in getattr(cls, "params", {}).items():
-        if name in known:
-            continue
-        value = w.get(name, default)
-        key = f"weights.{name}"
-        if isinstance(default, bool):
-            value = Boolean()(key, value)
-        elif isinstance(default, int):
-            value = Integer()(key, value)
-        elif isinstance(default, float):
-            value = Interval()(key, value)
-        elif isinstance(default, str):
-            value = String()(key, value)
-        out[name] = value
-    return out
+    w = cfg.get("weights") if isinstance(cfg, Mapping) else None
+    if isinstance(w, Mapping) and isinstance(w.get("process"), str):
+        try:
+            get_process(w["process"])
+        except ValueError:
+            pass  # the table's check names the bad value
+    return schema.validate(cfg, explicit)
 
 
 @contextmanager
@@ -509,18 +415,15 @@ def config_errors():
 def apply_overrides(cfg: dict, overrides) -> dict:
     """Apply ``section.key=value`` strings to a copy of ``cfg`` and return the copy.
 
-    Missing tables on the way are created. If ``weights.process`` is overridden and
-    ``weights.scheme`` is not, an inherited scheme that the new process does not
-    allow (or that does not apply to it) is dropped, so the process' default applies.
+    Missing tables on the way are created. If ``weights.process`` is overridden, every
+    inherited key of another process that the new one does not read (or whose value it does
+    not allow, e.g. ``weights.scheme = "euler_maruyama"`` for oscillating) is dropped unless
+    overridden too, so the new process's defaults apply.
     """
     out = config_files.apply_overrides(cfg, overrides)
     keys = _override_keys(overrides)
-    if "weights.process" in keys and "weights.scheme" not in keys:
-        w = out.get("weights")
-        if isinstance(w, dict) and isinstance(w.get("process"), str) and "scheme" in w:
-            allowed = SCHEMES_BY_PROCESS.get(w["process"], (schema.param("weights.scheme").default,))
-            if w["scheme"] not in allowed:
-                del w["scheme"]
+    if "weights.process" in keys:
+        process_keys.drop_inherited(out, keys)
     return out
 
 

@@ -174,10 +174,19 @@ def _doc_line(p: Param) -> str:
     return f"{p.doc} (only with {' and '.join(c.text for c in p.applies)})"
 
 
-def toml_document(values: Mapping | None = None, header: Sequence[str] = (), column: int = 29):
+def _rows(plugins: bool = True) -> list[Param]:
+    """The table's keys; without ``plugins``, wflow's own (a plug-in weight process's keys are
+    those present only with their process, :attr:`~wflow.params.Param.present`)."""
+    _load_table()
+    return [p for p in schema.params() if plugins or p.present is None]
+
+
+def toml_document(values: Mapping | None = None, header: Sequence[str] = (), column: int = 29,
+                  plugins: bool = True):
     """A tomlkit document of every key, each commented with its one-line doc.
 
-    ``values``: ``{dotted key: value}`` replacing defaults (e.g. the default run's T).
+    ``values``: ``{dotted key: value}`` replacing defaults (e.g. the default run's T);
+    ``plugins``: include the keys of plug-in weight processes registered in this interpreter.
     """
     import tomlkit
 
@@ -185,12 +194,12 @@ def toml_document(values: Mapping | None = None, header: Sequence[str] = (), col
     doc = tomlkit.document()
     for line in header:
         doc.add(tomlkit.comment(line))
-    _load_table()
+    rows = _rows(plugins)
     for section, sdoc in schema.sections().items():
         table = tomlkit.table()
         if sdoc:
             table.add(tomlkit.comment(sdoc))
-        for p in schema.params():
+        for p in rows:
             if p.section != section:
                 continue
             item = tomlkit.item(values.get(p.key, copy.deepcopy(p.default)))
@@ -206,13 +215,13 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown_table() -> str:
-    """The key reference: one Markdown table row per key."""
+def markdown_table(plugins: bool = True) -> str:
+    """The key reference: one Markdown table row per key (``plugins``: with the keys of the
+    plug-in weight processes registered in this interpreter)."""
     import tomlkit
 
     rows = ["| key | default | allowed | description |", "|---|---|---|---|"]
-    _load_table()
-    for p in schema.params():
+    for p in _rows(plugins):
         default = tomlkit.item(copy.deepcopy(p.default)).as_string()
         describe = getattr(p.check, "describe", lambda: "")()
         rows.append(f"| `{p.key}` | `{_md(default)}` | {_md(describe)} | {_md(_doc_line(p))} |")
@@ -235,13 +244,13 @@ def default_toml() -> str:
 
     from wflow import config
 
-    doc = toml_document(config.DEFAULT_RUN, DEFAULT_RUN_HEADER)
+    doc = toml_document(config.DEFAULT_RUN, DEFAULT_RUN_HEADER, plugins=False)
     return tomlkit.dumps(doc).rstrip("\n") + "\n"
 
 
 def markdown_reference() -> str:
-    """The user guide's key reference (between ``README_MARKERS``)."""
-    return "\n".join([README_MARKERS[0], markdown_table(), README_MARKERS[1]])
+    """The user guide's key reference (between ``README_MARKERS``): wflow's own keys."""
+    return "\n".join([README_MARKERS[0], markdown_table(plugins=False), README_MARKERS[1]])
 
 
 def generated_files(root=None) -> dict:

@@ -49,15 +49,17 @@ from wflow import config as _config
 from wflow.core import _pool, sphere
 from wflow.core.circle_fv import CircleGrid
 from wflow.core.sphere_mesh import voronoi_mesh
+from wflow.engine import initial
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
+from wflow.engine.initial import UNIT_TOL, perturb_tokens, perturb_weights
 from wflow.errors import ConfigError, NumericalError
 from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
-from wflow.model.weights import initial_weights, load_weight_file, make_process
+from wflow.model.processes import make_process
 from wflow.stepping.density import DensityStepper
-from wflow.stepping.integrators import StepContext, get_stepper
+from wflow.stepping.registry import StepContext, get_stepper
 
 log = logging.getLogger(__name__)
 
@@ -203,66 +205,11 @@ class Simulation:
         self.density = s["representation"] == "density"
         if self.density:
             self.w2 = self.clustering = False  # token diagnostics
-        # every stream is a child of SeedSequence(init.seed) named by a fixed spawn key, so
-        # path p's draws depend on (seed, p) alone: (0,) tokens, (1,) initial weights and
-        # values, (2, p) the noise of path p, (0, p) / (1, p) its own X0 / D(0) if asked
-        seed = int(ini["seed"])
-        self.first_path = first = int(ini.get("first_path", 0))
-
-        def stream(*key):
-            return np.random.SeedSequence(seed, spawn_key=key)
-
-        if w["shared_path"]:  # one weight path: every path's generator replays one stream
-            self._path_seeds = [stream(5) for _ in range(self.P)]
-        else:
-            self._path_seeds = [stream(2, first + p) for p in range(self.P)]
-
-        # initial weights (shared by the paths unless asked per path), values
-        rng_w = np.random.default_rng(stream(1))
-        given = None
-        if ini["weights"] == "file":
-            given = load_weight_file(ini["weights_file"], key="init.weights_file")["D"]
-            if given.ndim == 4:
-                given = given[0]
-        wkind = "given" if ini["weights"] == "file" else ini["weights"]
-        shared_D0 = initial_weights(wkind, self.H, self.d, rng_w, given)
-        if ini.get("per_path_weights"):
-            D0 = np.stack([initial_weights(wkind, self.H, self.d,
-                                           np.random.default_rng(stream(1, first + p)), given)
-                           for p in range(self.P)])
-        else:
-            D0 = np.broadcast_to(shared_D0, (self.P, self.H, self.d, self.d)).copy()
-        values = None
-        if m["values"] == "identity":
-            values = np.broadcast_to(np.eye(self.d), (self.H, self.d, self.d)).copy()
-        elif m["values"] == "minus_identity":
-            values = -np.broadcast_to(np.eye(self.d), (self.H, self.d, self.d)).copy()
-        elif m["values"] == "gaussian":  # after the shared D(0) draw, whatever per_path_weights
-            values = rng_w.standard_normal((self.H, self.d, self.d)) / np.sqrt(self.d)
-        elif m["values"] == "symmetric_gaussian":  # (Ξ + Ξᵀ)/√(2d): Var V_aa = 2/d, V_ab = 1/d
-            xi = rng_w.standard_normal((self.H, self.d, self.d))
-            values = (xi + xi.transpose(0, 2, 1)) / np.sqrt(2 * self.d)
-
-        # initial tokens
-        if ini["tokens"] == "classes":
-            X0 = np.stack([self._class_tokens(ini, first + p,
-                                              np.random.default_rng(stream(0, first + p)))
-                           for p in range(self.P)])
-        elif ini.get("per_path_tokens"):
-            X0 = np.stack([self._tokens(ini, np.random.default_rng(stream(0, first + p)))
-                           for p in range(self.P)])
-        else:
-            X0 = self._tokens(ini, np.random.default_rng(stream(0)))[None]
-        X0 = np.broadcast_to(X0, (self.P, self.n, self.d)).copy()
-        if tokens is not None:
-            X0 = _given_tokens(tokens, self.P, self.n, self.d)
-        # perturbations of the start (stability studies): same directions for every path
-        eps_x = float(ini.get("token_perturbation", 0.0) or 0.0)
-        if eps_x > 0:
-            X0 = perturb_tokens(X0, eps_x, np.random.default_rng(stream(3)))
-        eps_d = float(ini.get("weight_perturbation", 0.0) or 0.0)
-        if eps_d > 0:
-            D0 = perturb_weights(D0, eps_d, np.random.default_rng(stream(4)))
+        if tokens is not None:  # checked before anything is drawn
+            tokens = _given_tokens(tokens, self.P, self.n, self.d)
+        start = initial.draw(cfg, tokens)
+        self.first_path, self._path_seeds = start.first_path, start.path_seeds
+        X0, D0, values = start.X0, start.D0, start.values
 
         with _config.config_errors():  # the model names its parameters; errors name keys
             self.model = AttentionModel(
@@ -297,40 +244,6 @@ class Simulation:
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
-
-    def _class_tokens(self, ini, p, rng):
-        r"""Tokens of path p of class :math:`c = p \bmod C` (``init.tokens = "classes"``).
-
-        .. math::
-            \mu_c = (-1)^{\lfloor c/d\rfloor} e_{c \bmod d}, \qquad
-            m_p \sim \mathrm{vMF}(\mu_c, \kappa_{\text{class}}), \qquad
-            x_{pi} \sim \mathrm{vMF}(m_p, \kappa)\ (i = 1..n),
-
-        drawn in this order from path p's own token stream ``(0, p)``.
-        """
-        return sphere.von_mises_fisher(self.n, self._class_centre(ini, p, rng), float(ini["kappa"]),
-                                       rng)
-
-    def _class_centre(self, ini, p, rng):
-        c = p % int(ini["classes"])
-        mu = np.zeros(self.d)
-        mu[c % self.d] = -1.0 if c >= self.d else 1.0
-        return sphere.von_mises_fisher(1, mu, float(ini["class_kappa"]), rng)[0]
-
-    def _tokens(self, ini, rng):
-        kind = ini["tokens"]
-        if kind == "octahedral":
-            return sphere.octahedral(self.n, self.d, rng, noise=float(ini["token_noise"]))
-        if kind == "uniform":
-            return sphere.uniform(self.n, self.d, rng)
-        if kind == "vmf":
-            mu = np.zeros(self.d)
-            mu[-1] = 1.0
-            return sphere.von_mises_fisher(self.n, mu, float(ini["kappa"]), rng)
-        if kind == "file":
-            return _load_tokens(ini["tokens_file"], self.n, self.d, ini["normalize"])
-        raise ConfigError(f"init.tokens = {kind!r}: allowed values are octahedral, uniform, vmf, "
-                          "classes, file")
 
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
@@ -546,31 +459,6 @@ def _given_tokens(tokens, P, n, d):
     return np.broadcast_to(sphere.normalize(X), (P, n, d)).copy()
 
 
-def perturb_tokens(X, eps, rng):
-    r"""Every token moved by the geodesic distance :math:`\arctan\varepsilon`:
-
-    .. math:: x_i^\varepsilon = \frac{x_i + \varepsilon u_i}{\sqrt{1 + \varepsilon^2}},\qquad
-        u_i = \frac{P_{x_i} g_i}{|P_{x_i} g_i|},\quad g_i \sim N(0, I_d),
-
-    one draw ``rng.standard_normal((n, d))`` shared by the paths (X is (P, n, d))."""
-    X = np.asarray(X, dtype=float)
-    g = rng.standard_normal(X.shape[-2:])
-    U = sphere.project(X, np.broadcast_to(g, X.shape))
-    U = U / np.linalg.norm(U, axis=-1, keepdims=True)
-    return sphere.normalize(X + eps * U)
-
-
-def perturb_weights(D, eps, rng):
-    r""":math:`D_h^\varepsilon = D_h + \varepsilon S_h`, :math:`S_h = (\Xi_h + \Xi_h^T)/|\Xi_h +
-    \Xi_h^T|_F`, :math:`\Xi_h` iid N(0, 1) (one draw (H, d, d) shared by the paths; D is
-    (P, H, d, d)): each head moves by ε in Frobenius norm and stays symmetric."""
-    D = np.asarray(D, dtype=float)
-    xi = rng.standard_normal(D.shape[-3:])
-    S = xi + xi.transpose(0, 2, 1)
-    S /= np.linalg.norm(S, axis=(-2, -1), keepdims=True)
-    return D + eps * S
-
-
 def _check_finite(a, what, k, t):
     if not np.all(np.isfinite(a)):
         raise NumericalError(f"non-finite {what} at step {k} (t = {t:.6g}); the run stops here",
@@ -582,43 +470,6 @@ JKO_HEAD_WARNING = (
     "gradient flow: no scalar mobility reproduces the head-normalised velocity, the steps use "
     "b_hat and are not expected to converge to the explicit flow [model §7]; "
     "model.normalization = 'joint' or 'none' is exact")
-
-#: rows of a tokens file whose norm is within this of 1 are unit vectors (float32 files pass)
-UNIT_TOL = 1e-6
-
-
-def _load_tokens(path, n, d, normalize=False):
-    from wflow.storage.io import read_arrays
-
-    where = f"init.tokens_file = {str(path)!r}"
-    raw = read_arrays(path, ("X",), what="tokens file", where=where, npy_key="X")
-    if "X" not in raw:
-        raise ConfigError(f"{where}: key 'X' missing: a .npz or .h5 tokens file holds the "
-                          f"tokens as an array 'X' of shape (model.n, model.d) = ({n}, {d}); "
-                          f"a .npy file holds that array alone")
-    X = raw["X"]
-    if X.shape != (n, d):
-        raise ConfigError(f"{where}: 'X' has shape {X.shape}, the configuration needs "
-                          f"(model.n, model.d) = ({n}, {d})")
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
-        raise ConfigError(f"{where}: 'X' has dtype {X.dtype}, expected real numbers")
-    X = X.astype(np.float64)
-    bad = ~np.all(np.isfinite(X), axis=1)
-    if bad.any():
-        raise ConfigError(f"{where}: {int(bad.sum())} of {n} rows of 'X' hold NaN or infinite "
-                          f"values (the first is row {int(np.argmax(bad))}); tokens must be finite")
-    norms = np.linalg.norm(X, axis=1)
-    off = np.abs(norms - 1.0) > UNIT_TOL
-    if off.any() and not normalize:
-        raise ConfigError(f"{where}: {int(off.sum())} of {n} rows of 'X' are not unit vectors "
-                          f"(norms {norms.min():.3g} to {norms.max():.3g}); tokens lie on the "
-                          f"sphere: normalise them, or set init.normalize = true to project them")
-    if (norms == 0).any():
-        raise ConfigError(f"{where}: {int((norms == 0).sum())} rows of 'X' are zero "
-                          f"(the first is row {int(np.argmax(norms == 0))}); they have no "
-                          f"direction to project onto the sphere")
-    return sphere.normalize(X)
-
 
 def simulate(config=None, overrides=(), recorder=None, progress=False) -> Result:
     """Run one configuration (nested dict of [model §10], a TOML path, or None = default).

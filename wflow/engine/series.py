@@ -21,7 +21,8 @@ kind           meaning                                    shape in a result
 
 Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``step_ledger``
 (with the ledger, not under the causal mask), ``clustering`` (``diagnostics.clustering``),
-``w2`` (``diagnostics.w2``), ``stepper`` (declared by the stepper, e.g. JKO),
+``w2`` (``diagnostics.w2``), ``stepper`` (declared beside the stepper with
+:func:`wflow.stepping.registry.register_series`, e.g. JKO's),
 ``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
 ``rho`` instead of ``X``), ``density`` (density runs), ``user`` (added with
 :func:`add_series`: recorded by every run while registered).
@@ -38,6 +39,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from wflow.stepping.registry import STEPPER_SERIES
 
 __all__ = ["Series", "SERIES", "RecordContext", "add_series", "remove_series", "describe",
            "describe_full", "dims", "names"]
@@ -106,6 +109,8 @@ def remove_series(name):
 def describe(name):
     """(description, units) of a series; a generic text for names not in the table."""
     s = SERIES.get(name)
+    if s is None and name in STEPPER_SERIES:  # of a stepper registered after this table
+        return STEPPER_SERIES[name]
     if s is None:
         return f"result series {name!r}", "see docs/model.md §10"
     return s.description, s.units
@@ -220,19 +225,7 @@ add_series("w2_step", "point", "W2 between successive records (geodesic cost)", 
 add_series("metric_speed", "point", "w2_step / record interval (metric speed)", "1/time",
            group="w2")
 
-for _n, _d in (
-    ("jko_iterations", "L-BFGS iterations of the last JKO step"),
-    ("jko_converged", "1 if the last JKO step converged"),
-    ("jko_objective_drop", "objective decrease of the last JKO step (per token)"),
-    ("jko_w2", "W2 between X_k and X_{k+1} of the last JKO step"),
-    ("jko_identity", "1 if the optimal coupling of the last JKO step is the identity"),
-):
-    add_series(_n, "point", _d, "dimensionless", group="stepper")
-
-for _n, _d, _u in (
-    ("cfl_substeps", "density: CFL substeps of the last step", "count"),
-    ("rho_min", "density: smallest cell average after the last step", "1/radian"),
-):
+for _n, (_d, _u) in STEPPER_SERIES.items():  # declared beside their steppers
     add_series(_n, "point", _d, _u, group="stepper")
 for _n, _d, _u in (
     ("mass", "density: total mass sum_k rho_k h (conserved to round-off)", "dimensionless"),

@@ -1,4 +1,6 @@
-r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` [model §5].
+r"""Weight processes: the time-dependent interaction matrices :math:`D_h(t)` [model §5] — the
+protocol (:class:`WeightProcess`), the initial weights and the weight files; the registry and
+the built-in processes are :mod:`wflow.model.processes` (one file each).
 
 Every process has a drift :math:`f(D, t)` and advances the weights of ``P``
 Monte Carlo paths by one step,
@@ -33,33 +35,26 @@ __all__ = [
     "check_weights",
     "load_weight_file",
     "WeightProcess",
-    "Frozen",
-    "OrnsteinUhlenbeck",
-    "DrivenOU",
-    "brownian_increments",
-    "Oscillating",
-    "Layers",
-    "FromFile",
-    "make_process",
-    "register_process",
-    "get_process",
-    "PROCESSES",
 ]
 
 SYM_RTOL = 1e-10
-#: weights.process -> WeightProcess subclass; filled by :func:`register_process`
-PROCESSES: dict = {}
-#: the entry-point group through which installed packages add weight processes
-ENTRY_POINT_GROUP = "wflow.model.processes"
-# The allowed values of the weight options, defined once (wflow.config's schema imports them).
-#: the schemes of each process that has a choice; the first is the process' default
-SCHEMES_BY_PROCESS = {"ou": ("euler_maruyama", "exact"), "oscillating": ("euler", "exact")}
-PHASES = ("shared", "spread")
-#: the oscillating forcing for d >= 4 (``weights.target``): wflow's choice or the paper's code
-TARGETS = ("wflow", "paper")
 INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file")  # init.weights ("given": the API)
 LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
+
+#: names that moved to :mod:`wflow.model.processes` (the registry and the built-in processes),
+#: still read here for code that imports them from this module
+_MOVED = ("register_process", "get_process", "make_process", "PROCESSES", "ENTRY_POINT_GROUP",
+          "Frozen", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments", "Oscillating",
+          "Layers", "FromFile", "PHASES", "TARGETS")
+
+
+def __getattr__(name):
+    if name in _MOVED:  # imported when asked (by name): the processes import this module
+        from importlib import import_module
+
+        return getattr(import_module("wflow.model.processes"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- validation
@@ -258,50 +253,7 @@ def load_weight_file(path, key=None):
     return {"D": D, "t": t}
 
 
-# --------------------------------------------------------------------------- processes
-
-
-def register_process(cls):
-    """Class decorator: make ``cls`` the weight process of ``weights.process = cls.name``.
-
-    A process from outside wflow is found in a new interpreter (``wflow resume``, a Dask
-    worker) in one of two ways: an installed package declares it in the entry-point group
-    ``wflow.model.processes`` (``name = "package.module:Class"``), or the configuration names it
-    by module path, ``weights.process = "package.module:Class"`` — the result file stores
-    the configuration, so a resume imports it again.
-    """
-    if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
-        raise TypeError("register_process: expected a WeightProcess subclass")
-    PROCESSES[cls.name] = cls
-    return cls
-
-
-def get_process(name: str):
-    """The process class of ``weights.process = name``: the registry, then the entry points
-    of ``wflow.model.processes``, then a ``module:Class`` path. ``ValueError`` naming the allowed
-    values otherwise."""
-    if name in PROCESSES:
-        return PROCESSES[name]
-    from importlib import import_module, metadata
-
-    try:
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name == name:
-                return register_process(ep.load())
-    except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, not fatal here
-        raise ValueError(f"process = {name!r}: its entry point failed to load ({exc})") from None
-    if isinstance(name, str) and ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            cls = getattr(import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"process = {name!r}: cannot import it ({exc})") from None
-        if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
-            raise ValueError(f"process = {name!r}: not a WeightProcess subclass")
-        PROCESSES.setdefault(name, cls)
-        return cls
-    raise ValueError(f"process = {name!r}: allowed values are {', '.join(PROCESSES)} "
-                     "or 'module:Class'")
+# --------------------------------------------------------------------------- the protocol
 
 
 class WeightProcess:
@@ -312,28 +264,35 @@ class WeightProcess:
         D_{k+1} = D_k + f(D_k, t_k)\,\Delta t + \xi_k .
 
     A process declares, in one place (its class): its config name ``name``, the
-    ``[weights]`` keys it reads with their defaults (``params``), how it is built from
-    them (:meth:`from_config`), its initial weights (:meth:`initial`), its drift, its step,
-    its realised noise, and its expected Itô rate (:meth:`ito_rate`). The run loop names
-    no process.
+    ``[weights]`` keys it reads (``params``: :class:`wflow.params.Param` rows with bare names —
+    default, constraint, one-line doc, cross-key rule; the configuration table reads them from
+    the registered classes), how it is built from them (:meth:`from_config`), its initial
+    weights (:meth:`initial`), its drift, its step, its realised noise, and its expected Itô
+    rate (:meth:`ito_rate`). The run loop names no process.
 
     Attributes
     ----------
     name : str
         The ``weights.process`` value.
-    params : dict
-        ``[weights]`` keys this process reads and their defaults.
+    params : tuple of wflow.params.Param
+        The ``[weights]`` keys this process reads (a key of another process set explicitly to
+        a value other than its default is refused). A plain dict name -> default is also
+        read (the constraint then follows the type of the default).
+    ignores : tuple of str
+        Keys of other processes this one accepts and ignores (none but ``noise_var`` of the
+        deterministic oscillating process, which configurations state as 0).
     deterministic : bool
         True when a step draws no random numbers.
     """
 
     name = "base"
-    params: dict = {}
+    params: tuple = ()
+    ignores: tuple = ()
     deterministic = True
 
     @classmethod
     def from_config(cls, spec: dict, H: int, d: int, dt: float):
-        """Build the process from the ``[weights]`` table (keys of :attr:`params`)."""
+        """Build the process from the validated ``[weights]`` table (keys of :attr:`params`)."""
         return cls()
 
     def initial(self, D0):
@@ -382,62 +341,3 @@ class WeightProcess:
     def describe(self):
         """JSON-able parameters, for provenance."""
         return {"process": self.name}
-
-
-# --------------------------------------------------------------------------- factory
-
-
-def make_process(spec, H, d, dt):
-    r"""Build the weight process of a ``[weights]`` table [model §10].
-
-    .. math::
-
-        \text{process} \in
-        \{\text{frozen}, \text{ou}, \text{oscillating}, \text{layers}, \text{file}\}.
-
-    Parameters
-    ----------
-    spec : dict
-        Keys: ``process`` (default "frozen"); for ``ou``: ``rate`` (1), ``mean`` (None = I),
-        ``noise_var`` (2), ``scheme`` ("euler_maruyama" | "exact"; "euler" accepted as
-        an alias); for ``oscillating``: ``phase`` ("shared" | "spread"), ``scheme``
-        ("euler" | "exact"; "euler_maruyama" accepted as an alias); for ``layers``:
-        ``layers``, a list of ``{"duration": float, "weights": "identity" |
-        "symmetric_gaussian" | path | array, "seed": int}`` — ``symmetric_gaussian``
-        draws :math:`\Xi + \Xi^T` from ``np.random.default_rng(seed)`` (the seed is
-        required); for ``file``: ``file``, a path read by :func:`load_weight_file`
-        (without ``t`` a trajectory is one set per step, :math:`t_k = k\,\Delta t`).
-        Other keys are ignored.
-    H, d : int
-        Number of heads and dimension.
-    dt : float
-        Time step (layer rounding, default file times).
-
-    Returns
-    -------
-    WeightProcess
-
-    Raises
-    ------
-    ConfigError
-        Unknown process or bad value, one line naming the field and the allowed values.
-    """
-    spec = dict(spec or {})
-    kind = spec.get("process", "frozen")
-    try:
-        cls = get_process(kind)
-    except ValueError as exc:
-        raise ConfigError(f"weights.{exc}") from None
-    return cls.from_config(spec, H, d, dt)
-
-
-# The built-in processes register themselves on import (kept in their own module).
-from wflow.model.processes import (  # noqa: E402
-    DrivenOU,
-    FromFile,
-    Frozen,
-    Layers,
-    OrnsteinUhlenbeck,
-    Oscillating,
-    brownian_increments,
-)

@@ -27,7 +27,8 @@ import math
 import numpy as np
 
 from wflow.errors import NumericalError
-from wflow.stepping.integrators import HEUN, TABLEAUX, ButcherTableau, StepContext, register_tableau
+from wflow.stepping.integrators import HEUN, TABLEAUX, ButcherTableau, register_tableau
+from wflow.stepping.registry import StepContext, register_series
 
 __all__ = ["SSPRK3", "SSP_METHODS", "DensityStepper", "additive", "MAX_RETRIES"]
 
@@ -51,13 +52,15 @@ def additive(rho, U):
 
 
 class DensityStepper:
-    """The :class:`~wflow.stepping.integrators.Stepper` of a density.
+    """The :class:`~wflow.stepping.registry.Stepper` of a density.
 
     ``ctx.X`` is ρ (P, N), ``ctx.velocity`` the rate ρ ↦ ρ̇ at frozen weights, ``ctx.k1`` the
     rate at ρ_k and ``ctx.max_dt`` (P,) the CFL step at ρ_k.
     """
 
-    series = ("cfl_substeps", "rho_min")
+    series = (register_series("cfl_substeps", "density: CFL substeps of the last step", "count"),
+              register_series("rho_min", "density: smallest cell average after the last step",
+                              "1/radian"))
 
     def __init__(self, method: str):
         if method not in SSP_METHODS:

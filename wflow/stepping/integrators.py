@@ -20,86 +20,16 @@ update ``normalize(x + σ dt v)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
 
 import numpy as np
 
 from wflow.core import sphere
+from wflow.stepping.registry import STEPPERS, StepContext, Stepper, get_stepper, register_stepper  # noqa: F401
 
-__all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "STEPPERS",
-           "StepContext", "Stepper", "register_tableau", "register_stepper", "get_stepper",
-           "integrate"]
-
-
-@dataclass
-class StepContext:
-    r"""What a stepper may use to advance the tokens over one step (weights frozen at
-    :math:`D_k`, [model §6]).
-
-    Attributes
-    ----------
-    X : (P, n, d) tokens :math:`X_k`.
-    dt : step :math:`\Delta t`.
-    sigma : the sign σ = ±1 of the flow.
-    velocity : callable Y (P, n, d) -> σ v(Y; D_k), the token field with frozen weights.
-    k1 : σ v(X_k; D_k), already computed with the diagnostics (saves one evaluation).
-    energy_grad : callable (p, Y (n, d)) -> (E, ∇E / n) of path p at frozen weights
-        (energy-based steppers).
-    mobility : (P, n) mobility b of the metric at X_k (energy-based steppers).
-    max_dt : (P,) the largest stable step at X_k (the CFL step of a density), or None.
-    """
-
-    X: np.ndarray
-    dt: float
-    sigma: float
-    velocity: Callable
-    k1: np.ndarray | None = None
-    energy_grad: Callable | None = None
-    mobility: np.ndarray | None = None
-    max_dt: np.ndarray | None = None
-
-
-class Stepper(Protocol):
-    """The one protocol of token steppers: explicit tableaux, JKO, and any later scheme.
-
-    ``name`` is the ``solver.method`` value, ``order`` the declared order in Δt, ``series``
-    the names of the per-record series the stepper reports (declared in
-    :mod:`wflow.engine.series`); ``step`` returns the new tokens and a dict with those series'
-    values of this step, each of shape (P,).
-    """
-
-    name: str
-    order: int
-    series: tuple
-
-    def step(self, ctx: StepContext) -> tuple[np.ndarray, dict]: ...
-
-
-#: solver.method -> factory(solver_config: dict) -> Stepper
-STEPPERS: dict[str, Callable] = {}
-
-
-def register_stepper(name: str, factory: Callable | None = None):
-    """Register a stepper factory under ``solver.method = name`` (usable as a decorator).
-
-    ``factory(solver_config)`` receives the ``[solver]`` table and returns a :class:`Stepper`.
-    """
-    def deco(f):
-        STEPPERS[name] = f
-        return f
-
-    return deco if factory is None else deco(factory)
-
-
-def get_stepper(method: str, solver_config: dict | None = None) -> Stepper:
-    """The stepper for ``solver.method``; ``ValueError`` naming the allowed values."""
-    if method not in STEPPERS:
-        from wflow.stepping import jko  # noqa: F401  (registers "jko")
-    try:
-        factory = STEPPERS[method]
-    except KeyError:
-        raise ValueError(f"method = {method!r}: allowed values are {', '.join(STEPPERS)}") from None
-    return factory(dict(solver_config or {}))
+__all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "register_tableau",
+           "integrate",
+           # the registry, re-exported (wflow.stepping.registry)
+           "STEPPERS", "StepContext", "Stepper", "register_stepper", "get_stepper"]
 
 
 @dataclass(frozen=True)

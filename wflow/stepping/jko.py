@@ -25,12 +25,18 @@ from __future__ import annotations
 import numpy as np
 
 from wflow.core import sphere
-from wflow.stepping.integrators import StepContext, register_stepper
+from wflow.stepping.registry import StepContext, register_series, register_stepper
 
 __all__ = ["JKO", "exp_map_vjp", "JKO_SERIES"]
 
-#: the per-record statistics of the last JKO step (declared in :mod:`wflow.engine.series`)
-JKO_SERIES = ("jko_iterations", "jko_converged", "jko_objective_drop", "jko_w2", "jko_identity")
+#: the per-record statistics of the last JKO step (series of the run's result)
+JKO_SERIES = tuple(register_series(n, d) for n, d in (
+    ("jko_iterations", "L-BFGS iterations of the last JKO step"),
+    ("jko_converged", "1 if the last JKO step converged"),
+    ("jko_objective_drop", "objective decrease of the last JKO step (per token)"),
+    ("jko_w2", "W2 between X_k and X_{k+1} of the last JKO step"),
+    ("jko_identity", "1 if the optimal coupling of the last JKO step is the identity"),
+))
 
 
 def exp_map_vjp(X, U, G):
@@ -131,7 +137,7 @@ class JKO:
         return Y, info
 
     def step(self, ctx: StepContext):
-        """The :class:`~wflow.stepping.integrators.Stepper` protocol, batched over paths: ``ctx.X``
+        """The :class:`~wflow.stepping.registry.Stepper` protocol, batched over paths: ``ctx.X``
         (P, n, d), ``ctx.mobility`` (P, n), ``ctx.energy_grad(p, Y)``.
 
         Returns X' (P, n, d) and a dict of (P,) arrays named :data:`JKO_SERIES`.
