@@ -5,6 +5,12 @@ interleaved: wflow's fused pass against its dense NumPy twin and PyTorch SDPA, t
 routes against each other, a step against the NumPy backend, a run beside busy processes
 against the same run alone. A shared machine's drift then reaches both sides of a ratio.
 
+A plain script rather than asv (which numpy and scipy use): asv times each benchmark on its
+own, minutes apart, and stores absolute times per commit, where wflow's numbers are ratios of
+implementations called in alternation within one run; its per-commit environments add
+nothing for a package tested from its checkout. The result is one JSON file per run with the
+machine described, and one table.
+
 Run (a few minutes; ``--quick`` for seconds)::
 
     python -m benchmarks.run                    # the default suites, saved to benchmarks/results/

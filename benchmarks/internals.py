@@ -34,9 +34,11 @@ def fused_pass(X, D, beta=1.0, want_ito=True, route="auto"):
     want_ito : bool
         Also compute the Itô sum.
     route : str
-        One of :data:`ROUTES`. ``"sym"`` and ``"blas"`` switch nothing off: they hold only
-        where the kernel takes them by itself (d = 3 and n ≤ ``SYM_MAX_N``; d ≥ ``BLAS_MIN_D``
-        and n ≥ ``BLAS_MIN_N``), which :func:`route_taken` tells.
+        One of :data:`ROUTES`. ``"rows"`` switches both special passes off; ``"blas"`` the
+        symmetric pass off and the BLAS pass on whatever n and d (``BLAS_MIN_D`` and
+        ``BLAS_MIN_N`` set to 0); ``"sym"`` the BLAS pass off (the symmetric pass still needs
+        its conditions: d = 3, float64, symmetric D, the fixed shift). :func:`route_taken`
+        tells the kernel's own choice.
 
     Returns
     -------
@@ -47,15 +49,16 @@ def fused_pass(X, D, beta=1.0, want_ito=True, route="auto"):
 
     if route not in ROUTES:
         raise ValueError(f"route = {route!r}: one of {ROUTES}")
-    saved = K._SYM_ENABLED, K.BLAS_MIN_D
+    saved = K._SYM_ENABLED, K.BLAS_MIN_D, K.BLAS_MIN_N
+    off = 1 << 62
+    K._SYM_ENABLED, K.BLAS_MIN_D, K.BLAS_MIN_N = {
+        "auto": saved, "rows": (False, off, off), "sym": (True, off, off),
+        "blas": (False, 0, 0)}[route]
     try:
-        if route == "rows":
-            K._SYM_ENABLED = False
-            K.BLAS_MIN_D = 1 << 30
         lap = np.zeros(D.shape[1], dtype=bool)
         return K.fused_pass(X, D, None, float(beta), 0, lap, False, True, want_ito=want_ito)
     finally:
-        K._SYM_ENABLED, K.BLAS_MIN_D = saved
+        K._SYM_ENABLED, K.BLAS_MIN_D, K.BLAS_MIN_N = saved
 
 
 def route_taken(X, D, beta=1.0):

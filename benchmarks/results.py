@@ -246,21 +246,24 @@ def _load(v):
 
 
 def render_table(result, path_label=""):
-    """The Markdown of a result: a line on where and when, then one table of every row."""
+    """The Markdown of a result: where and when (a short list), then one table of every row."""
     m = result["machine"]
-    flags = ", ".join(m["cpu_flags"]) or "none listed"
-    absent = f"; no {', '.join(m['cpu_flags_absent'])}" if m["cpu_flags_absent"] else ""
     v = m["versions"]
-    soft = ", ".join(f"{k} {v[k]}" for k in ("wflow", "numpy", "numba") if v.get(k))
+    soft = ", ".join(f"{k} {v[k]}" for k in ("wflow", "numpy", "numba", "llvmlite") if v.get(k))
     soft += f", torch {v['torch']}" if v.get("torch") else ", torch not installed"
-    commit = result["commit"][:12] + (" with uncommitted changes" if result["dirty"] else "")
+    load = (f"1-minute load average {_load(result['load']['before'])} before the run, "
+            f"{_load(result['load']['after'])} after")
     lines = [
-        f"Result {path_label or file_name(result)}: commit `{commit}`, {result['date']}; "
-        f"{m['cpu']} ({m['llvm_cpu']}), CPU flags {flags}{absent}; {m['usable_cpus']} usable "
-        f"of {m['logical_cpus']} logical CPUs, {m['numba_threads']} numba threads; "
-        f"{m['system']}, Python {m['python']}, {soft}. 1-minute load average "
-        f"{_load(result['load']['before'])} before and {_load(result['load']['after'])} after "
-        f"the run" + (f" ({result['note']})" if result["note"] else "") + ".",
+        f"- result: {path_label or file_name(result)}, suites {', '.join(result['suites'])}, "
+        f"{_seconds(result['seconds'])} in all",
+        f"- commit: `{result['commit'][:12]}`"
+        + (" with uncommitted changes" if result["dirty"] else "") + f", {result['date']}",
+        f"- machine: {m['cpu']}, numba compiles for `{m['llvm_cpu']}`; {m['usable_cpus']} usable "
+        f"of {m['logical_cpus']} logical CPUs, {m['numba_threads']} numba threads; {m['system']}",
+        f"- CPU flags: {', '.join(m['cpu_flags']) or 'none of those listed'}"
+        + (f" (absent: {', '.join(m['cpu_flags_absent'])})" if m["cpu_flags_absent"] else ""),
+        f"- software: Python {m['python']}, {soft}",
+        f"- load: {load}" + (f"; {result['note']}" if result["note"] else ""),
         "",
         "| suite | case (n, H, d) | ratio of | ratio (quartiles) | goal | wflow time | status |",
         "|---|---|---|---|---|---|---|",

@@ -100,12 +100,15 @@ def test_routes_agree_and_name_the_kernel_choice():
 def test_fused_pass_adapter_restores_the_kernel_state():
     from wflow.core import _kernels
 
-    before = _kernels._SYM_ENABLED, _kernels.BLAS_MIN_D
+    before = _kernels._SYM_ENABLED, _kernels.BLAS_MIN_D, _kernels.BLAS_MIN_N
     X, D = case_arrays((16, 2, 3, 1), np.random.default_rng(2))
-    internals.fused_pass(X, D, route="rows")
+    v = [internals.fused_pass(X, D, route=r)[0] for r in internals.ROUTES]
+    for w in v[1:]:
+        np.testing.assert_allclose(w, v[0], rtol=1e-10, atol=1e-14)
     with pytest.raises(ValueError, match="route"):
         internals.fused_pass(X, D, route="fast")
-    assert (_kernels._SYM_ENABLED, _kernels.BLAS_MIN_D) == before
+    assert (_kernels._SYM_ENABLED, _kernels.BLAS_MIN_D, _kernels.BLAS_MIN_N) == before
+    assert internals.route_taken(X, D) == "sym"
     assert internals.exp_rate(0.005) > 0
 
 
@@ -160,9 +163,13 @@ def test_render_table_and_write_doc(tmp_path):
     res = _result()
     text = results.render_table(res)
     lines = text.splitlines()
-    assert lines[0].startswith(f"Result {results.file_name(res)}: commit `{res['commit'][:12]}")
-    assert "shared machine" in lines[0] and "CPU flags" in lines[0]
-    assert lines[2].startswith("| suite | case")
+    assert lines[0].startswith(f"- result: {results.file_name(res)}, suites field")
+    assert lines[1].startswith(f"- commit: `{res['commit'][:12]}`")
+    assert lines[3].startswith("- CPU flags: ")
+    assert lines[5] == "- load: 1-minute load average " + (
+        f"{res['load']['before'][0]:.2f}" if res["load"]["before"] else "unknown") + \
+        " before the run, 1.00 after; shared machine"
+    assert lines[7].startswith("| suite | case")
     assert "| field | (8, 1, 3) P=1 | time: numpy twin ÷ wflow | 12 | - | 200 µs | ok |" in text
     assert "| 0.95 (0.90–1.00) | ≥ 0.9 |" in text
     doc = tmp_path / "p.md"
