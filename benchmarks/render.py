@@ -12,10 +12,12 @@ from pathlib import Path
 
 from benchmarks import results
 
+DESCRIPTION = "Write a saved benchmark result into docs/performance.md."
+
 
 def main(argv=None):
     """Command-line entry point."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks.render", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.render", description=DESCRIPTION)
     p.add_argument("file", nargs="?", help="a result file (default: the newest saved one)")
     p.add_argument("--doc", default=str(results.DOC), help="the page (default: docs/performance.md)")
     p.add_argument("--print", action="store_true", help="print the table, write nothing")

@@ -45,7 +45,30 @@ CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw", 
 
 def row(suite, case, what, ratio=None, *, ratio_q=None, goal="", seconds=None, status="ok",
         data=None):
-    """One row of a result (:data:`SCHEMA`); NaN numbers become None."""
+    """One row of a result (:data:`SCHEMA`).
+
+    Parameters
+    ----------
+    suite, case, what : str
+        The suite, the case (``"(n, H, d) P=P"``) and what the ratio divides.
+    ratio : float, optional
+        The ratio (NaN and None: no ratio).
+    ratio_q : pair of float, optional
+        Its lower and upper quartiles over rounds.
+    goal : str
+        The goal, e.g. ``"≥ 0.9"``, or "".
+    seconds : float, optional
+        wflow's seconds per call (for scale).
+    status : str
+        ``"ok"``, ``"ok: …"`` or ``"skipped: <why>"``.
+    data : dict, optional
+        The suite's raw numbers.
+
+    Returns
+    -------
+    dict
+        With NaN and infinite numbers as None (strict JSON).
+    """
     return {"suite": suite, "case": case, "what": what, "ratio": _num(ratio),
             "ratio_q": None if ratio_q is None else [_num(q) for q in ratio_q],
             "goal": goal, "seconds": _num(seconds), "status": status,
@@ -160,7 +183,20 @@ def git_commit(root=ROOT):
 
 
 def new_result(suites, note=""):
-    """The head of a result (no rows yet): date, commit, machine, load before."""
+    """The head of a result, without rows.
+
+    Parameters
+    ----------
+    suites : sequence of str
+        The suites the result will hold.
+    note : str
+        A sentence saved with it (e.g. what else ran on the machine).
+
+    Returns
+    -------
+    dict
+        Date (UTC), commit, machine, the load average before; ``rows`` empty.
+    """
     commit, dirty = git_commit()
     return {"schema": VERSION, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "commit": commit, "dirty": dirty, "machine": machine_info(),
@@ -192,7 +228,20 @@ def file_name(result):
 
 
 def save(result, directory=RESULTS_DIR):
-    """Write ``result`` as strict JSON into ``directory``; returns the path."""
+    """Write a result as strict JSON.
+
+    Parameters
+    ----------
+    result : dict
+        A result (validated first).
+    directory : path-like
+        Where; created if missing. The name is :func:`file_name`.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+    """
     validate(result)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -275,7 +324,27 @@ def render_table(result, path_label=""):
 
 
 def write_doc(result, doc=DOC, path_label=""):
-    """Replace the text between :data:`BEGIN` and :data:`END` in ``doc`` by the table."""
+    """Replace the text between :data:`BEGIN` and :data:`END` in a page by the table.
+
+    Parameters
+    ----------
+    result : dict
+        The result (:func:`render_table`).
+    doc : path-like
+        The Markdown page holding the markers.
+    path_label : str
+        How the table names the result file.
+
+    Returns
+    -------
+    pathlib.Path
+        The page.
+
+    Raises
+    ------
+    ValueError
+        If the page lacks the markers.
+    """
     doc = Path(doc)
     text = doc.read_text(encoding="utf-8")
     try:

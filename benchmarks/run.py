@@ -14,10 +14,12 @@ import time
 from benchmarks import results
 from benchmarks.suites import DEFAULT_SUITES, SUITES
 
+DESCRIPTION = "Run benchmark suites, save the result as JSON and print its table."
+
 
 def build_parser():
     """The command line of :func:`main`."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=DESCRIPTION)
     p.add_argument("--suite", action="append", choices=list(SUITES), metavar="NAME",
                    help=f"a suite to run (repeatable; default: {', '.join(DEFAULT_SUITES)}; "
                         f"also: {', '.join(s for s in SUITES if s not in DEFAULT_SUITES)})")
@@ -31,7 +33,24 @@ def build_parser():
 
 
 def run(suites=DEFAULT_SUITES, quick=False, note="", progress=None):
-    """Run ``suites`` in order; returns the result (:data:`benchmarks.results.SCHEMA`)."""
+    """Run benchmark suites in order.
+
+    Parameters
+    ----------
+    suites : sequence of str
+        Names of :data:`benchmarks.suites.SUITES`.
+    quick : bool
+        Small cases.
+    note : str
+        Saved with the result.
+    progress : callable, optional
+        Receives a line after each suite.
+
+    Returns
+    -------
+    dict
+        The result (:data:`benchmarks.results.SCHEMA`), not yet saved.
+    """
     res = results.new_result(suites, note)
     t0 = time.perf_counter()
     for name in suites:
