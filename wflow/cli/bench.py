@@ -213,13 +213,25 @@ def time_interleaved(fns, repeats, warmups=None):
 
 
 def import_torch():
-    """(the torch module or None, the reason it is None)."""
+    """PyTorch set to as many threads as numba's, or None.
+
+    Returns
+    -------
+    torch : module or None
+        The module (its intra-op thread count set to ``numba.get_num_threads()``: both
+        sides of a ratio use the same cores).
+    reason : str
+        Why it is None ("" otherwise).
+    """
     try:
         import torch
     except ImportError:
         return None, "torch not installed (the bench extra)"
     except Exception as exc:  # a broken install
         return None, f"import torch failed ({exc})"
+    import numba
+
+    torch.set_num_threads(max(1, numba.get_num_threads()))
     return torch, ""
 
 
