@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -280,6 +281,19 @@ def _ratio(r):
     return text
 
 
+_GOAL = re.compile(r"^\s*(>|≥|<|≤)\s*([0-9.]+)")
+
+
+def goal_met(r):
+    """Whether a row's ratio meets its goal (``"> 1: …"``, ``"≥ 0.9"``, ``"≤ 1.80"``, …):
+    True, False, or None (no goal, or no ratio)."""
+    m = _GOAL.match(r["goal"] or "")
+    if m is None or r["ratio"] is None:
+        return None
+    x, g = r["ratio"], float(m.group(2))
+    return {">": x > g, "≥": x >= g, "<": x < g, "≤": x <= g}[m.group(1)]
+
+
 def _seconds(t):
     if t is None:
         return "-"
@@ -314,12 +328,14 @@ def render_table(result, path_label=""):
         f"- software: Python {m['python']}, {soft}",
         f"- load: {load}" + (f"; {result['note']}" if result["note"] else ""),
         "",
-        "| suite | case (n, H, d) | ratio of | ratio (quartiles) | goal | wflow time | status |",
-        "|---|---|---|---|---|---|---|",
+        "| suite | case (n, H, d) | ratio of | ratio (quartiles) | goal | met | wflow time "
+        "| status |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
+        met = {True: "yes", False: "**no**", None: "-"}[goal_met(r)]
         lines.append(f"| {r['suite']} | {r['case']} | {r['what']} | {_ratio(r)} | "
-                     f"{r['goal'] or '-'} | {_seconds(r['seconds'])} | {r['status']} |")
+                     f"{r['goal'] or '-'} | {met} | {_seconds(r['seconds'])} | {r['status']} |")
     return "\n".join(lines)
 
 

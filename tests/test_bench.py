@@ -153,6 +153,14 @@ def test_result_round_trip(tmp_path):
         results.validate({**back, "schema": results.VERSION + 1})
 
 
+@pytest.mark.parametrize("goal, ratio, met", [
+    ("≥ 0.9", 0.95, True), ("≥ 0.9", 0.85, False), ("> 1: taken (SYM_MAX_N)", 1.7, True),
+    ("≤ 1: not taken (BLAS_MIN_D)", 3.3, False), ("≤ 1.80", 1.5, True), ("", 2.0, None),
+    ("≥ 0.9", None, None)])
+def test_goal_met(goal, ratio, met):
+    assert results.goal_met(results.row("s", "c", "w", ratio, goal=goal)) is met
+
+
 def test_machine_info():
     m = results.machine_info()
     assert m["logical_cpus"] >= 1 and m["python"] and m["versions"]["numpy"]
@@ -180,8 +188,8 @@ def test_render_table_and_write_doc(tmp_path):
         f"{res['load']['before'][0]:.2f}" if res["load"]["before"] else "unknown") + \
         " before the run, 1.00 after; shared machine"
     assert lines[7].startswith("| suite | case")
-    assert "| field | (8, 1, 3) P=1 | time: numpy twin ÷ wflow | 12 | - | 200 µs | ok |" in text
-    assert "| 0.95 (0.90–1.00) | ≥ 0.9 |" in text
+    assert "| field | (8, 1, 3) P=1 | time: numpy twin ÷ wflow | 12 | - | - | 200 µs | ok |" in text
+    assert "| 0.95 (0.90–1.00) | ≥ 0.9 | yes |" in text
     doc = tmp_path / "p.md"
     doc.write_text(f"# P\n\n{results.BEGIN}\nold\n{results.END}\n\nrest\n")
     results.write_doc(res, doc)
@@ -192,6 +200,14 @@ def test_render_table_and_write_doc(tmp_path):
     doc.write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
         results.write_doc(res, doc)
+
+
+def test_performance_page_shows_the_newest_saved_result():
+    path = results.latest()
+    assert path is not None, "no saved result in benchmarks/results/"
+    table = results.render_table(results.load(path), f"`{path.name}`")
+    assert table in results.DOC.read_text(encoding="utf-8"), \
+        "docs/performance.md is not the newest result: run python -m benchmarks.render"
 
 
 def test_busy_neighbour_stops_by_itself():
