@@ -131,6 +131,13 @@ def test_paired_medians_inside_quartiles():
         assert 0 < lo <= r["ratio"] <= hi and r["goal"] == "≥ 0.9"
 
 
+def test_section6_suite_quick():
+    rows = suites.section6_suite(quick=True)
+    _check_rows(rows)
+    assert [r["what"] for r in rows] == ["end to end, ledger off", "end to end, ledger on"]
+    assert all(r["seconds"] > 0 and r["data"]["tasks_s"] for r in rows)
+
+
 def test_result_round_trip(tmp_path):
     res = run(("steps",), quick=True, note="a test")
     assert tuple(res) == results.SCHEMA["result"]
