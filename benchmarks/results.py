@@ -196,7 +196,8 @@ def new_result(suites, note=""):
     Returns
     -------
     dict
-        Date (UTC), commit, machine, the load average before; ``rows`` empty.
+        Date (UTC), commit, machine, the load averages at the start (``load["before"]``);
+        ``rows`` empty.
     """
     commit, dirty = git_commit()
     return {"schema": VERSION, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -314,8 +315,8 @@ def render_table(result, path_label=""):
     v = m["versions"]
     soft = ", ".join(f"{k} {v[k]}" for k in ("wflow", "numpy", "numba", "llvmlite") if v.get(k))
     soft += f", torch {v['torch']}" if v.get("torch") else ", torch not installed"
-    load = (f"1-minute load average {_load(result['load']['before'])} before the run, "
-            f"{_load(result['load']['after'])} after")
+    load = (f"1-minute load average {_load(result['load']['before'])} at the start of the "
+            f"run, {_load(result['load']['after'])} at its end")
     lines = [
         f"- result: {path_label or file_name(result)}, suites {', '.join(result['suites'])}, "
         f"{_seconds(result['seconds'])} in all",

@@ -1,7 +1,8 @@
 """Run benchmark suites and save the result: ``python -m benchmarks.run [--suite NAME ...]``.
 
 The result (:mod:`benchmarks.results`) is written to ``benchmarks/results/<date>-<commit>.json``
-with the machine, its CPU flags and the load average before and after; the table is printed.
+with the machine, its CPU flags and the load averages at the start and the end of the run; the
+table is printed.
 ``python -m benchmarks.render`` puts the newest result into ``docs/performance.md``.
 """
 

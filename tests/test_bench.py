@@ -193,7 +193,7 @@ def test_render_table_and_write_doc(tmp_path):
     assert lines[3].startswith("- CPU flags: ")
     assert lines[5] == "- load: 1-minute load average " + (
         f"{res['load']['before'][0]:.2f}" if res["load"]["before"] else "unknown") + \
-        " before the run, 1.00 after; shared machine"
+        " at the start of the run, 1.00 at its end; shared machine"
     assert lines[7].startswith("| suite | case")
     assert "| field | (8, 1, 3) P=1 | time: numpy twin ÷ wflow | 12 | - | - | 200 µs | ok |" in text
     assert "| 0.95 (0.90–1.00) | ≥ 0.9 | yes |" in text
