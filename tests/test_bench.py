@@ -1,107 +1,235 @@
-"""wflow.lab.bench: the benchmark runs and its table has the expected shape (no timing checks)."""
+"""``wflow bench`` and the benchmark suite (``benchmarks/``): the baselines agree with the
+kernel, the suites produce rows of the results schema, a result round-trips through its JSON
+file, the table renders and ``docs/performance.md`` shows the newest saved result. No timing
+checks: speed is what the benchmarks themselves report, as ratios."""
 
 from __future__ import annotations
+
+import json
+import math
 
 import numpy as np
 import pytest
 
-from wflow.core import _kernels
-from wflow.lab.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
+import wflow
+from benchmarks import internals, results, suites
+from benchmarks.run import run
+from wflow.cli.bench import (
+    case_arrays,
+    dense_attention,
+    format_quick_table,
+    import_torch,
+    numpy_dense_field,
+    quick_bench,
+    torch_sdpa,
+)
+
+TINY = ((40, 3, 3, 2), (24, 2, 8, 1))
 
 
-@pytest.fixture
-def quick_exp_rate(monkeypatch):
-    """run_bench's exponential-rate measurement over ~0.02 s instead of ~0.3 s (the tests
-    check that the rate and the fraction of it are reported, not their values)."""
-    real = _kernels.fast_exp_rate
-    monkeypatch.setattr(_kernels, "fast_exp_rate", lambda seconds=0.02: real(seconds=seconds))
+@pytest.mark.parametrize("case", TINY)
+def test_numpy_twin_matches_kernel(case):
+    X, D = case_arrays(case, np.random.default_rng(0))
+    twin = numpy_dense_field(X, D, 1.0)
+    fast = wflow.AttentionModel(beta=1.0).evaluate(X, D)
+    names = ("velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2",
+             "G2_hm", "dE_dD", "ito_sum")
+    for name, a in zip(names, twin):
+        np.testing.assert_allclose(a, getattr(fast, name), rtol=1e-11, atol=1e-13, err_msg=name)
 
 
-def test_run_bench_tiny(quick_exp_rate):
-    rows = run_bench(tiny=True, torch=False)
-    assert len(rows) == 4 * len(TINY_CASES)
+def test_torch_baseline_matches_dense_softmax():
+    torch, _ = import_torch()
+    if torch is None:
+        pytest.skip("torch not installed (the bench extra)")
+    X, D = case_arrays((30, 2, 3, 2), np.random.default_rng(1))
+    with torch.no_grad():
+        a = torch_sdpa(torch, X, D, 1.0).numpy()
+    for p in range(2):
+        np.testing.assert_allclose(a[p], dense_attention(X[p], D[p], 1.0), rtol=1e-10, atol=1e-12)
+
+
+def test_quick_bench_table():
+    rows = quick_bench(cases=TINY, torch=False, repeats=1)
+    assert [r["case"] for r in rows] == ["(40, 3, 3) P=2", "(24, 2, 8) P=1"]
     for r in rows:
-        assert set(COLUMNS) <= set(r)
-    impls = [r["impl"] for r in rows]
-    assert impls == ["wflow", "wflow, no Itô", "numpy", "torch"] * len(TINY_CASES)
-    for r in rows:
-        if r["impl"] == "torch":
-            assert r["status"].startswith("skipped")
-        else:
-            assert r["status"] == "ok"
-            assert r["time_per_step_s"] > 0
-            assert r["pair_heads_per_s"] > 0
-    for r in rows[2::4]:  # the numpy baseline agrees with the kernel
-        assert r["max_rel_diff_velocity"] < 1e-10
-    for r in rows[1::4]:  # the velocity does not depend on the Itô sum
-        assert r["max_rel_diff_velocity"] == 0.0
-    for r in rows[0::4] + rows[1::4]:
-        assert r["wflow_speedup_vs_numpy"] > 0
-        assert r["exp_rate"] > 0 and r["exp_bound_fraction"] > 0
-    table = format_table(rows)
-    header = table.splitlines()[0]
-    for col in ("case", "impl", "time/step", "pair-heads/s", "wflow vs numpy", "wflow vs torch",
-                "traced MB", "maxrss MB", "status", "of exp bound"):
+        assert r["wflow_s"] > 0 and r["numpy_ratio"] > 0 and r["rel_diff"] < 1e-10
+        assert r["torch_s"] is None and r["torch_ratio"] is None
+    text = format_quick_table(rows)
+    header = text.splitlines()[0]
+    for col in ("case (n, H, d)", "wflow", "numpy twin", "numpy ÷ wflow", "torch ÷ wflow"):
         assert col in header
-    assert len(table.splitlines()) >= 2 + len(rows)
+    assert "(24, 2, 8) P=1" in text and "torch left out" in text
 
 
-def test_skip_rule_for_large_dense():
-    """n = 100 000 (seconds even for the kernel): the dense baselines are skipped."""
-    from wflow.lab import bench
-
-    assert bench._numpy_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
-    assert bench._torch_bytes(100_000, 4, 3, 1) > bench.DENSE_LIMIT_BYTES
-    assert bench._numpy_bytes(4096, 8, 3, 1) < bench.DENSE_LIMIT_BYTES
+def _check_rows(rows):
+    for r in rows:
+        assert tuple(r) == results.SCHEMA["row"]
+        assert r["ratio"] is None or r["ratio"] > 0
+        json.dumps(r, allow_nan=False)  # strict JSON
 
 
-def test_explicit_cases_and_formatting(quick_exp_rate):
-    rows = run_bench(cases=[(40, 2, 3)], torch=True, repeats=1)
-    assert [r["impl"] for r in rows] == ["wflow", "wflow, no Itô", "numpy", "torch"]
-    assert rows[0]["P"] == 1
-    assert rows[3]["status"].startswith(("ok", "skipped"))
-    assert "(40, 2, 3) P=1" in format_table(rows)
+def test_field_suite_rows():
+    rows = suites.field_suite(cases=TINY, torch=False, repeats=1)
+    _check_rows(rows)
+    assert [r["what"] for r in rows[:2]] == ["time: numpy twin ÷ wflow",
+                                             "time: wflow ÷ wflow without Itô sum"]
+    assert len(rows) == 2 * len(TINY) + 1
+    for numpy_row, ito_row in zip(rows[0:-1:2], rows[1:-1:2]):
+        assert numpy_row["status"] == "ok" and numpy_row["data"]["rel_diff_v"] < 1e-10
+        assert ito_row["data"]["rel_diff_v"] == 0.0  # v does not depend on the Itô sum
+    assert rows[-1]["case"] == "every case" and rows[-1]["status"] == "skipped: torch left out"
 
 
-def test_numpy_dense_matches_kernel():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(2, 30, 3))
-    X /= np.linalg.norm(X, axis=-1, keepdims=True)
-    A = rng.normal(size=(2, 3, 3, 3))
-    D = A + np.swapaxes(A, -1, -2)
-    a = numpy_dense_field(X, D, 1.0)
-    b = _kernels.fused_pass(X, D, None, 1.0, 0, np.zeros(3, bool), False, True)
-    for x, y in zip(a, b):
-        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-13)
+def test_field_suite_with_torch():
+    torch, _ = import_torch()
+    if torch is None:
+        pytest.skip("torch not installed (the bench extra)")
+    rows = suites.field_suite(cases=TINY[:1], repeats=1)
+    assert [r["what"] for r in rows] == ["time: numpy twin ÷ wflow", "time: torch SDPA ÷ wflow",
+                                         "time: wflow ÷ wflow without Itô sum"]
+    assert rows[1]["ratio"] > 0 and rows[1]["data"]["rel_diff_a"] < 1e-10
 
 
-def test_time_section6_smoke():
-    from wflow.lab.bench import time_section6
-
-    rows = time_section6(heads=(2,), T=0.025, paths=1)
-    assert len(rows) == 1
-    r = rows[0]
-    assert r["H"] == 2 and r["steps"] == 5 and r["seconds"] > 0
-    assert r["projected_seconds_T_full"] > r["seconds"]
+def test_dense_baselines_skipped_where_they_do_not_fit(monkeypatch):
+    monkeypatch.setattr(suites, "DENSE_LIMIT_BYTES", 1.0)
+    rows = suites.field_suite(cases=TINY[:1], torch=False, repeats=1)
+    assert rows[0]["status"].startswith("skipped: n×n arrays") and rows[0]["ratio"] is None
+    assert rows[1]["ratio"] > 0
 
 
-def test_fast_exp_rate_positive():
-    assert _kernels.fast_exp_rate(seconds=0.05) > 0
+def test_routes_agree_and_name_the_kernel_choice():
+    rows = suites.routes_suite(quick=True, repeats=1)
+    _check_rows(rows)
+    assert [r["data"]["route"] for r in rows] == ["sym", "blas"]
+    assert rows[0]["data"]["taken_by_kernel"] == "sym"
+    for r in rows:
+        assert r["data"]["rel_diff_v"] < 1e-10
+
+
+def test_fused_pass_adapter_restores_the_kernel_state():
+    from wflow.core import _kernels
+
+    before = _kernels._SYM_ENABLED, _kernels.BLAS_MIN_D, _kernels.BLAS_MIN_N
+    X, D = case_arrays((16, 2, 3, 1), np.random.default_rng(2))
+    v = [internals.fused_pass(X, D, route=r)[0] for r in internals.ROUTES]
+    for w in v[1:]:
+        np.testing.assert_allclose(w, v[0], rtol=1e-10, atol=1e-14)
+    with pytest.raises(ValueError, match="route"):
+        internals.fused_pass(X, D, route="fast")
+    assert (_kernels._SYM_ENABLED, _kernels.BLAS_MIN_D, _kernels.BLAS_MIN_N) == before
+    assert internals.route_taken(X, D) == "sym"
+    assert internals.exp_rate(0.005) > 0
+
+
+def test_paired_medians_inside_quartiles():
+    rows = suites.paired_suite(quick=True)
+    _check_rows(rows)
+    assert rows[0]["case"] == "(40, 3, 3) P=2 ÷ (96, 2, 3) P=1"
+    for r in rows:
+        lo, hi = r["ratio_q"]
+        assert 0 < lo <= r["ratio"] <= hi and r["goal"] == "≥ 0.9"
+
+
+def test_section6_suite_quick():
+    rows = suites.section6_suite(quick=True)
+    _check_rows(rows)
+    assert [r["what"] for r in rows] == ["end to end, ledger off", "end to end, ledger on"]
+    assert all(r["seconds"] > 0 and r["data"]["tasks_s"] for r in rows)
+
+
+def test_result_round_trip(tmp_path):
+    res = run(("steps",), quick=True, note="a test")
+    assert tuple(res) == results.SCHEMA["result"]
+    assert res["rows"][0]["suite"] == "steps" and res["seconds"] > 0
+    res["rows"].append(results.row("field", "(1, 1, 3) P=1", "nothing", float("nan"),
+                                   ratio_q=(1.0, float("inf")), data={"t": (np.float64(2.0),)}))
+    path = results.save(res, tmp_path)
+    assert path.name == results.file_name(res) and path.name.startswith(res["date"][:10])
+    back = results.load(path)
+    assert back == json.loads(json.dumps(back, allow_nan=False))
+    assert back["rows"][-1]["ratio"] is None and back["rows"][-1]["ratio_q"] == [1.0, None]
+    assert back["rows"][-1]["data"] == {"t": [2.0]}
+    assert back["machine"] == res["machine"] and back["commit"] == res["commit"]
+    assert results.latest(tmp_path) == path
+    bad = dict(back)
+    del bad["machine"]
+    with pytest.raises(ValueError, match="machine"):
+        results.validate(bad)
+    with pytest.raises(ValueError, match="schema"):
+        results.validate({**back, "schema": results.VERSION + 1})
+
+
+@pytest.mark.parametrize("goal, ratio, met", [
+    ("≥ 0.9", 0.95, True), ("≥ 0.9", 0.85, False), ("> 1: taken (SYM_MAX_N)", 1.7, True),
+    ("≤ 1: not taken (BLAS_MIN_D)", 3.3, False), ("≤ 1.80", 1.5, True), ("", 2.0, None),
+    ("≥ 0.9", None, None)])
+def test_goal_met(goal, ratio, met):
+    assert results.goal_met(results.row("s", "c", "w", ratio, goal=goal)) is met
+
+
+def test_machine_info():
+    m = results.machine_info()
+    assert m["logical_cpus"] >= 1 and m["python"] and m["versions"]["numpy"]
+    assert not set(m["cpu_flags"]) & set(m["cpu_flags_absent"])
+
+
+def _result():
+    res = results.new_result(("field",), note="shared machine")
+    res["rows"] = [results.row("field", "(8, 1, 3) P=1", "time: numpy twin ÷ wflow", 12.345,
+                               seconds=2e-4),
+                   results.row("paired", "a ÷ b", "pair-heads/s: a ÷ b", 0.95,
+                               ratio_q=(0.9, 1.0), goal="≥ 0.9")]
+    res["load"]["after"] = [1.0, 2.0, 3.0]
+    return res
+
+
+def test_render_table_and_write_doc(tmp_path):
+    res = _result()
+    text = results.render_table(res)
+    lines = text.splitlines()
+    assert lines[0].startswith(f"- result: {results.file_name(res)}, suites field")
+    assert lines[1].startswith(f"- commit: `{res['commit'][:12]}`")
+    assert lines[3].startswith("- CPU flags: ")
+    assert lines[5] == "- load: 1-minute load average " + (
+        f"{res['load']['before'][0]:.2f}" if res["load"]["before"] else "unknown") + \
+        " at the start of the run, 1.00 at its end; shared machine"
+    assert lines[7].startswith("| suite | case")
+    assert "| field | (8, 1, 3) P=1 | time: numpy twin ÷ wflow | 12 | - | - | 200 µs | ok |" in text
+    assert "| 0.95 (0.90–1.00) | ≥ 0.9 | yes |" in text
+    doc = tmp_path / "p.md"
+    doc.write_text(f"# P\n\n{results.BEGIN}\nold\n{results.END}\n\nrest\n")
+    results.write_doc(res, doc)
+    once = doc.read_text()
+    assert "old" not in once and text in once and once.endswith(f"{results.END}\n\nrest\n")
+    results.write_doc(res, doc)
+    assert doc.read_text() == once
+    doc.write_text("no markers")
+    with pytest.raises(ValueError, match="markers"):
+        results.write_doc(res, doc)
+
+
+def test_performance_page_shows_the_newest_saved_result():
+    path = results.latest()
+    assert path is not None, "no saved result in benchmarks/results/"
+    table = results.render_table(results.load(path), f"`{path.name}`")
+    assert table in results.DOC.read_text(encoding="utf-8"), \
+        "docs/performance.md is not the newest result: run python -m benchmarks.render"
 
 
 def test_busy_neighbour_stops_by_itself():
     import subprocess
     import sys
 
-    from wflow.lab import contention
+    from benchmarks import contention
 
     subprocess.run([sys.executable, "-c", contention._BUSY, "0.2"], check=True, timeout=60)
 
 
 def test_contention_table_format():
-    from wflow.lab.contention import format_contention_table
+    from benchmarks.contention import format_contention_table
 
-    rows = [{"case": "alone", "seconds": 2.0, "ratio": 1.0, "goal": float("nan"), "against": ""},
+    rows = [{"case": "alone", "seconds": 2.0, "ratio": 1.0, "goal": math.nan, "against": ""},
             {"case": "beside 1 busy process", "seconds": 3.0, "ratio": 1.5, "goal": 1.8,
              "against": "alone", "load_before": 0.5}]
     text = format_contention_table(rows, T=20.0)
@@ -109,27 +237,14 @@ def test_contention_table_format():
 
 
 @pytest.mark.slow
-def test_contention_bench_smoke():
+def test_contention_rows_smoke():
     """Every case runs (fresh processes, tiny T); no timing assertion."""
-    from wflow.lab.contention import contention_bench
+    from benchmarks.contention import contention_rows
 
-    rows = contention_bench(T=0.05, ks=(1,), neighbour_seconds=60)
-    assert [r["case"] for r in rows] == ["alone", "alone, OMP_WAIT_POLICY=active",
-                                         "beside 1 busy process", "3 runs in a row",
-                                         "3 runs started together"]
+    rows = contention_rows(quick=True)
+    _check_rows(rows)
+    assert [r["what"] for r in rows] == [
+        "wall time: alone", "wall time: alone ÷ alone, OMP_WAIT_POLICY=active",
+        "wall time: beside 1 busy process ÷ alone", "wall time: 3 runs in a row ÷ alone",
+        "wall time: 3 runs started together ÷ 3 in a row"]
     assert all(r["seconds"] > 0 for r in rows)
-
-
-def test_paired_rates_small_cases():
-    """The paired measurement of the two #10 ratios runs on small cases and reports medians
-    inside their quartiles (no timing checks)."""
-    from wflow.lab.bench import format_paired, paired_rates
-
-    res = paired_rates(cases=((40, 3, 3, 2), (96, 2, 3)), rounds=3, exp_seconds=0.005)
-    assert res["rounds"] == 3 and res["cases"] == [(40, 3, 3, 2), (96, 2, 3, 1)]
-    for key in ("ratio_ab", "ratio_b_exp"):
-        lo, hi = res[key + "_q"]
-        assert 0 < lo <= res[key] <= hi
-    assert min(res["rate_a"], res["rate_b"], res["exp_rate"]) > 0
-    text = format_paired(res)
-    assert "(40, 3, 3) P=2 ÷ (96, 2, 3) P=1 pair rate" in text and "goal ≥ 0.9" in text

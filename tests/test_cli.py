@@ -427,19 +427,18 @@ def test_plot_without_kind_draws_what_applies(tmp_path, capsys):
 
 
 def test_bench_wiring(capsys, monkeypatch):
-    mod = types.ModuleType("wflow.lab.bench")
+    from wflow.cli import bench
+
     seen = {}
 
-    def run_bench(tiny=False):
-        seen["tiny"] = tiny
+    def quick_bench(torch=True):
+        seen["torch"] = torch
         return [1, 2]
 
-    mod.run_bench = run_bench
-    mod.format_table = lambda rows: f"TABLE {rows}"
-    monkeypatch.setitem(sys.modules, "wflow.lab.bench", mod)
-    monkeypatch.setattr(wflow, "bench", mod, raising=False)
-    rc, stdout, _ = run_cli(capsys, "bench", "--tiny")
-    assert rc == 0 and seen == {"tiny": True} and stdout.strip() == "TABLE [1, 2]"
+    monkeypatch.setattr(bench, "quick_bench", quick_bench)
+    monkeypatch.setattr(bench, "format_quick_table", lambda rows: f"TABLE {rows}")
+    rc, stdout, _ = run_cli(capsys, "bench", "--no-torch")
+    assert rc == 0 and seen == {"torch": False} and stdout.strip() == "TABLE [1, 2]"
 
 
 # ------------------------------------------------------------------ output locations

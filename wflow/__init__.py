@@ -34,7 +34,8 @@ def _threading_defaults(environ=os.environ):
     if environ["OMP_WAIT_POLICY"].strip().lower() == "passive":
         environ.setdefault("KMP_BLOCKTIME", "0")
     # numba takes TBB first when it is installed; beside two busy processes a default run took
-    # 2.43x its time alone under TBB against 1.54x under OpenMP (goal <= 2.4)
+    # 2.43x its time alone under TBB against 1.54x under OpenMP (goal <= 2.4; the contention
+    # suite of benchmarks/)
     environ.setdefault("NUMBA_THREADING_LAYER_PRIORITY", "omp tbb workqueue")
     # OpenBLAS's idle workers spin 2^28 cycles (~0.1 s) after each threaded call (a record's
     # Gram matrix from n ~ 600, LAPACK's eigensolver at d = 64), taking a core from the numba

@@ -168,15 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_exec_options(r)
     r.set_defaults(func=cmd_sweep)
 
-    r = sub.add_parser("bench", parents=[common], help="benchmark the kernels")
-    r.add_argument("--tiny", action="store_true", help="a quick, small benchmark")
-    r.add_argument("--section6", action="store_true",
-                   help="also time the paper's Section 6 end to end (minutes)")
-    r.add_argument("--contention", action="store_true",
-                   help="only the shared-machine benchmark: a default run alone, beside busy "
-                        "processes, and three at once (minutes)")
-    r.add_argument("--T", type=float, default=20.0,
-                   help="final time for --section6 and --contention")
+    r = sub.add_parser("bench", parents=[common],
+                       help="a quick table: wflow's field evaluation against NumPy (and PyTorch)",
+                       description="Time wflow's field evaluation against its dense NumPy twin "
+                                   "and PyTorch SDPA (if installed), interleaved, on a few small "
+                                   "cases (seconds). The full benchmark suite is benchmarks/ in "
+                                   "the repository (docs/performance.md).")
+    r.add_argument("--no-torch", action="store_true", help="leave out the PyTorch baseline")
     r.set_defaults(func=cmd_bench)
     return p
 

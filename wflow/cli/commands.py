@@ -415,32 +415,11 @@ def cmd_experiments_run(args) -> int:
 
 # ---------------------------------------------------------------------- bench
 def cmd_bench(args) -> int:
-    try:
-        from wflow.lab.bench import format_table, run_bench
-    except ImportError as exc:
-        raise WflowError(f"wflow bench is not available ({exc})") from None
-    from wflow.lab import bench
+    """``wflow bench``: one quick table, wflow against the NumPy twin (and PyTorch SDPA when
+    installed), interleaved (:mod:`wflow.cli.bench`)."""
+    from wflow.cli.bench import format_quick_table, quick_bench
 
-    if args.contention:
-        rows = bench.contention_bench(T=args.T, progress=lambda m: print(m, file=sys.stderr))
-        print(bench.format_contention_table(rows, T=args.T))
-        return 0
-    print(format_table(run_bench(tiny=args.tiny)))
-    if args.tiny:
-        return 0
-    print()
-    print(bench.format_paired(bench.paired_rates()))
-    print()
-    print(bench.format_step_table(bench.step_bench()))
-    t, mb = bench.memory_probe()
-    print(f"\n(100000, 4, 3), P=1, fresh process: one step with the ledger and the next "
-          f"record's pass (3 field evaluations): {t:.1f} s, peak RSS (VmHWM) {mb:.0f} MB")
-    if args.section6:
-        for ledger in (False, True):
-            total, per = bench.section6_end_to_end(T=args.T, ledger=ledger)
-            print(f"\nSection 6 end to end (T = {args.T:g}, ledger = {ledger}): {total:.1f} s")
-            for name, sec in per:
-                print(f"  {name:<24}{sec:>8.1f} s")
+    print(format_quick_table(quick_bench(torch=not args.no_torch)))
     return 0
 
 

@@ -1,9 +1,11 @@
-r"""``wflow bench --contention``: a default-size run alone, beside k CPU-bound neighbour
-processes, and three runs started together against three in a row [issue: speed on shared
-machines]. Each run is a fresh process that warms up (compilation, cache), says "ready",
-and is timed from a "go" on its stdin; neighbours are bounded busy loops that stop by
-themselves. Goal: beside k neighbours the run slows by at most 1.2·(1 + k/cores); three
-together take no longer than three in a row; no slowdown alone against spinning threads.
+r"""The ``contention`` suite: a default-size run alone, beside k CPU-bound neighbour
+processes, and three runs started together against three in a row (speed on shared
+machines; the benchmark behind wflow's threading defaults and its worker pool,
+``wflow.core._pool``). Each run is a fresh process that warms up (compilation, cache),
+says "ready", and is timed from a "go" on its stdin; neighbours are bounded busy loops that
+stop by themselves. Goal: beside k neighbours the run slows by at most 1.2·(1 + k/cores);
+three together take no longer than three in a row; no slowdown alone against spinning
+threads.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import subprocess
 import sys
 import time
+
+from benchmarks.results import row
 
 # ---------------------------------------------------------------------- contention
 #: A child: import, warm up (compilation / cache load), say "ready", wait for "go" on stdin,
@@ -71,7 +75,6 @@ def _go(procs):
 
 
 def _neighbours(k, seconds):
-
     return [subprocess.Popen([sys.executable, "-c", _BUSY, f"{seconds:.1f}"]) for _ in range(k)]
 
 
@@ -102,12 +105,13 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
     its shortest time: two runs of one configuration differed by 7% on a shared 2-vCPU VM,
     as much as the effect measured.
 
-    ``env``: the environment of the runs (default: this process'); ``progress``: called
+    ``env``: the environment of the runs (default: :func:`child_env`); ``progress``: called
     with each row as it is measured (e.g. ``print``), or None.
 
     Returns a list of dicts (case, seconds, ratio, goal, what the ratio is against).
     """
     cores = _cores()
+    env = child_env() if env is None else env
     ov = [f"solver.T={float(T)}", *overrides]
     load0 = _loadavg()
     rows = []
@@ -117,7 +121,7 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
         if progress is not None:
             progress(f"{r['case']}: {r['seconds']:.2f} s")
 
-    spin_env = dict(os.environ if env is None else env, OMP_WAIT_POLICY="active")
+    spin_env = dict(env, OMP_WAIT_POLICY="active")
     t_alone, t_spin = float("inf"), float("inf")
     for _ in range(max(1, int(repeats))):  # alternated: a drift of the machine hits both
         t_alone = min(t_alone, _go(_start_runs(1, ov, env)))
@@ -173,3 +177,32 @@ def format_contention_table(rows, T=20.0) -> str:
         lines.append(f"1-minute load average before: {rows[0].get('load_before', float('nan')):.2f}"
                      f", after: {_loadavg():.2f} (other work on the machine distorts the ratios)")
     return "\n".join(lines)
+
+
+def child_env():
+    """This process' environment with the repository first on ``PYTHONPATH`` (the children
+    import the wflow of this checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def contention_rows(quick=False, T=20.0, progress=None):
+    """:func:`contention_bench` as rows of a result (``T = 0.05`` and one neighbour count
+    when ``quick``)."""
+    if quick:
+        T = 0.05
+        bench = contention_bench(T=T, ks=(1,), neighbour_seconds=60, progress=progress)
+    else:
+        bench = contention_bench(T=T, progress=progress)
+    def what(r):
+        if r["against"] == "alone / this":
+            return f"wall time: alone ÷ {r['case']}"
+        return f"wall time: {r['case']}" + (f" ÷ {r['against']}" if r["against"] else "")
+
+    return [row("contention", f"default run, T = {T:g}", what(r),
+                r["ratio"] if r["against"] else None,
+                goal="" if r["goal"] != r["goal"] else f"≤ {r['goal']:.2f}",
+                seconds=r["seconds"], data={"load_before": r["load_before"]})
+            for r in bench]
