@@ -84,10 +84,15 @@ __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always t
 ]
 
 VALUES = ("tied", "identity", "minus_identity", "gaussian", "symmetric_gaussian")
-TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file")
+TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file", "uniform_mode",
+               "uniform_noise")
 REPRESENTATIONS = ("particles", "density")
 #: initial laws a density can start from (cell averages of a closed form)
-DENSITY_INITS = ("uniform", "vmf")
+DENSITY_INITS = ("uniform", "vmf", "uniform_mode", "uniform_noise")
+#: the perturbed uniform starts, density only [model §5b]
+PERTURBED_INITS = ("uniform_mode", "uniform_noise")
+#: representations whose solver has the diffusion ν Δ_S (model.diffusion > 0)
+DIFFUSIVE_REPRESENTATIONS = ("density",)
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 ENERGY_METHODS = ("jko",)
 #: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
@@ -97,7 +102,8 @@ STEP_RTOL = 1e-9
 PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
               "sign": "model.sign", "laplacian_heads": "model.laplacian_heads", "heads": "model.heads",
               "mask": "model.mask", "backend": "solver.backend", "precision": "solver.precision",
-              "fast_exp": "solver.exp", "d": "model.d", "method": "solver.method"}
+              "fast_exp": "solver.exp", "d": "model.d", "method": "solver.method",
+              "nu": "model.diffusion"}
 
 # --------------------------------------------------------------------------------------
 # Cross-key checks (referenced from the table)
@@ -190,6 +196,35 @@ def _representation_rule(cfg):
                   f"must be one of {choices_text(DENSITY_INITS)} {where}")
 
 
+def _diffusion_rule(cfg):
+    """``model.diffusion`` > 0 needs a representation with a diffusion [model §5b]."""
+    nu, rep = cfg["model"]["diffusion"], cfg["solver"]["representation"]
+    if nu > 0 and rep not in DIFFUSIVE_REPRESENTATIONS:
+        raise bad("model.diffusion", nu,
+                  f"must be 0 with solver.representation = {rep!r}, which has no diffusion; "
+                  f"diffusion needs solver.representation in "
+                  f"{choices_text(DIFFUSIVE_REPRESENTATIONS)}")
+
+
+def _perturbed_rule(cfg):
+    """The perturbed uniform starts: density only; ``init.mode_m`` an order of the degree
+    ``init.mode`` on S², 0 on S¹ [model §5b]."""
+    ini = cfg["init"]
+    if ini["tokens"] not in PERTURBED_INITS:
+        return
+    if cfg["solver"]["representation"] != "density":
+        raise bad("init.tokens", ini["tokens"],
+                  "needs solver.representation = 'density' (a perturbed uniform density); "
+                  "particles start from 'uniform' (iid uniform tokens) or another of "
+                  f"{choices_text(TOKEN_INITS[:5])}")
+    if ini["tokens"] == "uniform_mode":
+        ell, m = ini["mode"], ini["mode_m"]
+        if cfg["model"]["d"] == 2 and m != 0:
+            raise bad("init.mode_m", m, "must be 0 on S^1 (model.d = 2: the mode is cos k theta)")
+        if abs(m) > ell:
+            raise bad("init.mode_m", m, f"must be in -{ell}..{ell} (|m| <= init.mode = {ell})")
+
+
 def _steps_rule(cfg):
     s = cfg["solver"]
     if s["T"] < s["dt"]:
@@ -253,9 +288,27 @@ for _p in [
     Param("model.values", "tied", Choice(VALUES),
           "value matrices: tied V_h = D_h (the gradient flow), identity, minus_identity −I, "
           "gaussian Ξ_h/√d, symmetric_gaussian (Ξ_h + Ξ_hᵀ)/√(2d)"),
+    Param("model.diffusion", 0.0, _NONNEG,
+          "token diffusion ν: Brownian motion on the sphere, generator ν Δ_S [model §6b]",
+          rule=_diffusion_rule),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
-          "sequence centre around its class centre, tokens around it); file"),
+          "sequence centre around its class centre, tokens around it); file; density only: "
+          "uniform_mode, uniform_noise (uniform plus a small perturbation) [model §5b]"),
+    Param("init.mode", 2, Integer(lo=1),
+          "uniform_mode: the Fourier mode k (S^1: cos k theta) or the degree l (S^2)",
+          applies=When("init.tokens", "uniform_mode")),
+    Param("init.mode_m", 0, Integer(),
+          "uniform_mode on S^2: the order m of the real spherical harmonic, |m| <= init.mode",
+          applies=When("init.tokens", "uniform_mode"), rule=_perturbed_rule),
+    Param("init.amplitude", 0.01, _NONNEG,
+          "ε: uniform_mode rho = rho_bar (1 + ε phi), phi = cos k theta or the harmonic of mean "
+          "square 1; uniform_noise: pointwise standard deviation of the relative noise",
+          applies=When("init.tokens", ("uniform_mode", "uniform_noise"))),
+    Param("init.noise_modes", 8, Integer(lo=1),
+          "uniform_noise: the random series has the Fourier modes 1..K (S^1) or the degrees "
+          "1..L (S^2), seeded from stream (7,)",
+          applies=When("init.tokens", "uniform_noise")),
     Param("init.token_noise", 0.05, _NONNEG, "std of the Gaussian noise per coordinate",
           applies=When("init.tokens", "octahedral")),
     Param("init.kappa", 10.0, _POS, "concentration κ of the von Mises–Fisher start (classes: "

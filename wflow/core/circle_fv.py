@@ -33,6 +33,12 @@ Euler steps and inherit it (:func:`cfl_dt`).
 
 (:func:`discrete_dissipation`), the semi-discrete chain rule of [model §5b].
 
+*Diffusion* (:math:`\nu\,\partial_\theta^2\rho`, [model §5b]) is one more flux through each
+face, the central difference :math:`F^\nu_{k+1/2} = -\nu(\rho_{k+1} - \rho_k)/h`
+(:func:`diffusion_flux`, second order), added to the transport flux; the chain rule above
+then holds for the total flux. A forward Euler step of the sum keeps :math:`\rho \ge 0` when
+:math:`\Delta t\,(2\max|a|/h + 2\nu/h^2) \le 1` (:func:`cfl_dt` with ``nu``).
+
 Arrays carry a leading batch of paths: ``rho`` (P, N).
 """
 
@@ -43,7 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LIMITERS", "CircleGrid", "limited_slopes", "face_values", "face_speeds",
-           "upwind_flux", "flux_divergence", "discrete_dissipation", "cfl_dt", "POSITIVE_CFL"]
+           "upwind_flux", "flux_divergence", "discrete_dissipation", "cfl_dt", "POSITIVE_CFL",
+           "diffusion_flux"]
 
 #: slope limiters; "none" is the unlimited central slope (second order, not positive)
 LIMITERS = ("minmod", "van_leer", "mc", "none")
@@ -99,14 +106,17 @@ class CircleGrid:
         return np.asarray(rho) * self.h
 
     # the mesh protocol of the density model (shared with wflow.core.sphere_mesh.SphereMesh)
-    def transport(self, rho, velocity, sigma, limiter="van_leer", cfl=0.4):
+    def transport(self, rho, velocity, sigma, limiter="van_leer", cfl=0.4, nu=0.0):
         r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 2) at the centres:
-        :math:`a_k = \sigma\langle v_k, \tau_k\rangle`, face speeds, the MUSCL upwind flux,
-        :math:`\dot\rho` and the CFL step (P,)."""
+        :math:`a_k = \sigma\langle v_k, \tau_k\rangle`, face speeds, the MUSCL upwind flux
+        plus, for ``nu`` > 0, the diffusive flux :math:`-\nu(\rho_{k+1} - \rho_k)/h`,
+        :math:`\dot\rho` and the CFL step (P,) of the sum."""
         a = sigma * np.einsum("pka,ka->pk", velocity, self.tangents)
         af = face_speeds(a)
         flux = upwind_flux(rho, af, limiter)
-        return flux, flux_divergence(flux, self.h), cfl_dt(af, self.h, cfl)
+        if nu:
+            flux = flux + diffusion_flux(rho, self.h, nu)
+        return flux, flux_divergence(flux, self.h), cfl_dt(af, self.h, cfl, nu)
 
     def dissipation(self, flux, Phi, sigma) -> np.ndarray:
         """The scheme's dissipation (:func:`discrete_dissipation`)."""
@@ -180,9 +190,22 @@ def discrete_dissipation(F, Phi, sigma) -> np.ndarray:
     return sigma * np.sum(F * dPhi, axis=-1)
 
 
-def cfl_dt(a_face, h, cfl=0.4) -> np.ndarray:
+def diffusion_flux(rho, h, nu) -> np.ndarray:
+    r""":math:`F^\nu_{k+1/2} = -\nu\,(\rho_{k+1} - \rho_k)/h` (P, N): with
+    :func:`flux_divergence`, :math:`\dot\rho_k = \nu(\rho_{k+1} - 2\rho_k + \rho_{k-1})/h^2`,
+    the second-order Laplacian in angle."""
+    rho = np.asarray(rho, dtype=float)
+    return -nu * (np.roll(rho, -1, axis=-1) - rho) / h
+
+
+def cfl_dt(a_face, h, cfl=0.4, nu=0.0) -> np.ndarray:
     r"""The largest step with Courant number ``cfl``: :math:`\Delta t = \mathrm{cfl}\;h/\max|a|`
-    per path (P,) (∞ where the field vanishes). ``cfl`` ≤ :data:`POSITIVE_CFL` keeps ρ ≥ 0."""
+    per path (P,) (∞ where the field vanishes). ``cfl`` ≤ :data:`POSITIVE_CFL` keeps ρ ≥ 0.
+    With diffusion ``nu`` > 0, :math:`\Delta t = \mathrm{cfl}/(\max|a|/h + \nu/h^2)`: at
+    ``cfl`` = 1/2 the convex combination of an advection step at Courant number 1/2 and a
+    diffusion step at :math:`\nu\Delta t/h^2 = 1/2`, both positive [model §5b]."""
     amax = np.max(np.abs(a_face), axis=-1)
+    if nu:
+        return cfl / (amax / h + nu / h**2)
     with np.errstate(divide="ignore"):
         return np.where(amax > 0, cfl * h / np.where(amax > 0, amax, 1.0), np.inf)

@@ -37,12 +37,24 @@ conserved to round-off (:math:`F_{ji} = -F_{ij}`), and forward Euler keeps
 :math:`\rho \ge 0` when :math:`\Delta t \sum_j \phi_{ij}^{+} \le \lvert K_i\rvert` (the CFL
 number of :func:`cfl_dt`).
 
+*Diffusion* (:math:`\nu\Delta_S\rho`, [model §5b]) is the conservative two-point flux
+
+.. math::
+
+    F^\nu_{ij} = -\nu\, w_{ij}\,(\rho_j - \rho_i), \qquad
+    w_{ij} = \frac{\lvert\Gamma_{ij}\rvert}{d_S(c_i, c_j)},
+
+consistent because a Voronoi edge is orthogonal to the geodesic between its generators
+(:attr:`SphereMesh.diffusion_weights`); with it, forward Euler keeps :math:`\rho \ge 0` when
+:math:`\Delta t\,(\sum_j\phi^+_{ij} + \nu\sum_j w_{ij}) \le \lvert K_i\rvert`.
+
 Arrays in and out; no numba here (the cost is in the nonlocal field, not in the fluxes).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -116,17 +128,31 @@ class SphereMesh:
         v = np.asarray(f(self.centres), dtype=float)
         return v / (self.areas @ v)
 
-    def transport(self, rho, velocity, sigma, limiter=None, cfl=0.4):
+    @functools.cached_property
+    def diffusion_weights(self) -> np.ndarray:
+        r"""(E,) two-point weights :math:`w_{ij} = \lvert\Gamma_{ij}\rvert / d_S(c_i, c_j)`,
+        :math:`d_S = \arccos\langle c_i, c_j\rangle` (computed as an arctangent)."""
+        ci, cj = self.centres[self.edges[:, 0]], self.centres[self.edges[:, 1]]
+        dist = np.arctan2(np.linalg.norm(np.cross(ci, cj), axis=1),
+                          np.einsum("ea,ea->e", ci, cj))
+        return self.lengths / dist
+
+    def transport(self, rho, velocity, sigma, limiter=None, cfl=0.4, nu=0.0):
         r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 3) at the centres, first
         order: :math:`\phi_{ij} = \sigma\lvert\Gamma_{ij}\rvert\langle (v_i + v_j)/2,
-        n_{ij}\rangle`, the upwind :math:`F_{ij}`, :math:`\dot\rho` and the CFL step (P,).
-        ``limiter`` is not used (no reconstruction on S²)."""
+        n_{ij}\rangle`, the upwind :math:`F_{ij}` plus, for ``nu`` > 0, the diffusive flux
+        :math:`-\nu w_{ij}(\rho_j - \rho_i)`, :math:`\dot\rho` and the CFL step (P,) of the
+        sum. ``limiter`` is not used (no reconstruction on S²)."""
         v = np.asarray(velocity, dtype=float)
         i, j = self.edges[:, 0], self.edges[:, 1]
         phi = sigma * self.lengths * np.einsum("pea,ea->pe", 0.5 * (v[:, i] + v[:, j]),
                                                self.normals)
         F, rate = _upwind(self, rho, phi)
-        return F, rate, cfl_dt(self, phi, cfl)
+        if nu:
+            rho = np.asarray(rho, dtype=float)
+            F = F - nu * self.diffusion_weights * (rho[..., j] - rho[..., i])
+            rate = -_cell_sums(self, F, -F) / self.areas
+        return F, rate, cfl_dt(self, phi, cfl, nu)
 
     def dissipation(self, flux, Phi, sigma) -> np.ndarray:
         r"""The scheme's dissipation :math:`\mathcal D_h = \sigma\sum_{ij} F_{ij}
@@ -257,13 +283,17 @@ def _upwind(mesh: SphereMesh, rho, phi):
     return F, -_cell_sums(mesh, F, -F) / mesh.areas
 
 
-def cfl_dt(mesh: SphereMesh, phi, cfl: float = 0.9):
+def cfl_dt(mesh: SphereMesh, phi, cfl: float = 0.9, nu: float = 0.0):
     r"""The largest step with :math:`\Delta t \sum_j \phi^{+}_{\text{out}, i} \le
     \text{cfl}\cdot\lvert K_i\rvert` for every cell (forward Euler then keeps ρ ≥ 0;
-    SSP Runge–Kutta schemes inherit it). ``phi`` (E,) gives a float, (P, E) one step per
+    SSP Runge–Kutta schemes inherit it). With diffusion ``nu`` > 0 the out-rate of a cell
+    gains :math:`\nu\sum_j w_{ij}`. ``phi`` (E,) gives a float, (P, E) one step per
     path."""
     phi = np.asarray(phi, dtype=float)
     out = _cell_sums(mesh, np.maximum(phi, 0.0), np.maximum(-phi, 0.0))
+    if nu:
+        w = mesh.diffusion_weights
+        out = out + nu * _cell_sums(mesh, w, w)
     rate = np.max(out / mesh.areas, axis=-1)
     with np.errstate(divide="ignore"):
         dt = np.where(rate > 0, cfl / np.where(rate > 0, rate, 1.0), np.inf)

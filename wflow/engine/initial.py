@@ -10,7 +10,8 @@ the value matrices and the perturbations of the start [model §9, §10].
 ``init.per_path_weights`` and ``init.tokens = "classes"`` (its sequence centre, then its
 tokens), ``(3,)`` and ``(4,)`` the directions of ``init.token_perturbation`` and
 ``init.weight_perturbation`` (drawn only when they are > 0), ``(5,)`` the one noise stream of
-every path under ``weights.shared_path``. Path p is path ``init.first_path + p`` of the
+every path under ``weights.shared_path``, ``(7,)`` the coefficients of a density's ``init.tokens =
+"uniform_noise"`` (wflow.model.density). Path p is path ``init.first_path + p`` of the
 ensemble, so its draws depend on (seed, p) alone. The draws happen in this order (D(0), the
 values, X0, the perturbations), whatever is used of them.
 """
@@ -144,8 +145,8 @@ def _tokens(ini, n, d, rng):
     kind = ini["tokens"]
     if kind == "octahedral":
         return sphere.octahedral(n, d, rng, noise=float(ini["token_noise"]))
-    if kind == "uniform":
-        return sphere.uniform(n, d, rng)
+    if kind in ("uniform", "uniform_mode", "uniform_noise"):  # the last two: density only,
+        return sphere.uniform(n, d, rng)  # whose X0 is replaced by the cell averages
     if kind == "vmf":
         mu = np.zeros(d)
         mu[-1] = 1.0

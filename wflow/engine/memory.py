@@ -267,6 +267,8 @@ def _n_series(cfg) -> int:
         groups.add("w2")
     if cfg["solver"]["method"] == "jko":
         groups.add("stepper")
+    if cfg["solver"]["representation"] == "density" and cfg["model"].get("diffusion", 0) > 0:
+        groups.add("free_energy")
     return sum(len(series.names(kind=k, group=g)) for k in ("point", "cumulative") for g in groups)
 
 

@@ -231,10 +231,11 @@ class Simulation:
                 grid = (CircleGrid(int(dn["cells"])) if self.d == 2
                         else voronoi_mesh(int(dn["cells"]), lloyd=int(dn["lloyd"])))
                 self.model = DensityModel(self.model, grid, limiter=dn["limiter"],
-                                          cfl=float(dn["cfl"]))
+                                          cfl=float(dn["cfl"]), nu=float(m["diffusion"]))
                 self.stepper = DensityStepper(self.method)
-            X0 = np.broadcast_to(initial_density(ini, self.model.grid),
-                                 (self.P, self.model.grid.N)).copy()
+            with _config.config_errors():
+                rho0 = initial_density(ini, self.model.grid)
+            X0 = np.broadcast_to(rho0, (self.P, self.model.grid.N)).copy()
         else:
             with _config.config_errors():
                 self.stepper = get_stepper(self.method,
@@ -242,13 +243,17 @@ class Simulation:
         if self.method == "jko" and m["normalization"] == "head" and self.H >= 2:
             log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
+        # the free energy and its ledger: density runs with diffusion [model §5b]
+        self.free_energy = self.density and float(m["diffusion"]) > 0
+        self._cumulative = tuple(k for k in _series.names(kind="cumulative")
+                                 if _series.SERIES[k].group != "free_energy" or self.free_energy)
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
 
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
         rngs = [np.random.default_rng(s) for s in self._path_seeds]
-        zeros = {k: np.zeros(self.P) for k in _series.names(kind="cumulative")}
+        zeros = {k: np.zeros(self.P) for k in self._cumulative}
         return State(k=0, X=self.X0.copy(), D=self.D0.copy(),
                      rng_states=[r.bit_generator.state for r in rngs], cum=zeros,
                      E0=np.full(self.P, np.nan))
@@ -263,7 +268,7 @@ class Simulation:
             if s.fn is not None and (s.group in ("core", "user")
                                      or (s.group == "clustering" and self.clustering)):
                 row[name] = s.fn(ctx)
-        for k in _series.names(kind="cumulative"):
+        for k in self._cumulative:
             row[k] = state.cum[k].copy()
         row["paper_residual"] = (
             F.energy - state.E0 - self.model.sigma * row["int_G2"] - row["int_dEdt_drift"]
@@ -276,6 +281,11 @@ class Simulation:
         if self.density:
             row["mass"] = self.model.grid.masses(state.X).sum(axis=-1)
             row["dissipation_cells"] = F.dissipation_cells.copy()
+        if self.free_energy:  # [model §5b]
+            for k in ("free_energy", "entropy", "free_energy_rate"):
+                row[k] = getattr(F, k).copy()
+            if not self.ledger:
+                row["free_energy_residual"] = np.full(self.P, np.nan)
         if out["store_tokens"]:
             row["rho" if self.density else "X"] = state.X.copy()
         if out["store_weights"]:
@@ -403,6 +413,10 @@ class Simulation:
                 res = tok - sigma * dt * 0.5 * (F.dissipation + Fm.dissipation)
                 c["token_work"] += tok
                 c["ledger_residual"] += res
+                if self.free_energy:  # the chain rule of F = -σE + νS at frozen D_k
+                    c["free_energy_residual"] += (
+                        Fm.free_energy - F.free_energy
+                        - dt * 0.5 * (F.free_energy_rate + Fm.free_energy_rate))
                 drift = np.einsum("phab,phab->p", Fm.dE_dD, fk * dt)
                 mart = np.einsum("phab,phab->p", Fm.dE_dD, xi)
                 c["drift_work"] += drift

@@ -24,7 +24,8 @@ Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``ste
 ``w2`` (``diagnostics.w2``), ``stepper`` (declared beside the stepper with
 :func:`wflow.stepping.registry.register_series`, e.g. JKO's),
 ``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
-``rho`` instead of ``X``), ``density`` (density runs), ``user`` (added with
+``rho`` instead of ``X``), ``density`` (density runs), ``free_energy`` (density runs with
+``model.diffusion`` > 0: the free energy, its rate and its ledger), ``user`` (added with
 :func:`add_series`: recorded by every run while registered).
 
 Adding a diagnostic is one call::
@@ -233,6 +234,16 @@ for _n, _d, _u in (
      _T),
 ):
     add_series(_n, "point", _d, _u, group="density")
+for _n, _d, _u in (  # density runs with model.diffusion > 0 [model §5b]
+    ("free_energy", "density: free energy F = -sigma E + nu sum_k m_k log rho_k", "energy"),
+    ("entropy", "density: entropy S = sum_k m_k log rho_k", "dimensionless"),
+    ("free_energy_rate", "density: dF/dt = sum over faces of flux * difference of "
+     "-sigma Phi + nu log rho", _T),
+):
+    add_series(_n, "point", _d, _u, group="free_energy")
+add_series("free_energy_residual", "cumulative",
+           "density: residual of the free-energy ledger, sum of F(rho_{k+1}; D_k) - F(rho_k; D_k) "
+           "- dt (dF/dt_k + dF/dt'_k)/2 (docs/model.md §5b)", "energy", group="free_energy")
 
 add_series("t", "time", "model time of each record", "time", group="time")
 add_series("X", "snapshot", "token snapshots x_i on the sphere", "dimensionless", group="tokens",

@@ -18,6 +18,16 @@ so that :math:`dE/dt = \sigma\mathcal D_h` exactly for frozen weights (the semi-
 rule): the ``dissipation`` of a density run is :math:`\mathcal D_h`, and the exact ledger of
 [model §6] closes with it at the integrator's order. Every other field quantity (G², G²_hm,
 b̂, ∂_D E, the Itô sum) is the kernel's, mass-weighted.
+
+With diffusion :math:`\nu > 0` the flux is the total one (transport plus
+:math:`-\nu\,\Delta\rho/\text{distance}` across each face), so the chain rule still reads
+:math:`dE/dt = \sigma\mathcal D_h`, and the free energy of [model §5b],
+
+.. math::
+    \mathcal F_h = -\sigma E + \nu S_h,\qquad S_h = \sum_k m_k\log\rho_k,\qquad
+    \frac{d\mathcal F_h}{dt} = -\mathcal D_h + \nu\sum_{\rm faces} F\,\Delta\log\rho,
+
+is part of the field (``entropy``, ``free_energy``, ``free_energy_rate``).
 """
 
 from __future__ import annotations
@@ -30,7 +40,8 @@ from wflow.core import circle_fv as fv
 from wflow.errors import NumericalError
 from wflow.model.attention import AttentionModel, Field
 
-__all__ = ["DensityModel", "DensityField", "von_mises_density", "initial_density"]
+__all__ = ["DensityModel", "DensityField", "von_mises_density", "initial_density",
+           "real_harmonic", "perturbation", "NOISE_STREAM"]
 
 
 @dataclass
@@ -39,13 +50,18 @@ class DensityField(Field):
     scheme's :math:`\mathcal D_h`, plus ``rate`` (P, N) :math:`\dot\rho` (σ included),
     ``flux`` (P, N) :math:`F_{k+1/2}`, ``max_dt`` (P,) the CFL step and ``dissipation_cells``
     (P,) the cell quadrature :math:`\sum_k m_k\langle g_k, v_k\rangle` (the kernel's 𝒟) and
-    ``masses`` (P, N) :math:`m_k` (the point means of the series are mass-weighted)."""
+    ``masses`` (P, N) :math:`m_k` (the point means of the series are mass-weighted); with
+    diffusion :math:`\nu > 0` also ``entropy`` :math:`S_h`, ``free_energy``
+    :math:`\mathcal F_h` and ``free_energy_rate`` :math:`d\mathcal F_h/dt` (P,) each."""
 
     rate: np.ndarray | None = None
     flux: np.ndarray | None = None
     max_dt: np.ndarray | None = None
     dissipation_cells: np.ndarray | None = None
     masses: np.ndarray | None = None
+    entropy: np.ndarray | None = None
+    free_energy: np.ndarray | None = None
+    free_energy_rate: np.ndarray | None = None
 
 
 def von_mises_density(theta, kappa, mu=0.0):
@@ -67,12 +83,14 @@ class DensityModel:
     grid : the :class:`~wflow.core.circle_fv.CircleGrid`.
     limiter : slope limiter of the MUSCL reconstruction (:data:`~wflow.core.circle_fv.LIMITERS`).
     cfl : Courant number of :attr:`DensityField.max_dt` (≤ 1/2 keeps ρ ≥ 0).
+    nu : diffusion ν ≥ 0 (the term ν Δ_S ρ, explicit, in the CFL step) [model §5b].
     """
 
     model: AttentionModel
     grid: fv.CircleGrid
     limiter: str = "van_leer"
     cfl: float = 0.4
+    nu: float = 0.0
 
     def __post_init__(self):
         if self.model.causal:
@@ -83,6 +101,8 @@ class DensityModel:
                              f"{', '.join(map(repr, fv.LIMITERS))}")
         if not 0 < self.cfl <= 1:
             raise ValueError(f"cfl = {self.cfl!r}: must be in (0, 1] (≤ 0.5 keeps rho >= 0)")
+        if not self.nu >= 0:
+            raise ValueError(f"nu = {self.nu!r}: the diffusion must be >= 0")
 
     @property
     def sigma(self) -> float:
@@ -116,12 +136,33 @@ class DensityModel:
         P = rho.shape[0]
         g = self.grid
         F = self.model.evaluate(self.points(P), D, want_ito=want_ito, weights=g.masses(rho))
-        flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter, self.cfl)
+        if self.nu:
+            flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter,
+                                             self.cfl, nu=self.nu)
+        else:
+            flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter,
+                                             self.cfl)
         Phi = F.partition.mean(axis=1) / self.beta
         kw = dict(F.__dict__)
         kw["dissipation"] = g.dissipation(flux, Phi, self.sigma)
-        return DensityField(**kw, rate=rate, flux=flux, max_dt=max_dt,
-                            dissipation_cells=F.dissipation, masses=g.masses(rho))
+        out = DensityField(**kw, rate=rate, flux=flux, max_dt=max_dt,
+                           dissipation_cells=F.dissipation, masses=g.masses(rho))
+        if self.nu:
+            self._free_energy(out, rho)
+        return out
+
+    def _free_energy(self, out: DensityField, rho):
+        r"""Fill ``entropy`` :math:`S_h = \sum_k m_k\log\rho_k` (0 log 0 = 0),
+        ``free_energy`` :math:`-\sigma E + \nu S_h` and ``free_energy_rate``
+        :math:`-\mathcal D_h + \nu\sum F\,\Delta\log\rho` (NaN if a cell is empty: the
+        entropy's rate is then unbounded) [model §5b]."""
+        pos = rho > 0
+        logr = np.log(np.where(pos, rho, 1.0))
+        out.entropy = np.sum(out.masses * logr, axis=-1)
+        out.free_energy = -self.sigma * out.energy + self.nu * out.entropy
+        dS = self.grid.dissipation(out.flux, np.where(pos, logr, -np.inf), 1.0)
+        with np.errstate(invalid="ignore"):
+            out.free_energy_rate = -out.dissipation + self.nu * dS
 
     def rate(self, rho, D) -> np.ndarray:
         r""":math:`\dot\rho` (P, N) at frozen weights D (the stages of a step)."""
@@ -134,24 +175,104 @@ class DensityModel:
                                    weights=self.grid.masses(rho))
 
 
+#: the seed stream of ``init.tokens = "uniform_noise"`` [model §5b]
+NOISE_STREAM = (7,)
+
+
+def real_harmonic(ell: int, m: int, x) -> np.ndarray:
+    r"""The real spherical harmonic of mean square 1 over :math:`S^2` at points x (M, 3):
+
+    .. math::
+        \tilde Y_{\ell 0} = \sqrt{2\ell+1}\,P_\ell(z),\qquad
+        \tilde Y_{\ell m} = \sqrt{2(2\ell+1)\tfrac{(\ell-|m|)!}{(\ell+|m|)!}}\,
+        P_\ell^{|m|}(z)\,\{\cos m\varphi \ (m > 0),\ \sin|m|\varphi \ (m < 0)\},
+
+    so :math:`\frac{1}{4\pi}\int\tilde Y_{\ell m}\tilde Y_{\ell' m'} = \delta\delta` and
+    :math:`\Delta_S\tilde Y_{\ell m} = -\ell(\ell+1)\tilde Y_{\ell m}`."""
+    from scipy.special import gammaln, lpmv
+
+    x = np.asarray(x, dtype=float)
+    z = np.clip(x[..., 2], -1.0, 1.0)
+    phi = np.arctan2(x[..., 1], x[..., 0])
+    a = abs(int(m))
+    P = lpmv(a, int(ell), z)
+    if a == 0:
+        return np.sqrt(2 * ell + 1.0) * P
+    c = np.sqrt(2 * (2 * ell + 1.0) * np.exp(gammaln(ell - a + 1) - gammaln(ell + a + 1)))
+    return c * P * (np.cos(a * phi) if m > 0 else np.sin(a * phi))
+
+
+def perturbation(init: dict, d: int):
+    r"""The relative perturbation :math:`\xi` of ``init.tokens = "uniform_mode"`` or
+    ``"uniform_noise"`` as a function of the angle (S¹, ``d`` = 2) or of points (S²), so that
+    :math:`\rho_0 = \bar\rho(1 + \xi)` [model §5b]:
+
+    .. math::
+        \text{mode: } \xi = \varepsilon\cos k\theta \ \text{or}\ \varepsilon\tilde Y_{\ell m};
+        \qquad
+        \text{noise: } \xi = \sum_{k=1}^{K}(a_k\cos k\theta + b_k\sin k\theta)
+        \ \text{or}\ \sum_{\ell=1}^{L}\sum_{m=-\ell}^{\ell} c_{\ell m}\tilde Y_{\ell m},
+
+    coefficients iid :math:`N(0, s^2)`, :math:`s = \varepsilon/\sqrt K` resp.
+    :math:`\varepsilon/\sqrt{(L+1)^2 - 1}` (pointwise standard deviation ε), drawn in that
+    order from ``SeedSequence(init.seed, spawn_key=(7,))``: independent of the mesh."""
+    eps = float(init["amplitude"])
+    kind = init["tokens"]
+    if kind == "uniform_mode":
+        k, m = int(init["mode"]), int(init["mode_m"])
+        if d == 2:
+            return lambda th: eps * np.cos(k * th)
+        return lambda x: eps * real_harmonic(k, m, x)
+    K = int(init["noise_modes"])
+    rng = np.random.default_rng(np.random.SeedSequence(int(init["seed"]),
+                                                       spawn_key=NOISE_STREAM))
+    if d == 2:
+        ab = rng.standard_normal((K, 2)) * (eps / np.sqrt(K))
+        ks = np.arange(1, K + 1)
+
+        def xi(th):
+            th = np.asarray(th, dtype=float)[..., None]
+            return np.sum(ab[:, 0] * np.cos(ks * th) + ab[:, 1] * np.sin(ks * th), axis=-1)
+        return xi
+    lm = [(ell, m) for ell in range(1, K + 1) for m in range(-ell, ell + 1)]
+    c = rng.standard_normal(len(lm)) * (eps / np.sqrt(len(lm)))
+    return lambda x: sum(ci * real_harmonic(ell, m, x) for ci, (ell, m) in zip(c, lm))
+
+
 def initial_density(init: dict, grid) -> np.ndarray:
     r"""Cell averages (N,) of the initial law of ``[init]``: ``uniform`` (:math:`1/2\pi`) or
     ``vmf`` (von Mises with concentration ``init.kappa`` about :math:`e_2`, the particle
     solver's mean direction, :math:`\mu = \pi/2`), by Gauss–Legendre quadrature per cell.
     On a :class:`~wflow.core.sphere_mesh.SphereMesh` (S²): uniform :math:`1/4\pi`, or the
     von Mises–Fisher density :math:`\propto e^{\kappa\langle e_3, x\rangle}` sampled at the
-    centres and scaled to mass 1 (first order)."""
+    centres and scaled to mass 1 (first order). ``uniform_mode`` and ``uniform_noise``:
+    :math:`\bar\rho(1 + \xi)` with :math:`\xi` of :func:`perturbation` (a negative cell
+    average is a :class:`~wflow.errors.ConfigError` naming ``init.amplitude``)."""
     kind = init["tokens"]
-    if not isinstance(grid, fv.CircleGrid):
+    s2 = not isinstance(grid, fv.CircleGrid)
+    if kind in ("uniform_mode", "uniform_noise"):
+        xi = perturbation(init, 3 if s2 else 2)
+        rho = (grid.cell_values(lambda x: 1.0 + xi(x)) if s2
+               else grid.cell_averages(lambda th: (1.0 + xi(th)) / (2 * np.pi)))
+        if np.any(rho < 0):
+            from wflow.errors import ConfigError
+
+            raise ConfigError(f"init.amplitude = {init['amplitude']!r}: the perturbed start "
+                              f"{kind!r} has a negative cell average ({rho.min():.3g}); "
+                              "a density needs a smaller amplitude")
+        return rho
+    if s2:
         if kind == "uniform":
             return np.full(grid.N, 1.0) / grid.areas.sum()
         if kind == "vmf":
             kappa = float(init["kappa"])
             return grid.cell_values(lambda x: np.exp(kappa * (x[:, -1] - 1.0)))
-        raise ValueError(f"tokens = {kind!r}: a density starts from 'uniform' or 'vmf'")
+        raise ValueError(f"tokens = {kind!r}: a density starts from 'uniform', 'vmf', "
+                         "'uniform_mode' or 'uniform_noise'")
     if kind == "uniform":
         return np.full(grid.N, 1.0 / (2 * np.pi))
     if kind == "vmf":
         kappa = float(init["kappa"])
         return grid.cell_averages(lambda th: von_mises_density(th, kappa, np.pi / 2))
-    raise ValueError(f"tokens = {kind!r}: a density starts from 'uniform' or 'vmf'")
+    raise ValueError(f"tokens = {kind!r}: a density starts from 'uniform', 'vmf', "
+                     "'uniform_mode' or 'uniform_noise'")
