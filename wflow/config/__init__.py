@@ -71,6 +71,7 @@ from wflow.config.schema import (
 from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
+from wflow.model.density import DIFFUSION_SCHEMES
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import INITIAL_WEIGHTS
 from wflow.stepping import density as _density
@@ -103,7 +104,7 @@ PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
               "sign": "model.sign", "laplacian_heads": "model.laplacian_heads", "heads": "model.heads",
               "mask": "model.mask", "backend": "solver.backend", "precision": "solver.precision",
               "fast_exp": "solver.exp", "d": "model.d", "method": "solver.method",
-              "nu": "model.diffusion"}
+              "nu": "model.diffusion", "diffusion_scheme": "density.diffusion_scheme"}
 
 # --------------------------------------------------------------------------------------
 # Cross-key checks (referenced from the table)
@@ -384,6 +385,11 @@ for _p in [
           applies=When("solver.representation", "density")),
     Param("density.cfl", 0.4, Interval(0, 1, "right"),
           "Courant number of the substeps (<= 0.5 keeps rho >= 0)",
+          applies=When("solver.representation", "density")),
+    Param("density.diffusion_scheme", "explicit", Choice(DIFFUSION_SCHEMES),
+          "explicit: the diffusion in every stage, substeps from the Courant condition of "
+          "transport plus diffusion (Δt ≲ h²/(4ν)); split: Strang, each transport substep "
+          "between two sub-cycled half-steps of the diffusion [model §5b]",
           applies=When("solver.representation", "density")),
     Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step)"),
     Param("diagnostics.clustering", True, Boolean(),

@@ -118,6 +118,18 @@ class CircleGrid:
             flux = flux + diffusion_flux(rho, self.h, nu)
         return flux, flux_divergence(flux, self.h), cfl_dt(af, self.h, cfl, nu)
 
+    def diffusion(self, rho, nu):
+        r"""``(flux, rate)`` of the diffusion alone: :math:`F^\nu_{k+1/2}` and
+        :math:`\dot\rho_k = \nu(\rho_{k+1} - 2\rho_k + \rho_{k-1})/h^2` (P, N) each."""
+        flux = diffusion_flux(rho, self.h, nu)
+        return flux, flux_divergence(flux, self.h)
+
+    def diffusion_dt(self, nu, cfl=0.4) -> float:
+        r"""The positive forward Euler step of the diffusion alone, scaled like the transport's:
+        :math:`\Delta t = \mathrm{cfl}\,h^2/\nu` (``cfl`` = 1/2 is the bound
+        :math:`\nu\Delta t/h^2 \le 1/2`)."""
+        return cfl * self.h**2 / nu
+
     def dissipation(self, flux, Phi, sigma) -> np.ndarray:
         """The scheme's dissipation (:func:`discrete_dissipation`)."""
         return discrete_dissipation(flux, Phi, sigma)

@@ -154,6 +154,22 @@ class SphereMesh:
             rate = -_cell_sums(self, F, -F) / self.areas
         return F, rate, cfl_dt(self, phi, cfl, nu)
 
+    def diffusion(self, rho, nu):
+        r"""``(flux, rate)`` of the diffusion alone: :math:`F^\nu_{ij} = -\nu w_{ij}
+        (\rho_j - \rho_i)` (..., E) and :math:`\dot\rho_i = -\sum_j F^\nu_{ij}/\lvert
+        K_i\rvert` (..., N)."""
+        rho = np.asarray(rho, dtype=float)
+        i, j = self.edges[:, 0], self.edges[:, 1]
+        F = -nu * self.diffusion_weights * (rho[..., j] - rho[..., i])
+        return F, -_cell_sums(self, F, -F) / self.areas
+
+    def diffusion_dt(self, nu, cfl=0.4) -> float:
+        r"""The forward Euler step of the diffusion alone at Courant number ``cfl`` (1 is the
+        positivity bound): :math:`\Delta t = \mathrm{cfl}/\max_i(\nu\sum_j w_{ij}/\lvert
+        K_i\rvert)`."""
+        w = self.diffusion_weights
+        return float(cfl / np.max(nu * _cell_sums(self, w, w) / self.areas))
+
     def dissipation(self, flux, Phi, sigma) -> np.ndarray:
         r"""The scheme's dissipation :math:`\mathcal D_h = \sigma\sum_{ij} F_{ij}
         (\Phi_j - \Phi_i)` (P,): :math:`\frac{d}{dt}E = \sum_k\Phi_k\dot m_k

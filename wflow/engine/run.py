@@ -231,8 +231,10 @@ class Simulation:
                 grid = (CircleGrid(int(dn["cells"])) if self.d == 2
                         else voronoi_mesh(int(dn["cells"]), lloyd=int(dn["lloyd"])))
                 self.model = DensityModel(self.model, grid, limiter=dn["limiter"],
-                                          cfl=float(dn["cfl"]), nu=float(m["diffusion"]))
-                self.stepper = DensityStepper(self.method)
+                                          cfl=float(dn["cfl"]), nu=float(m["diffusion"]),
+                                          diffusion_scheme=dn["diffusion_scheme"])
+                self.stepper = DensityStepper(
+                    self.method, diffuse=self.model.diffuse if self.model.split else None)
             with _config.config_errors():
                 rho0 = initial_density(ini, self.model.grid)
             X0 = np.broadcast_to(rho0, (self.P, self.model.grid.N)).copy()

@@ -32,6 +32,7 @@ is part of the field (``entropy``, ``free_energy``, ``free_energy_rate``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +42,10 @@ from wflow.errors import NumericalError
 from wflow.model.attention import AttentionModel, Field
 
 __all__ = ["DensityModel", "DensityField", "von_mises_density", "initial_density",
-           "real_harmonic", "perturbation", "NOISE_STREAM"]
+           "real_harmonic", "perturbation", "NOISE_STREAM", "DIFFUSION_SCHEMES"]
+
+#: how the diffusion is stepped [model §5b]
+DIFFUSION_SCHEMES = ("explicit", "split")
 
 
 @dataclass
@@ -52,7 +56,8 @@ class DensityField(Field):
     (P,) the cell quadrature :math:`\sum_k m_k\langle g_k, v_k\rangle` (the kernel's 𝒟) and
     ``masses`` (P, N) :math:`m_k` (the point means of the series are mass-weighted); with
     diffusion :math:`\nu > 0` also ``entropy`` :math:`S_h`, ``free_energy``
-    :math:`\mathcal F_h` and ``free_energy_rate`` :math:`d\mathcal F_h/dt` (P,) each."""
+    :math:`\mathcal F_h` and ``free_energy_rate`` :math:`d\mathcal F_h/dt` (P,) each, and with
+    the split diffusion ``transport_rate`` (P, N), the transport's part of ``rate``."""
 
     rate: np.ndarray | None = None
     flux: np.ndarray | None = None
@@ -62,6 +67,7 @@ class DensityField(Field):
     entropy: np.ndarray | None = None
     free_energy: np.ndarray | None = None
     free_energy_rate: np.ndarray | None = None
+    transport_rate: np.ndarray | None = None
 
 
 def von_mises_density(theta, kappa, mu=0.0):
@@ -83,7 +89,13 @@ class DensityModel:
     grid : the :class:`~wflow.core.circle_fv.CircleGrid`.
     limiter : slope limiter of the MUSCL reconstruction (:data:`~wflow.core.circle_fv.LIMITERS`).
     cfl : Courant number of :attr:`DensityField.max_dt` (≤ 1/2 keeps ρ ≥ 0).
-    nu : diffusion ν ≥ 0 (the term ν Δ_S ρ, explicit, in the CFL step) [model §5b].
+    nu : diffusion ν ≥ 0 (the term ν Δ_S ρ) [model §5b].
+    diffusion_scheme : ``"explicit"``: the diffusive flux joins the transport's in every stage
+        and the Courant condition of the sum sets the substeps; ``"split"``: Strang splitting,
+        each substep of the transport (its own Courant condition) between two half-steps of
+        the diffusion alone (:meth:`diffuse`, sub-cycled SSP-RK3). The field's ``rate``,
+        ``flux`` and dissipation are the whole PDE's either way; ``max_dt`` is the step of
+        the scheme.
     """
 
     model: AttentionModel
@@ -91,6 +103,7 @@ class DensityModel:
     limiter: str = "van_leer"
     cfl: float = 0.4
     nu: float = 0.0
+    diffusion_scheme: str = "explicit"
 
     def __post_init__(self):
         if self.model.causal:
@@ -103,6 +116,14 @@ class DensityModel:
             raise ValueError(f"cfl = {self.cfl!r}: must be in (0, 1] (≤ 0.5 keeps rho >= 0)")
         if not self.nu >= 0:
             raise ValueError(f"nu = {self.nu!r}: the diffusion must be >= 0")
+        if self.diffusion_scheme not in DIFFUSION_SCHEMES:
+            raise ValueError(f"diffusion_scheme = {self.diffusion_scheme!r}: allowed values are "
+                             f"{', '.join(map(repr, DIFFUSION_SCHEMES))}")
+
+    @property
+    def split(self) -> bool:
+        """Strang splitting of the diffusion (``diffusion_scheme = "split"`` and ν > 0)."""
+        return bool(self.nu) and self.diffusion_scheme == "split"
 
     @property
     def sigma(self) -> float:
@@ -136,7 +157,13 @@ class DensityModel:
         P = rho.shape[0]
         g = self.grid
         F = self.model.evaluate(self.points(P), D, want_ito=want_ito, weights=g.masses(rho))
-        if self.nu:
+        transport_rate = None
+        if self.split:  # the transport's own step; the flux and rate of the whole PDE
+            flux, transport_rate, max_dt = g.transport(rho, F.velocity, self.sigma,
+                                                       self.limiter, self.cfl)
+            flux_nu, rate_nu = g.diffusion(rho, self.nu)
+            flux, rate = flux + flux_nu, transport_rate + rate_nu
+        elif self.nu:
             flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter,
                                              self.cfl, nu=self.nu)
         else:
@@ -146,7 +173,8 @@ class DensityModel:
         kw = dict(F.__dict__)
         kw["dissipation"] = g.dissipation(flux, Phi, self.sigma)
         out = DensityField(**kw, rate=rate, flux=flux, max_dt=max_dt,
-                           dissipation_cells=F.dissipation, masses=g.masses(rho))
+                           dissipation_cells=F.dissipation, masses=g.masses(rho),
+                           transport_rate=transport_rate)
         if self.nu:
             self._free_energy(out, rho)
         return out
@@ -165,8 +193,29 @@ class DensityModel:
             out.free_energy_rate = -out.dissipation + self.nu * dS
 
     def rate(self, rho, D) -> np.ndarray:
-        r""":math:`\dot\rho` (P, N) at frozen weights D (the stages of a step)."""
-        return self.evaluate(rho, D, want_ito=False).rate
+        r""":math:`\dot\rho` (P, N) at frozen weights D (the stages of a step): the whole
+        PDE's, or the transport's alone when the diffusion is split."""
+        F = self.evaluate(rho, D, want_ito=False)
+        return F.transport_rate if self.split else F.rate
+
+    def diffuse(self, rho, tau) -> np.ndarray:
+        r""":math:`\rho` after a time τ of the diffusion alone, :math:`\dot\rho = \nu L_h\rho`,
+        by :math:`m = \lceil\tau/\Delta t_\nu\rceil` equal SSP-RK3 substeps
+        (:math:`\Delta t_\nu` the grid's ``diffusion_dt`` at ``cfl``): positive and
+        conservative, time error :math:`O(\tau\,(\tau/m)^3)` (the half-steps of the split
+        scheme, [model §5b])."""
+        g = self.grid
+        m = max(1, math.ceil(tau / g.diffusion_dt(self.nu, self.cfl) * (1 - 1e-12)))
+        k = tau / m
+
+        def L(r):
+            return g.diffusion(r, self.nu)[1]
+
+        for _ in range(m):
+            r1 = rho + k * L(rho)
+            r2 = 0.75 * rho + 0.25 * (r1 + k * L(r1))
+            rho = rho / 3.0 + (2.0 / 3.0) * (r2 + k * L(r2))
+        return rho
 
     def velocity(self, rho, D) -> np.ndarray:
         """The σ-free field v at the cell centres (P, N, d)."""
