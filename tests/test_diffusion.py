@@ -13,7 +13,13 @@ from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine.run import Simulation, simulate
 from wflow.errors import ConfigError
 from wflow.model.attention import AttentionModel
-from wflow.model.density import DensityModel, initial_density, perturbation, real_harmonic
+from wflow.model.density import (
+    DensityModel,
+    initial_density,
+    perturbation,
+    real_harmonic,
+    von_mises_density,
+)
 from wflow.stepping.density import DensityStepper
 from wflow.stepping.integrators import StepContext
 
@@ -233,6 +239,33 @@ def test_free_energy_ledger_closes_for_joint_and_head(norm):
         model__beta=1.0)])
     orders = np.log2(res[:-1] / res[1:])
     assert np.all(np.abs(orders - 2) < 0.3), (res, orders)
+
+
+def test_free_energy_rate_has_a_sign_for_none_only():
+    r"""Random heads (H = 2, 3), random multimodal densities, β, ν and both signs: the
+    semi-discrete :math:`d\mathcal F_h/dt` is negative for `none` in every draw (the gradient
+    flow, mobility 1), and positive in some draws for `joint` and `head`: with isotropic
+    diffusion they are not gradient flows of F [model §5b]."""
+    g = fv.CircleGrid(128)
+    rng = np.random.default_rng(1)
+    rates = {"none": [], "joint": [], "head": []}
+    for _ in range(150):
+        H = int(rng.integers(2, 4))
+        A = rng.standard_normal((H, 2, 2))
+        D = ((A + A.transpose(0, 2, 1)) * rng.uniform(0.3, 2))[None]
+        mu, kap, w = rng.uniform(0, 6.3, 3), rng.uniform(0.5, 8, 3), rng.uniform(0, 1, 3)
+        rho = sum(wi * g.cell_averages(lambda th, k=ki, m=mi: von_mises_density(th, k, m))
+                  for wi, ki, mi in zip(w, kap, mu))
+        rho = (rho / (rho.sum() * g.h))[None]
+        beta, nu = float(rng.uniform(0.5, 3)), float(rng.choice([0.02, 0.2, 1.0]))
+        for norm, rs in rates.items():
+            for sign in ("ascent", "descent"):
+                dm = DensityModel(AttentionModel(beta=beta, normalization=norm, sign=sign), g,
+                                  nu=nu)
+                rs.append(float(dm.evaluate(rho, D, want_ito=False).free_energy_rate[0]))
+    assert max(rates["none"]) < 0
+    assert max(rates["joint"]) > 0 and max(rates["head"]) > 0, (max(rates["joint"]),
+                                                                max(rates["head"]))
 
 
 def test_free_energy_series_only_with_diffusion():
