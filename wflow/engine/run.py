@@ -31,7 +31,8 @@ noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under
 sequence centre, then its tokens), ``(3,)`` and ``(4,)`` the directions of
 ``init.token_perturbation`` and ``init.weight_perturbation`` (drawn only when they are > 0, so
 other runs are unchanged), ``(5,)`` the one noise stream of every path under
-``weights.shared_path``. Path p is path ``init.first_path + p`` of the Monte Carlo ensemble,
+``weights.shared_path``, ``(7,)`` the coefficients of a density's ``init.tokens =
+"uniform_noise"``. Path p is path ``init.first_path + p`` of the Monte Carlo ensemble,
 so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1 of one
 run of all of them (sweeps batch paths this way).
 """
