@@ -188,9 +188,9 @@ class DensityModel:
         logr = np.log(np.where(pos, rho, 1.0))
         out.entropy = np.sum(out.masses * logr, axis=-1)
         out.free_energy = -self.sigma * out.energy + self.nu * out.entropy
-        dS = self.grid.dissipation(out.flux, np.where(pos, logr, -np.inf), 1.0)
-        with np.errstate(invalid="ignore"):
-            out.free_energy_rate = -out.dissipation + self.nu * dS
+        dS = self.grid.dissipation(out.flux, logr, 1.0)
+        out.free_energy_rate = np.where(pos.all(axis=-1), -out.dissipation + self.nu * dS,
+                                        np.nan)
 
     def rate(self, rho, D) -> np.ndarray:
         r""":math:`\dot\rho` (P, N) at frozen weights D (the stages of a step): the whole
