@@ -229,26 +229,27 @@ def test_free_energy_decreases_for_none_and_its_ledger_closes_at_order_two():
         assert np.all(np.abs(orders - 2) < 0.25), (d, res, orders)
 
 
-@pytest.mark.parametrize("norm", ["joint", "head"])
-def test_free_energy_ledger_closes_for_joint_and_head(norm):
-    """`joint` and `head` with two random heads and isotropic diffusion: no sign is promised,
-    but the chain-rule ledger of F closes at order 2 in Δt (Heun) [model §5b]."""
+@pytest.mark.parametrize("norm,mob", [("joint", "one"), ("head", "one"), ("joint", "b_hat")])
+def test_free_energy_ledger_closes_for_joint_and_head(norm, mob):
+    """`joint` and `head` with two random heads, isotropic or b̂-weighted diffusion: the
+    chain-rule ledger of F closes at order 2 in Δt (Heun) [model §5b]."""
     res = np.array([x for _, x in _residuals(
         2, norm, (0.004, 0.002, 0.001), T=0.2, model__heads=2,
-        init__weights="symmetric_gaussian",
+        init__weights="symmetric_gaussian", density__diffusion_mobility=mob,
         model__beta=1.0)])
     orders = np.log2(res[:-1] / res[1:])
     assert np.all(np.abs(orders - 2) < 0.3), (res, orders)
 
 
-def test_free_energy_rate_has_a_sign_for_none_only():
+def test_free_energy_rate_has_a_sign_for_the_gradient_flows_only():
     r"""Random heads (H = 2, 3), random multimodal densities, β, ν and both signs: the
-    semi-discrete :math:`d\mathcal F_h/dt` is negative for `none` in every draw (the gradient
-    flow, mobility 1), and positive in some draws for `joint` and `head`: with isotropic
-    diffusion they are not gradient flows of F [model §5b]."""
+    semi-discrete :math:`d\mathcal F_h/dt` is negative in every draw for `none` with the
+    isotropic diffusion and for `joint` with the diffusion of mobility b̂ (the two gradient
+    flows of F), and positive in some draws for `joint` with isotropic diffusion and for
+    `head` with either: those are not gradient flows of F [model §5b]."""
     g = fv.CircleGrid(128)
     rng = np.random.default_rng(1)
-    rates = {"none": [], "joint": [], "head": []}
+    rates = {(n, mob): [] for n in ("none", "joint", "head") for mob in ("one", "b_hat")}
     for _ in range(150):
         H = int(rng.integers(2, 4))
         A = rng.standard_normal((H, 2, 2))
@@ -258,14 +259,14 @@ def test_free_energy_rate_has_a_sign_for_none_only():
                   for wi, ki, mi in zip(w, kap, mu))
         rho = (rho / (rho.sum() * g.h))[None]
         beta, nu = float(rng.uniform(0.5, 3)), float(rng.choice([0.02, 0.2, 1.0]))
-        for norm, rs in rates.items():
+        for (norm, mob), rs in rates.items():
             for sign in ("ascent", "descent"):
                 dm = DensityModel(AttentionModel(beta=beta, normalization=norm, sign=sign), g,
-                                  nu=nu)
+                                  nu=nu, diffusion_mobility=mob)
                 rs.append(float(dm.evaluate(rho, D, want_ito=False).free_energy_rate[0]))
-    assert max(rates["none"]) < 0
-    assert max(rates["joint"]) > 0 and max(rates["head"]) > 0, (max(rates["joint"]),
-                                                                max(rates["head"]))
+    top = {k: max(v) for k, v in rates.items()}
+    assert top["none", "one"] < 0 and top["joint", "b_hat"] < 0, top
+    assert top["joint", "one"] > 0 and top["head", "one"] > 0 and top["head", "b_hat"] > 0, top
 
 
 def test_free_energy_series_only_with_diffusion():
@@ -402,6 +403,8 @@ def test_uniform_noise_is_defined_independently_of_the_mesh():
     ({"init__tokens": "uniform_mode", "init__amplitude": 1.5}, "init.amplitude"),
     ({"init__noise_modes": 0}, "init.noise_modes"),
     ({"density__diffusion_scheme": "implicit"}, "density.diffusion_scheme"),
+    ({"density__diffusion_scheme": "split", "density__diffusion_mobility": "b_hat"},
+     "density.diffusion_mobility"),
 ])
 def test_bad_input_one_line_naming_the_key(over, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as exc:

@@ -71,7 +71,7 @@ from wflow.config.schema import (
 from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
-from wflow.model.density import DIFFUSION_SCHEMES
+from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import INITIAL_WEIGHTS
 from wflow.stepping import density as _density
@@ -104,7 +104,8 @@ PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
               "sign": "model.sign", "laplacian_heads": "model.laplacian_heads", "heads": "model.heads",
               "mask": "model.mask", "backend": "solver.backend", "precision": "solver.precision",
               "fast_exp": "solver.exp", "d": "model.d", "method": "solver.method",
-              "nu": "model.diffusion", "diffusion_scheme": "density.diffusion_scheme"}
+              "nu": "model.diffusion", "diffusion_scheme": "density.diffusion_scheme",
+              "diffusion_mobility": "density.diffusion_mobility"}
 
 # --------------------------------------------------------------------------------------
 # Cross-key checks (referenced from the table)
@@ -390,6 +391,11 @@ for _p in [
           "explicit: the diffusion in every stage, substeps from the Courant condition of "
           "transport plus diffusion (Δt ≲ h²/(4ν)); split: Strang, each transport substep "
           "between two sub-cycled half-steps of the diffusion [model §5b]",
+          applies=When("solver.representation", "density")),
+    Param("density.diffusion_mobility", "one", Choice(DIFFUSION_MOBILITIES),
+          "one: ν Δ_S ρ (the free energy's gradient flow for model.normalization = 'none'); "
+          "b_hat: ν div(b̂ ∇ρ), b̂ = 1/Z̄ of the field (the gradient flow for 'joint'); "
+          "explicit diffusion_scheme only [model §5b]",
           applies=When("solver.representation", "density")),
     Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step)"),
     Param("diagnostics.clustering", True, Boolean(),

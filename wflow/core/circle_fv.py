@@ -110,13 +110,18 @@ class CircleGrid:
         r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 2) at the centres:
         :math:`a_k = \sigma\langle v_k, \tau_k\rangle`, face speeds, the MUSCL upwind flux
         plus, for ``nu`` > 0, the diffusive flux :math:`-\nu(\rho_{k+1} - \rho_k)/h`,
-        :math:`\dot\rho` and the CFL step (P,) of the sum."""
+        :math:`\dot\rho` and the CFL step (P,) of the sum. ``nu`` is a number or one
+        diffusivity per face (P, N) (the mobility-weighted diffusion)."""
         a = sigma * np.einsum("pka,ka->pk", velocity, self.tangents)
         af = face_speeds(a)
         flux = upwind_flux(rho, af, limiter)
-        if nu:
+        if np.any(nu):
             flux = flux + diffusion_flux(rho, self.h, nu)
         return flux, flux_divergence(flux, self.h), cfl_dt(af, self.h, cfl, nu)
+
+    def face_mean(self, u) -> np.ndarray:
+        r""":math:`\tfrac12(u_k + u_{k+1})` at the faces :math:`k + \tfrac12` (P, N)."""
+        return face_speeds(u)
 
     def diffusion(self, rho, nu):
         r"""``(flux, rate)`` of the diffusion alone: :math:`F^\nu_{k+1/2}` and
@@ -213,11 +218,13 @@ def diffusion_flux(rho, h, nu) -> np.ndarray:
 def cfl_dt(a_face, h, cfl=0.4, nu=0.0) -> np.ndarray:
     r"""The largest step with Courant number ``cfl``: :math:`\Delta t = \mathrm{cfl}\;h/\max|a|`
     per path (P,) (∞ where the field vanishes). ``cfl`` ≤ :data:`POSITIVE_CFL` keeps ρ ≥ 0.
-    With diffusion ``nu`` > 0, :math:`\Delta t = \mathrm{cfl}/(\max|a|/h + \nu/h^2)`: at
+    With diffusion ``nu`` > 0 (or its largest face value), :math:`\Delta t =
+    \mathrm{cfl}/(\max|a|/h + \nu/h^2)`: at
     ``cfl`` = 1/2 the convex combination of an advection step at Courant number 1/2 and a
     diffusion step at :math:`\nu\Delta t/h^2 = 1/2`, both positive [model §5b]."""
     amax = np.max(np.abs(a_face), axis=-1)
-    if nu:
-        return cfl / (amax / h + nu / h**2)
+    if np.any(nu):  # a diffusivity per face (P, N): its largest bounds the step
+        numax = np.max(nu, axis=-1) if np.ndim(nu) else nu
+        return cfl / (amax / h + numax / h**2)
     with np.errstate(divide="ignore"):
         return np.where(amax > 0, cfl * h / np.where(amax > 0, amax, 1.0), np.inf)

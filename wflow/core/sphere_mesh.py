@@ -141,18 +141,24 @@ class SphereMesh:
         r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 3) at the centres, first
         order: :math:`\phi_{ij} = \sigma\lvert\Gamma_{ij}\rvert\langle (v_i + v_j)/2,
         n_{ij}\rangle`, the upwind :math:`F_{ij}` plus, for ``nu`` > 0, the diffusive flux
-        :math:`-\nu w_{ij}(\rho_j - \rho_i)`, :math:`\dot\rho` and the CFL step (P,) of the
-        sum. ``limiter`` is not used (no reconstruction on S²)."""
+        :math:`-\nu w_{ij}(\rho_j - \rho_i)` (``nu`` a number or one diffusivity per edge,
+        (P, E)), :math:`\dot\rho` and the CFL step (P,) of the sum. ``limiter`` is not used
+        (no reconstruction on S²)."""
         v = np.asarray(velocity, dtype=float)
         i, j = self.edges[:, 0], self.edges[:, 1]
         phi = sigma * self.lengths * np.einsum("pea,ea->pe", 0.5 * (v[:, i] + v[:, j]),
                                                self.normals)
         F, rate = _upwind(self, rho, phi)
-        if nu:
+        if np.any(nu):  # a number, or one diffusivity per edge (P, E)
             rho = np.asarray(rho, dtype=float)
             F = F - nu * self.diffusion_weights * (rho[..., j] - rho[..., i])
             rate = -_cell_sums(self, F, -F) / self.areas
         return F, rate, cfl_dt(self, phi, cfl, nu)
+
+    def face_mean(self, u) -> np.ndarray:
+        r""":math:`\tfrac12(u_i + u_j)` on the edges (..., E) of cell values u (..., N)."""
+        u = np.asarray(u, dtype=float)
+        return 0.5 * (u[..., self.edges[:, 0]] + u[..., self.edges[:, 1]])
 
     def diffusion(self, rho, nu):
         r"""``(flux, rate)`` of the diffusion alone: :math:`F^\nu_{ij} = -\nu w_{ij}
@@ -302,14 +308,14 @@ def _upwind(mesh: SphereMesh, rho, phi):
 def cfl_dt(mesh: SphereMesh, phi, cfl: float = 0.9, nu: float = 0.0):
     r"""The largest step with :math:`\Delta t \sum_j \phi^{+}_{\text{out}, i} \le
     \text{cfl}\cdot\lvert K_i\rvert` for every cell (forward Euler then keeps ρ ≥ 0;
-    SSP Runge–Kutta schemes inherit it). With diffusion ``nu`` > 0 the out-rate of a cell
-    gains :math:`\nu\sum_j w_{ij}`. ``phi`` (E,) gives a float, (P, E) one step per
-    path."""
+    SSP Runge–Kutta schemes inherit it). With diffusion ``nu`` > 0 (a number or one value
+    per edge) the out-rate of a cell gains :math:`\sum_j \nu_{ij} w_{ij}`. ``phi`` (E,) gives
+    a float, (P, E) one step per path."""
     phi = np.asarray(phi, dtype=float)
     out = _cell_sums(mesh, np.maximum(phi, 0.0), np.maximum(-phi, 0.0))
-    if nu:
-        w = mesh.diffusion_weights
-        out = out + nu * _cell_sums(mesh, w, w)
+    if np.any(nu):  # a number, or one diffusivity per edge (P, E)
+        nw = nu * mesh.diffusion_weights
+        out = out + _cell_sums(mesh, nw, nw)
     rate = np.max(out / mesh.areas, axis=-1)
     with np.errstate(divide="ignore"):
         dt = np.where(rate > 0, cfl / np.where(rate > 0, rate, 1.0), np.inf)

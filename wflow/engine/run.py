@@ -233,7 +233,8 @@ class Simulation:
                         else voronoi_mesh(int(dn["cells"]), lloyd=int(dn["lloyd"])))
                 self.model = DensityModel(self.model, grid, limiter=dn["limiter"],
                                           cfl=float(dn["cfl"]), nu=float(m["diffusion"]),
-                                          diffusion_scheme=dn["diffusion_scheme"])
+                                          diffusion_scheme=dn["diffusion_scheme"],
+                                          diffusion_mobility=dn["diffusion_mobility"])
                 self.stepper = DensityStepper(
                     self.method, diffuse=self.model.diffuse if self.model.split else None)
             with _config.config_errors():

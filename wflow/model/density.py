@@ -42,10 +42,13 @@ from wflow.errors import NumericalError
 from wflow.model.attention import AttentionModel, Field
 
 __all__ = ["DensityModel", "DensityField", "von_mises_density", "initial_density",
-           "real_harmonic", "perturbation", "NOISE_STREAM", "DIFFUSION_SCHEMES"]
+           "real_harmonic", "perturbation", "NOISE_STREAM", "DIFFUSION_SCHEMES",
+           "DIFFUSION_MOBILITIES"]
 
 #: how the diffusion is stepped [model §5b]
 DIFFUSION_SCHEMES = ("explicit", "split")
+#: the mobility of the diffusion: 1 (ν Δ_S ρ) or the field's b̂ (ν div(b̂ ∇ρ)) [model §5b]
+DIFFUSION_MOBILITIES = ("one", "b_hat")
 
 
 @dataclass
@@ -80,7 +83,7 @@ def von_mises_density(theta, kappa, mu=0.0):
 
 @dataclass(frozen=True)
 class DensityModel:
-    """The attention model acting on cell averages of a density on the circle.
+    r"""The attention model acting on cell averages of a density on the circle or the sphere.
 
     Parameters
     ----------
@@ -96,6 +99,10 @@ class DensityModel:
         the diffusion alone (:meth:`diffuse`, sub-cycled SSP-RK3). The field's ``rate``,
         ``flux`` and dissipation are the whole PDE's either way; ``max_dt`` is the step of
         the scheme.
+    diffusion_mobility : ``"one"``: :math:`\nu\Delta_S\rho` (the gradient flow of the free
+        energy for `none`); ``"b_hat"``: :math:`\nu\operatorname{div}(\hat b\nabla\rho)`,
+        face diffusivity :math:`\nu(\hat b_i + \hat b_j)/2` from the field's
+        :math:`\hat b = 1/\bar Z` (the gradient flow for `joint`); explicit scheme only.
     """
 
     model: AttentionModel
@@ -104,6 +111,7 @@ class DensityModel:
     cfl: float = 0.4
     nu: float = 0.0
     diffusion_scheme: str = "explicit"
+    diffusion_mobility: str = "one"
 
     def __post_init__(self):
         if self.model.causal:
@@ -119,6 +127,13 @@ class DensityModel:
         if self.diffusion_scheme not in DIFFUSION_SCHEMES:
             raise ValueError(f"diffusion_scheme = {self.diffusion_scheme!r}: allowed values are "
                              f"{', '.join(map(repr, DIFFUSION_SCHEMES))}")
+        if self.diffusion_mobility not in DIFFUSION_MOBILITIES:
+            raise ValueError(f"diffusion_mobility = {self.diffusion_mobility!r}: allowed values "
+                             f"are {', '.join(map(repr, DIFFUSION_MOBILITIES))}")
+        if self.diffusion_mobility == "b_hat" and self.split:
+            raise ValueError("diffusion_mobility = 'b_hat': the mobility-weighted diffusion "
+                             "needs the field in every stage: allowed with "
+                             "diffusion_scheme = 'explicit' only")
 
     @property
     def split(self) -> bool:
@@ -164,8 +179,10 @@ class DensityModel:
             flux_nu, rate_nu = g.diffusion(rho, self.nu)
             flux, rate = flux + flux_nu, transport_rate + rate_nu
         elif self.nu:
+            nu = (self.nu * g.face_mean(F.b_hat) if self.diffusion_mobility == "b_hat"
+                  else self.nu)
             flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter,
-                                             self.cfl, nu=self.nu)
+                                             self.cfl, nu=nu)
         else:
             flux, rate, max_dt = g.transport(rho, F.velocity, self.sigma, self.limiter,
                                              self.cfl)
