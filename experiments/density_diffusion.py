@@ -8,7 +8,8 @@
    and the order fitted by least squares over every mesh (h = 2π/N, resp. √(4π/N)).
 2. The free-energy ledger residual R_F at T = 0.4 for Δt = 0.02 … 0.0025 (Heun, `none`,
    frozen D = I, ascent, β = 2, ν = 0.1, a uniform_noise start), explicit and split, and the
-   orders log2 of successive ratios; `joint` and `head` with two random heads.
+   orders log2 of successive ratios; `joint` (mobility 1 and b̂) and `head` with two random
+   heads.
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ def main():
                            ("S1 joint 2 heads", 2, {"model__normalization": "joint",
                                                     "model__heads": 2, "model__beta": 1.0,
                                                     "init__weights": "symmetric_gaussian"}),
+                           ("S1 joint 2 heads, mobility b_hat", 2, {
+                               "model__normalization": "joint", "model__heads": 2,
+                               "model__beta": 1.0, "init__weights": "symmetric_gaussian",
+                               "density__diffusion_mobility": "b_hat"}),
                            ("S1 head 2 heads", 2, {"model__normalization": "head",
                                                    "model__heads": 2, "model__beta": 1.0,
                                                    "init__weights": "symmetric_gaussian"})):
