@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wflow.core import _kernels
+from wflow import kernels as _kernels
 from wflow.lab.bench import COLUMNS, TINY_CASES, format_table, numpy_dense_field, run_bench
 
 

@@ -263,7 +263,7 @@ def run_bench(tiny=False, cases=None, torch=True, repeats=None, seed=0, beta=1.0
             torch_mod = None
             torch_reason = ("skipped: torch not installed" if isinstance(exc, ImportError)
                             else f"skipped: import torch failed ({exc})")
-    from wflow.core import _kernels
+    from wflow import kernels as _kernels
 
     rows = []
     rng = np.random.default_rng(seed)
@@ -294,7 +294,7 @@ def _case_arrays(case, rng):
 
 def _bench_case(case, rng, beta, repeats, torch_mod, torch_reason):
     """The four rows (wflow, wflow without the Itô sum, numpy, torch) of one case."""
-    from wflow.core import _kernels
+    from wflow import kernels as _kernels
 
     n, H, d, P = case
     X, D = _case_arrays(case, rng)
@@ -361,7 +361,7 @@ PAIRED_CASES = ((200, 100, 3, 10), (4096, 8, 3, 1))
 
 def _case_inputs(case, rng, beta):
     """(fused-pass closure, pair-heads per call) of a d-dimensional case (n, H, d, P)."""
-    from wflow.core import _kernels
+    from wflow import kernels as _kernels
 
     n, H, d, P = case
     X, D = _case_arrays(case, rng)
@@ -390,7 +390,7 @@ def paired_rates(cases=PAIRED_CASES, rounds=15, exp_seconds=0.05, seed=0, beta=1
     ``ratio_ab_q`` and ``ratio_b_exp_q`` (lower and upper quartiles), ``rate_a``, ``rate_b``,
     ``exp_rate`` (medians, per second).
     """
-    from wflow.core import _kernels
+    from wflow import kernels as _kernels
 
     rng = np.random.default_rng(seed)
     cases = [tuple(int(v) for v in c) + ((1,) if len(c) == 3 else ()) for c in cases]

@@ -53,11 +53,15 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import threading
 import time
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from wflow.errors import ConfigError
 
@@ -105,24 +109,16 @@ def _libc_address(name):
 USLEEP_ADDRESS = _libc_address("usleep")
 
 
-def _kernels():
-    """The numba side of the pool (its compiled primitives live with the kernels: numba's
-    cache of a function does not notice changes to compiled code of another module)."""
-    from wflow.core import _kernels
-
-    return _kernels
-
 
 def job_counter(extra, threads):
     """A fresh counter for one job (slots: :data:`wflow.core._kernels._C_NEXT` …), with
     ``extra`` slots of the body's own (fresh: a worker
     that arrives after its job is over must find that job's items exhausted, not the next
     job's)."""
-    K = _kernels()
-    counter = np.zeros(K._C_PATH + extra, dtype=np.int64)
-    counter[K._C_THREADS] = threads
-    counter[K._C_SLEEP] = USLEEP_ADDRESS
-    counter[K._C_PATIENCE] = patience_cycles()
+    counter = np.zeros(_C_PATH + extra, dtype=np.int64)
+    counter[_C_THREADS] = threads
+    counter[_C_SLEEP] = USLEEP_ADDRESS
+    counter[_C_PATIENCE] = patience_cycles()
     return counter
 
 
@@ -151,8 +147,8 @@ class Pool:
     def __init__(self, workers, spin_us):
         self.workers = int(workers)
         self.spin_us = float(spin_us)
-        # job posted, job entered (``K._enter``), workers engaged (``K._leave``), a worker
-        # failed (``K._wait_done``)
+        # job posted, job entered (``_enter``), workers engaged (``_leave``), a worker
+        # failed (``_wait_done``)
         self._ctrl = np.zeros(4, dtype=np.int64)
         self._error = None
         self._job = None  # (generation, body, args, workers wanted)
@@ -176,7 +172,6 @@ class Pool:
                              daemon=True).start()
 
     def _loop(self, k):
-        K = _kernels()
         seen = 0
         ctrl = self._ctrl
         out = np.zeros(2, dtype=np.int64)
@@ -192,7 +187,7 @@ class Pool:
                 cycles = self._cycles
                 end = time.monotonic() + self.spin_us * 1e-6
                 while True:
-                    K._spin_until_changed(ctrl, seen, cycles, self._jump, out, engaged)
+                    _spin_until_changed(ctrl, seen, cycles, self._jump, out, engaged)
                     engaged = False
                     g = int(out[0])
                     # the spin lost its core for a while: to other work (then sleep), or to
@@ -202,7 +197,7 @@ class Pool:
                         break
                     cycles = int(left * self._cps)
             if engaged:
-                K._engage(ctrl, -1)
+                _engage(ctrl, -1)
                 engaged = False
             if g == seen:
                 with self._cond:
@@ -220,7 +215,7 @@ class Pool:
                 continue
             seen = job[0]
             if k < job[3]:
-                K._engage(ctrl, 1)
+                _engage(ctrl, 1)
                 engaged = True
                 if self._job is not job:  # over meanwhile: its arrays may be gone (run())
                     job = None
@@ -229,7 +224,7 @@ class Pool:
                     job[1](_WORKER, *job[2])
                 except BaseException as e:  # the caller stops waiting and raises it
                     self._error = (seen, e)
-                    K._fail(ctrl, seen)
+                    _fail(ctrl, seen)
             job = None  # (its arrays must not outlive the job)
 
     def _busy_machine(self):
@@ -305,11 +300,10 @@ def cycles_per_second():
     """Rate of the cycle counter (measured once per process over 2 ms; 0: no counter)."""
     global _CPS
     if _CPS is None:
-        K = _kernels()
-        c0, t0 = K._read_cycles(), time.perf_counter()
+        c0, t0 = _read_cycles(), time.perf_counter()
         while time.perf_counter() - t0 < 0.002:
             pass
-        c1, t1 = K._read_cycles(), time.perf_counter()
+        c1, t1 = _read_cycles(), time.perf_counter()
         _CPS = (c1 - c0) / (t1 - t0) if c1 > c0 else 0.0
     return _CPS
 
@@ -340,3 +334,240 @@ def run(body, args, threads=None):
     """Run a job on the pool with ``threads`` threads (default ``numba.get_num_threads()``,
     this thread's setting)."""
     get_pool().run(body, args, numba.get_num_threads() if threads is None else threads)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker-pool primitives (the threads themselves: wflow.core._pool)
+# ---------------------------------------------------------------------------------------------
+#: The slots of a job's counter (:func:`wflow.core._pool.job_counter`): the next work item,
+#: the threads, the items complete, the address of ``usleep`` and the caller's patience in
+#: cycles (:func:`_wait_done`, :func:`_leave`), the workers that took a scratch slot
+#: (:func:`_sym3`), then (from _C_PATH) per path the heads done (the chained stage of
+#: :func:`_sym3`).
+_C_NEXT, _C_THREADS, _C_DONE, _C_SLEEP, _C_PATIENCE, _C_SLOT, _C_PATH = 0, 1, 2, 3, 4, 5, 6
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def _int64_slot(arr, i, v=None):
+    """Typing of the atomics: an int64 array, an integer index (and an integer value)."""
+    return (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer) and (v is None or isinstance(v, types.Integer)))
+
+
+def _slot_ptr(context, builder, sig, args):
+    """Address of ``arr[i]`` (the first two arguments)."""
+    a = context.make_array(sig.args[0])(context, builder, args[0])
+    idx = context.cast(builder, args[1], sig.args[1], types.intp)
+    return builder.gep(a.data, [idx])
+
+
+def _value(context, builder, sig, args):
+    return context.cast(builder, args[2], sig.args[2], types.int64)
+
+
+@intrinsic
+def _atomic_load(typingctx, arr, i):
+    """``arr[i]`` read atomically with acquire ordering (int64 array): never hoisted out of a
+    loop, and the thread sees every write made before the matching release."""
+    if _int64_slot(arr, i):
+
+        def codegen(context, builder, sig, args):
+            return builder.load_atomic(_slot_ptr(context, builder, sig, args), "acquire", 8)
+
+        return types.int64(arr, i), codegen
+    return None
+
+
+@intrinsic
+def _atomic_store(typingctx, arr, i, v):
+    """``arr[i] = v`` atomically with release ordering (int64 array)."""
+    if _int64_slot(arr, i, v):
+
+        def codegen(context, builder, sig, args):
+            builder.store_atomic(_value(context, builder, sig, args),
+                                 _slot_ptr(context, builder, sig, args), "release", 8)
+            return context.get_dummy_value()
+
+        return types.none(arr, i, v), codegen
+    return None
+
+
+@intrinsic
+def _atomic_add(typingctx, arr, i, v):
+    """``old = arr[i]; arr[i] += v`` atomically, acquire-release ordering (int64 array)."""
+    if _int64_slot(arr, i, v):
+
+        def codegen(context, builder, sig, args):
+            return builder.atomic_rmw("add", _slot_ptr(context, builder, sig, args),
+                                      _value(context, builder, sig, args), "acq_rel")
+
+        return types.int64(arr, i, v), codegen
+    return None
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The processor's cycle counter (``llvm.readcyclecounter``; 0 where there is none)."""
+
+    def codegen(context, builder, sig, args):
+        fn = builder.module.declare_intrinsic(
+            "llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
+        return builder.call(fn, [])
+
+    return types.int64(), codegen
+
+
+@intrinsic
+def _call_usleep(typingctx, addr, us):
+    """``usleep(us)`` through its address ``addr``; nothing when ``addr`` is 0."""
+    if isinstance(addr, types.Integer) and isinstance(us, types.Integer):
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
+            a = context.cast(builder, args[0], sig.args[0], types.int64)
+            u = context.cast(builder, args[1], sig.args[1], types.int32)
+            with builder.if_then(builder.icmp_signed("!=", a, ir.Constant(a.type, 0))):
+                builder.call(builder.inttoptr(a, fnty.as_pointer()), [u])
+            return context.get_dummy_value()
+
+        return types.none(addr, us), codegen
+    return None
+
+
+@intrinsic
+def _pause(typingctx):
+    """The spin-loop hint (``pause`` on x86: the core slows the loop and saves power)."""
+
+    def codegen(context, builder, sig, args):
+        if _X86:
+            fn = builder.module.declare_intrinsic(
+                "llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(nogil=True, cache=True)
+def _enter(role):
+    """First call of a job's body: ``role`` is the pool's control array for the calling
+    thread (``role[0]``, the job posted; sets ``role[1]``, the job entered: this thread has
+    released the GIL, the spinning workers may take it), empty for the workers. Returns
+    whether this thread is the caller's (it waits for the items and runs the tail)."""
+    if role.size >= 2:
+        _atomic_store(role, 1, role[0])
+    return role.size > 0
+
+
+@njit(nogil=True, cache=True)
+def _leave(role, counter):
+    """Last call of a job's body on the caller's thread: wait (at most the counter's patience)
+    until no worker is between the end of its part and its next wait (``role[2]``, workers
+    engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
+    would sleep on the GIL and pay a wake-up (10–30 µs measured on 2-vCPU VMs)."""
+    if role.size >= 3:
+        t0 = _cycles()
+        while _atomic_load(role, 2) > 0 and _cycles() - t0 < counter[_C_PATIENCE]:
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _engage(ctrl, v):
+    _atomic_add(ctrl, 2, v)
+
+
+@njit(nogil=True, cache=True)
+def _fail(ctrl, g):
+    _atomic_store(ctrl, 3, g)
+
+
+@njit(nogil=True, cache=True)
+def _spin_until_changed(ctrl, seen, cycles, jump, out, engaged):
+    """Spin until ``ctrl[1] != seen`` (a job entered) for at most ``cycles`` cycles of the
+    cycle counter (first, without the GIL, leave ``ctrl[2]`` if ``engaged``). ``out[0]`` =
+    ``ctrl[1]``, ``out[1]`` = 1 if two successive reads of the counter were more than
+    ``jump`` cycles apart (the thread was preempted: other work wants this core)."""
+    if engaged:
+        _atomic_add(ctrl, 2, -1)
+    t0 = _cycles()
+    last = t0
+    out[1] = 0
+    while True:
+        g = _atomic_load(ctrl, 1)
+        if g != seen:
+            break
+        now = _cycles()
+        if now - last > jump:
+            out[1] = 1
+            break
+        if now - t0 >= cycles:
+            break
+        last = now
+        for _ in range(8):
+            _pause()
+    out[0] = g
+
+
+@njit(nogil=True, cache=True)
+def _item_done(counter):
+    """Count one completed item of the job (release: the item's writes go with it)."""
+    _atomic_add(counter, _C_DONE, 1)
+
+
+@njit(nogil=True, cache=True)
+def _wait_done(role, counter, items):
+    """Wait until ``counter[DONE] >= items``: every item of the job is complete, and
+    (acquire) their writes are visible to this thread. Spins the counter's patience in
+    cycles, then sleeps 20 µs at a time (the other threads are preempted: let the machine's
+    other work run). Returns early if a worker failed in this job (``role[3]``, the failed
+    job, equals ``role[0]``, the job posted; the pool then raises)."""
+    t0 = _cycles()
+    while _atomic_load(counter, _C_DONE) < items:
+        if role.size >= 4 and _atomic_load(role, 3) == role[0]:
+            return
+        if _cycles() - t0 > counter[_C_PATIENCE]:
+            _call_usleep(counter[_C_SLEEP], 20)
+        else:
+            _pause()
+
+
+@njit(nogil=True, cache=True)
+def _read_cycles():
+    return _cycles()
+
+
+# ---------------------------------------------------------------------------------------------
+# Combine
+# ---------------------------------------------------------------------------------------------
+@intrinsic
+def _fetch_add(typingctx, counter):
+    """``old = counter[0]; counter[0] += 1`` atomically (LLVM ``atomicrmw add``); int64 array.
+
+    The atomic read-modify-write makes every index go to exactly one thread; "monotonic"
+    ordering suffices (items share no data; each item's completion is counted with
+    acquire-release ordering, :func:`_atomic_add`)."""
+    if isinstance(counter, types.Array) and counter.dtype == types.int64:
+
+        def codegen(context, builder, sig, args):
+            arr = context.make_array(sig.args[0])(context, builder, args[0])
+            one = context.get_constant(types.int64, 1)
+            return builder.atomic_rmw("add", arr.data, one, "monotonic")
+
+        return types.int64(counter), codegen
+    return None
+
+
+def _num_threads():
+    """``numba.get_num_threads()`` (this thread's setting) without its lock once numba's
+    threading layer is up: the public call took ≈ 20 µs per field evaluation (a process
+    lock), ≈ 0.15% of the paper case on two threads."""
+    try:
+        from numba.np.ufunc import parallel as par
+
+        if par._is_initialized:
+            nt = int(par._get_num_threads())
+            if nt > 0:
+                return nt
+    except Exception:  # pragma: no cover - another numba: the public call
+        pass
+    return numba.get_num_threads()

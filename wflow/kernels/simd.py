@@ -51,6 +51,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
+from wflow.kernels.exp import _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _ROUND_MAGIC
+from wflow.kernels.target import _VQ
+
 
 class F64Vec(types.Type):
     """numba type of a ``lanes × float64`` vector value."""
@@ -284,3 +287,14 @@ def vector_ops(lanes, round_magic, coeffs):
                            fma=fma,
                            fma_exact=fma_exact, exp2=exp2, hsum=hsum, hsums=hsums,
                            store3_groups=store3_groups)
+
+
+
+_V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
+_vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
+_vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsums = (_V.add, _V.mul, _V.fma, _V.fma_exact,
+                                                     _V.exp2, _V.hsums)
+_vhsum = _V.hsum
+_vmul_rounded = _V.mul_rounded
+_vadd_rounded, _vsub, _vdiv, _vload3 = _V.add_rounded, _V.sub, _V.div, _V.load3
+_vstore3_groups = _V.store3_groups
