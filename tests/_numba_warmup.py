@@ -36,13 +36,12 @@ def _case(rng, P, n, d, H):
 def _specs():
     """(name, thunk) per kernel specialisation, the most expensive to compile first."""
     from wflow import kernels as K
-    from wflow.kernels import blas
     from wflow.model.attention import AttentionModel
 
     rng = np.random.default_rng(0)
     X1, D1 = _case(rng, 1, 12, 3, 2)
     X2, D2 = _case(rng, 2, 12, 3, 2)
-    Xb, Db = _case(rng, 2, blas.BLAS_MIN_N + 1, blas.BLAS_MIN_D, 2)
+    Xb, Db = _case(rng, 2, K.BLAS_MIN_N + 1, K.BLAS_MIN_D, 2)
     vals = rng.standard_normal((2, 3, 3))
     w12, wb = np.full(12, 1 / 12), np.full(Xb.shape[1], 1 / Xb.shape[1])
     tied = AttentionModel(laplacian_heads=(1,))

@@ -1,4 +1,19 @@
-"""band3 (docstring to write)."""
+"""The symmetric d = 3 pair loop: one row band of one (path, head), each unordered pair once.
+
+With symmetric D_h and the fixed shift, e_ij = e_ji: groups of :data:`_SYM_ROWS` rows run
+over the columns j ≥ i in whole vectors; each e is added to its row's sums (vector
+registers) and to the column sums of j (a vector read-modify-write); the diagonal counts 1/2
+in each. Four rows per group keep four exponential chains in flight (the loop is bound by
+the latency of the polynomial otherwise; see benchmarks/). :func:`_sym_band3` runs one loop
+over every (group, vector) of a band with explicit vectors (:mod:`.simd`) and no fast-math
+flags: the same bits in every compilation.
+
+Shapes: the columns x0, x1, x2 (n_pad,) of one path, page-padded (:func:`_sym_stride`,
+:func:`_paged_zeros`: the loads of the columns and the column sums do not alias in the cache);
+a band is rows i_lo..i_hi−1; its column sums C0..C4 (5 × n_pad) are per band and added in band
+order afterwards (:func:`~.sym3._sym_reduce3`). The bands (:func:`_sym_bands`) are a function
+of n and H only, so the bits never depend on the thread count or the path batch.
+"""
 
 from __future__ import annotations
 
@@ -33,8 +48,8 @@ from wflow.kernels.target import _FM, _HAS_FMA, _NOALIAS, _OPTS, _VQ, _fma
 # ---------------------------------------------------------------------------------------------
 #: Rows per column loop of the symmetric pass (four independent exponentials in flight).
 _SYM_ROWS = 4
-#: The symmetric d = 3 pass runs up to this many tokens (measured 1.5× the row pass at
-#: n = 32 768, H = 4, where a band's column sums, 5·n floats, are in L3; the row pass above).
+#: The symmetric d = 3 pass runs up to this many tokens (above, a band's column sums, 5·n
+#: floats, leave the last-level cache and the row pass is faster; see benchmarks/).
 SYM_MAX_N = 1 << 20
 
 
@@ -91,8 +106,8 @@ def _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own
 #: index j (the pair weights are a small table). A load whose address equals, in its low 12
 #: bits, that of a store still in flight
 #: (a few hundred bytes behind) waits for it ("4K aliasing"); with rows at arbitrary offsets
-#: some pair usually collides, and (4096, 8, 3) took 75–98 ms on one thread depending on
-#: where the allocator put the weights (37.6–53.7 ms on two). Now every row of these arrays
+#: some pair usually collides and the loop's time depends on where the allocator put them.
+#: So every row of these arrays
 #: starts at a fixed offset within a page: the tokens, weights and table at
 #: :data:`_SLOT_LOADS`, the column sums at :data:`_SLOT_SUMS`, half a page apart (rows are
 #: padded to whole pages: :func:`_sym_stride`).
@@ -228,8 +243,7 @@ def _sym_flat_rows(x0, x1, x2, Dh, bl, i_lo, i_hi, npq, Q):
     ``Q[24g + 3r : 24g + 3r + 3]`` and x_i at ``Q[24g + 12 + 3r : …]`` (a group's 24 in three
     cache lines at most). Vectors of rows while they lie in the band (interleaved into the
     groups by :func:`_vstore3_groups`), then row by row with the same arithmetic, each
-    operation rounded on its own (:func:`_sym_row_q`) [measured: 0.33 µs per head at
-    n = 200 in scalars, ≈ 2% of the paper case]. Returns the loop's steps: every group's
+    operation rounded on its own (:func:`_sym_row_q`). Returns the loop's steps: every group's
     vectors of columns from its first, _VQ⌊i/_VQ⌋, to npq."""
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
     d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
@@ -280,7 +294,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     .. math:: e_{ij} = e^{\langle q_i, x_j\rangle - c} = 2^{\langle q'_i, x_j\rangle - c'} = e_{ji},
         \qquad q'_i = (\beta\log_2 e) D_h x_i,\quad c' = c\log_2 e
 
-    (base 2: :func:`_exp2_shifted`, here lane-wise: :mod:`wflow.core._simd`).
+    (base 2: :func:`_exp2_shifted`, here lane-wise: :mod:`wflow.kernels.simd`).
 
     Groups of four rows ``i..i+3`` run over the columns ``j ≥ _VQ⌊i/_VQ⌋`` in whole vectors,
     with weights ω_rj (:func:`_sym_flat_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r,
@@ -290,7 +304,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     once. When a group ends its four rows' parts go to ``Rp[i + r]`` (≥ i_hi + 3 rows of 4);
     after the last :func:`_sym_rows_out` writes ``S0 = row part + C0[i]`` etc. for every row
     of the band in one vectorised loop. Against the row pass: half the exponentials and
-    logits (1.5–1.6× at n = 4096, 1.2–1.3× at n = 200, one thread).
+    logits.
 
     The Itô sums go to the column sums only: the pass's consumers use them only
     through :math:`\sum_i e^{c_h} SI_i` (uniform masses, the sum of :func:`_finish`), and
@@ -303,30 +317,23 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     ``gs``, flat: :func:`_cos2_table`, filled once per path for all heads by the fused stage
     of :func:`_sym3` up to n = :data:`_SYM_TABLE_N`; the same bits), 0 skips it (the
     evaluations that need no Itô sum: the ledger's second pass, Runge–Kutta stages, weights
-    without Brownian noise; 10–16% less time).
+    without Brownian noise).
 
     **One loop** over every (group, vector of columns) of the band, with
     explicit vectors: each row's sums stay lane by lane in registers across the group's
     vectors and are added across lanes when its group ends, inside the loop: all sixteen at
     once (:func:`_vhsums`, a transposing tree that stores the group's ``Rp`` rows as whole
-    vectors; per vector the order of LLVM's own reduction) [by construction
-    fourteen two-vector folds (two shuffles and an add each) and two vector stores per
-    group, against sixteen halving trees (six each) and sixteen scalar stores: the band at
-    n = 200, one thread, 20.1 → 18.7 µs per head without Itô
-    sums, 21.6 → 19.9 with the table, 23.9 → 22.4 in the loop; the same bits].
+    vectors; per vector the order of LLVM's own reduction): fewer shuffles and stores than a
+    halving tree per row, the same bits.
     A loop per group that LLVM vectorises is short at small n
     (n = 200: 13 vectors on average) and each of its ends cost about one iteration (the
     exit, the lane sums and the next loop's start wait for the
     last iteration's chain of dependent operations: ≈ 190 instructions per step, and the
-    out-of-order window holds less than two): 12% of the band at n = 200 against n = 1600.
+    out-of-order window holds less than two).
     And the weights differ from 1 only in a group's first vector (the diagonal), its last when
     n is not a multiple of the vector (padding) and a band's short last group: only those
     steps multiply by them (four products fewer per step, on the exponentials' ports).
-    Measured against the loop per group (band alone, one thread, AVX-512, paired medians of
-    150 alternations): n = 200 0.911 of its time (no Itô sums), 0.915 (table); n = 1600
-    0.954 (none), 0.98 (in the loop); whole evaluations (1 thread, best of 25, 10 alternated
-    processes) (200, 100, 3) P = 10 1.710 → 1.782·10⁹ pair-heads/s, (4096, 8, 3)
-    1.836 → 1.877·10⁹. The row parts had the same bits as the loop per group there.
+    See benchmarks/ for the loop against a loop per group.
 
     The other reason: **the same bits in every compilation.** The loop per group was compiled
     with fast-math reassociation (its reductions needed it), which left LLVM free to fuse
@@ -338,8 +345,7 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     (``contract`` only), and the innermost product of each chain is rounded on its own
     (:func:`_vmul_rounded`), so at most one product of a sum can become a fused multiply-add.
     With AVX2 its vectors are 8 floats too, two registers each (:func:`_pad_granularity`):
-    with 4 it was 8–22% slower than the loop per group, with 8 as fast at n = 200 and
-    5–10% faster at n = 4096.
+    with 4 floats the loop is slower than a loop per group (see benchmarks/).
 
     Compiled with every pointer argument ``noalias`` (:func:`_kernel_pipeline`, which also
     aligns its frame): the arguments are separate arrays or disjoint rows of one.

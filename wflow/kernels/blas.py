@@ -1,4 +1,19 @@
-"""blas (docstring to write)."""
+"""The BLAS pair pass for large d (d ≥ :data:`BLAS_MIN_D`, n ≥ :data:`BLAS_MIN_N`).
+
+The same pair sums as :mod:`.rows`, by tiles of T × T pairs: logits L = Q_I X_Jᵀ with
+Q = β X D_hᵀ (kept, (P, H, n, d)), E = e^{L − c} and its sums in one compiled loop
+(:func:`_blas_tile`), SX_I += E X_J, the Gram tile X_I X_Jᵀ for the Itô sum. With the fixed
+shift and symmetric D_h a tile gives the sums of its rows and of its columns (e_ij = e_ji):
+half the logits and exponentials. From d ≥ :data:`BLAS_EPILOGUE_MIN_D` the combine runs as
+matmuls per row block too (:func:`_epilogue_blas`: Ȳ V_hᵀ, SX D_hᵀ and the ∂_D E partial
+(e X)ᵀ SX per head).
+
+*Determinism.* OpenBLAS results depend on its thread count, so BLAS is limited to one thread
+during the pass (threadpoolctl; without it the routes avoid this pass) and the tiles run in a
+pool of Python threads, in rounds of disjoint block pairs (:func:`_round_robin`): every sum
+has a fixed order. Uniform masses enter the tile kernels as 1.0 (exact, also inside an FMA):
+one compiled form.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +30,9 @@ from wflow.kernels.target import _ALIGNED, _FM, _OPTS
 # ---------------------------------------------------------------------------------------------
 # Pair pass for large d: tiles, BLAS matmuls (single-threaded BLAS in a thread pool)
 # ---------------------------------------------------------------------------------------------
-#: Use the BLAS pair pass from this dimension and this number of tokens on. Measured
-#: 2026-11-30 (2 cores under load ≈ 12, CPU time of fused_pass with 2 threads, numba pass →
-#: tiled BLAS pass): (n, H, d, P) = (2048, 8, 8, 1) 238 → 128 ms, (2048, 8, 4, 1) 178 → 123,
-#: (200, 100, 16, 10) 690 → 438, (200, 100, 8, 10) 403 → 317, (200, 10, 16, 10) 74 → 64,
-#: (200, 10, 8, 10) 33 → 29, (256, 8, 16, 1) 6.3 → 5.6; even or slower: (160, 8, 16, 1)
-#: 4.5 → 5.1, (128, 8, 16, 1) 2.4 → 2.6, (128, 8, 8, 1) 1.5 → 2.0, (200, 10, 4, 10)
-#: 19.9 → 20.9, (512, 8, 4, 1) 8.4 → 8.8. Below, the numba pair pass.
+#: Use the BLAS pair pass from this dimension and this number of tokens on: below, the
+#: per-call overhead of the matmuls outweighs their speed and the numba pair pass is faster
+#: (see benchmarks/).
 BLAS_MIN_D = 8
 BLAS_MIN_N = 200
 #: Rows per block of the row-maximum pass (at most; fixed: never depends on the thread count).
@@ -29,10 +40,8 @@ _BLAS_ROWS = 128
 #: Bound on the elements of one block array (rows × columns) of the row-maximum pass.
 _BLAS_BLOCK_ELEMS = 1 << 18
 #: Rows and columns of one tile of the tiled BLAS pair pass, for n < 1024 and n ≥ 1024 (a
-#: function of n only: the rounding depends on it). Measured (2 cores, one thread, CPU time
-#: of the pass): (n, H, d) = (2048, 8, 64) T = 128: 375 ms, 192: 358, 256: 329, 384: 335,
-#: 512: 380; (512, 8, 16) T = 64: 12.7 ms, 128: 10.2, 256: 14.2 (larger tiles: faster
-#: matmuls, but fewer tile pairs to share and fewer items for the threads).
+#: function of n only: the rounding depends on it). Larger tiles make faster matmuls but
+#: fewer tile pairs for the threads (see benchmarks/).
 _BLAS_TILE = (128, 256)
 #: Items per pool thread and round of the BLAS pair pass (heads are split into groups to
 #: reach it; no effect on the results).
@@ -331,20 +340,13 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     one fused loop per row (:func:`_blas_tile`), SX_I += E (u X)_J; the Gram tile
     C = X_I X_Jᵀ of the Itô sum is computed once per tile for all heads.
 
-    Why this layout (measured at (n, H, d) = (2048, 8, 64), one thread, CPU time of the
-    pass: row blocks of 128 × n, 532 ms → tiles, 344 ms): the time is the three B × n × d
-    matmuls per head and block and the n² exponentials. Row blocks of the whole L (2 MB)
-    left the cache between the logits matmul, the exponentials and the SX matmul; the
-    exponentials ran as separate short loops (exp, then the sums: 58 µs per 128 × 128
-    tile against 41 µs fused); and every logit and exponential was computed twice (e_ij
-    and e_ji). Tiles of 256² with symmetric pairs halve the logits matmul and the
-    exponentials, and the matmuls on 256-tiles run faster than on 128 × n blocks. With
-    2 threads on a loaded machine the wall time was ~2.5× the CPU time: each of the ~8
-    NumPy calls per tile and head takes the GIL, and a thread preempted while holding it
-    stalls the other. A symmetric tile item is therefore one nogil numba call
-    (:func:`_blas_sym_item`, BLAS through numba's ``np.dot``): 1320 → 858 ms wall at
-    (2048, 8, 64) under load ≈ 12 (the causal and non-symmetric items still call NumPy
-    from Python).
+    Why this layout: a tile of L stays in cache between the logits matmul, the exponentials
+    and the SX matmul (row blocks of the whole L left it), the exponentials and their sums run
+    in one loop, and symmetric tiles halve the logits and the exponentials. A symmetric tile
+    item is one nogil numba call (:func:`_blas_sym_item`, BLAS through numba's ``np.dot``):
+    NumPy calls per tile would take the GIL, and a thread preempted while holding it stalls
+    the others (the causal and non-symmetric items still call NumPy from Python). See
+    benchmarks/.
 
     *Symmetric tiles* (fixed shift, D_h = D_hᵀ for every head of the path, no causal mask):
     e_ij = e_ji, so a tile I < J also gives the column sums and SX_J += Eᵀ (u X)_I: each
@@ -448,10 +450,8 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
 
 #: From this d on the combine after the BLAS pair pass runs as matmuls per row block
 #: (:func:`_epilogue_blas`): its per-row work is 3d² multiply-adds per head (V_h ȳ, D_h SX and
-#: the ∂_D E outer product). Measured on one thread (CPU time of ``fused_pass``, compiled
-#: combine → matmuls, a loaded machine): (2048, 8, 64) combine 55 → 28 ms; (512, 8, 64)
-#: 57 → 32 ms whole pass; d = 32 and 48 within ±2%; d = 16 1–5% slower (NumPy's per-call
-#: overhead, ≈ 15 calls per block and head, against 3·256 multiply-adds per row).
+#: the ∂_D E outer product); below, NumPy's per-call overhead outweighs the matmuls (see
+#: benchmarks/).
 BLAS_EPILOGUE_MIN_D = 32
 
 

@@ -1,4 +1,18 @@
-"""combine (docstring to write)."""
+"""The per-row combines and the reductions [model §2–4, §6].
+
+From the pair sums S0, SX, SI (and the row shift) of each (path, head, row): the partition
+Z_h(x_i) = e^{c} S0 / n, the head's terms of the velocity (V_h SX), the gradient (D_h SX)
+and the scalar diagnostics in per-row accumulators, and the tile's partial sum of ∂_D E
+(:func:`_head_epilogue`, every head of a d = 3 tile in one call: :func:`_head_epilogue3`);
+then the per-row outputs (:func:`_rows_epilogue`: normalisation head / joint / none, the
+velocity, gradient, b̂ and the row terms of 𝒟, G², G²_hm, E and the Itô sum). The symmetric
+pass combines with explicit vectors (:func:`_sym_epilogue3`). :func:`_finish` sums rows and
+tiles in a fixed order on one thread.
+
+Shapes: X (P, n, d), D and V (P, H, d, d); S0, SI, RS (P, H, n), SX (P, H, n, d); outputs
+vel, grad (P, n, d), part (P, H, n), bhat (P, n), er (5, P, n) row terms, dEp
+(P, tiles, H, d, d) partial sums, energy … ito_sum (P,), dEdD (P, H, d, d).
+"""
 
 from __future__ import annotations
 
@@ -136,15 +150,12 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     row and block (the same bits).
 
     One loop over vectors of rows (:func:`_sym_combine_vec`, explicit vectors of
-    :mod:`wflow.core._simd`; a last partial vector runs on zero-padded copies), each
+    :mod:`wflow.kernels.simd`; a last partial vector runs on zero-padded copies), each
     operation rounded on its own: the row terms have the bits of the scalar loop. The
     partial sums of ∂_D E add each block's products lane by lane over its vectors (R rows,
     :data:`_SYM_BLOCK_ROWS`, a multiple of the vector), then across lanes by
-    :func:`_vhsum`'s fixed tree [not row after row: scalar chains, and an LLVM-vectorised
-    rows loop reading the (rows, 3) arrays by stride-3 shuffles, were slower. In the whole
-    evaluation of the paper's case,
-    one thread, the combine took ≈ 1.5 ms of 22 (skipping it: 22.24 → 20.72 ms, medians of
-    eight alternated fresh processes)].
+    :func:`_vhsum`'s fixed tree (not row after row: scalar chains and a stride-3 vectorised
+    loop are slower; see benchmarks/).
 
     The tile sums take the six entries a ≤ b and mirror them:
     :math:`\sum_i x_i SX_i^\top = \sum_{i,j} e_{ij} x_i x_j^\top` is symmetric (e_ij = e_ji),

@@ -1,4 +1,14 @@
-"""exp (docstring to write)."""
+"""The exponentials of the pair loops.
+
+:func:`_exp_fast`: a branch-free polynomial exponential (Cody–Waite range reduction with the
+fdlibm split of ln 2, a degree-10 polynomial, 2^k built by bit-casting) that LLVM
+vectorises; arguments are clamped to [−708, 709]. :func:`_exp_shifted` and
+:func:`_exp2_shifted` drop the clamp where the fixed shift bounds the argument (s − c ∈
+[−2c, 0]). :func:`_exp_fast32` is the float32 form (cephes split, degree 6). Only
+``contract`` is allowed in these functions (never reassociation): the same bits in every
+loop that inlines them. :func:`fast_exp_rate` measures the polynomial's throughput (see
+benchmarks/).
+"""
 
 from __future__ import annotations
 

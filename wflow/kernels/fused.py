@@ -1,4 +1,13 @@
-"""fused (docstring to write)."""
+"""The driver of a field pass: :func:`fused_pass` checks its inputs, asks
+:func:`~.routing.plan` for the plan, allocates the outputs and runs the plan's route
+(:func:`_sym_pass` or :func:`_row_pass`).
+
+Inputs: X (P, n, d) unit tokens (float64, or float32 for the float32 row pass), D and V
+(P, H, d, d), β > 0, the normalisation (:class:`~.routing.Norm`), the Laplacian heads (H,)
+bool, the causal mask, point masses (P, n) or none. Outputs: :class:`FieldPass`, new float64
+arrays per path. The arrays internal to a pass (row sums, row terms, partial sums) are kept
+between calls (:mod:`.workspace`) where every slot is rewritten.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +55,7 @@ from wflow.kernels.workspace import _kept, _row_sum_arrays
 
 class FieldPass(NamedTuple):
     """The results of :func:`fused_pass`, per path, with the meaning of
-    :func:`wflow.core._reference.field_reference` (a tuple: unpacks in this order)."""
+    :func:`wflow.kernels.reference.field_reference` (a tuple: unpacks in this order)."""
 
     velocity: np.ndarray  # (P, n, d), v before the sign σ
     partition: np.ndarray  # (P, H, n), Z_h(x_i)
@@ -119,7 +128,7 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     Returns
     -------
     FieldPass of new float64 arrays, per path, with the meaning of
-    :func:`wflow.core._reference.field_reference`:
+    :func:`wflow.kernels.reference.field_reference`:
     ``velocity (P, n, d), partition (P, H, n), gradient (P, n, d), b_hat (P, n),
     energy (P,), dissipation (P,), G2 (P,), G2_hm (P,), dE_dD (P, H, d, d), ito_sum (P,)``.
     Under ``causal`` velocity and partition are the masked ones and every

@@ -1,4 +1,11 @@
-"""pairs (docstring to write)."""
+"""Pair statistics of the clustering diagnostics [model §6], one pass over the pairs.
+
+:func:`pair_statistics` gives, for P token clouds X (P, m, d), the smallest pairwise cosine,
+the number of clusters (connected components of c_ij ≥ ``cos_cluster``, union–find) and the
+number of pairs i < j with c_ij > ``cos_merge``, without an m × m matrix. Work items are the
+paths, each computed by one thread with sums in a fixed order: the same results whatever the
+thread count.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ def pair_statistics(X, cos_cluster, cos_merge):
     (the minimum includes i = j, :math:`|x_i|^2`; components by union–find over the pairs
     i < j: union by the smaller root, path halving, the root of i kept while j runs, so an edge
     costs one root search). No m × m Gram matrix is formed; the paths are the work items of a
-    job of :mod:`wflow.core._pool` (each alone: the same results whatever the thread count).
+    job of :mod:`wflow.kernels.pool` (each alone: the same results whatever the thread count).
 
     Parameters
     ----------

@@ -1,52 +1,32 @@
-r"""wflow's own worker threads for the field passes: awake between the passes of a run while
-the machine is otherwise idle, out of the way as soon as it is not [issue: speed on shared
-machines].
+"""wflow's own worker threads for the field passes, and the compiled side of a job.
 
-Why not OpenMP's. On 2-vCPU VMs an idle vCPU halts at once, and waking
-a sleeping OpenMP worker costs a futex wake, an inter-processor interrupt and the vCPU's
-return: per parallel region the calling thread started 9–13 µs late, the worker 26–30 µs,
-and the call returned 12–15 µs after its last item (spinning threads: 2, 2, 3 µs). A default
-run with sleeping threads (``OMP_WAIT_POLICY=passive``) took 1.08–1.11× its time with
-spinning ones, but spinning threads made runs 10–40× slower beside other work. Neither wait
-policy of the OpenMP runtimes is both.
-
-The pool. ``numba.config.NUMBA_NUM_THREADS − 1`` daemon threads, each in a loop: wait for
-the next job, run its body, wait again. The wait spins (a ``pause`` loop reading the cycle
-counter) for ``WFLOW_SPIN_US`` microseconds (default :data:`SPIN_US_DEFAULT`; the Python
-between two field evaluations of a default run takes 0.25–0.7 ms), then sleeps on a condition
-variable (a job then wakes it, as OpenMP would). A spin that sees the cycle counter jump by
-more than :data:`PREEMPTED_US` (the thread lost its core for a while) reads how many threads
-the machine has runnable (``/proc/loadavg``, three reads in a row): more than its cores
-means other work wants them, and the workers sleep at once, for :data:`CALM_S` and again
-while that still holds at its end; otherwise (the hypervisor took the whole vCPU, or a thread
-of this process the core for a moment) the spin goes on for the rest of its time. The count
-of involuntary context switches was tried first: alone, the workers counted some in almost
-every 0.2 s (10–14 calm periods in a 2.5 s run). Workers the last job did not need sleep at
-once. With ``OMP_WAIT_POLICY=active`` the workers spin for good (the contention benchmark's
-reference); with ``OMP_WAIT_POLICY=passive`` set by the user they never spin. A worker's
-exception ends the caller's wait, and :meth:`Pool.run` raises it.
-
-The compiled side of the pool (the atomics, the spin, ``_enter`` and the waits) lives in
-:mod:`wflow.core._kernels` (``K`` below) with the kernels: numba's cache of a
-function does not notice a change to compiled code of another module that it links.
+The pool: ``numba.config.NUMBA_NUM_THREADS − 1`` daemon threads, each in a loop: wait for the
+next job, run its body, wait again. The wait spins (a ``pause`` loop reading the cycle
+counter) for ``WFLOW_SPIN_US`` microseconds (default :data:`SPIN_US_DEFAULT`), then sleeps on
+a condition variable. A spin that sees the cycle counter jump by more than
+:data:`PREEMPTED_US` reads how many threads the machine has runnable (``/proc/loadavg``): more
+than its cores means other work wants them, and the workers sleep at once for
+:data:`CALM_S`. With ``OMP_WAIT_POLICY=active`` the workers spin for good; with
+``OMP_WAIT_POLICY=passive`` set by the user they never spin. Spinning keeps the hand-over
+between passes short on an idle machine, sleeping keeps the workers out of the way of other
+work (see benchmarks/).
 
 The jobs. A body is a numba function with ``nogil=True``, ``body(role, *args)``, that starts
-with ``master = _enter(role)`` and takes work items from an atomic counter in ``args`` (a
-dynamic schedule with fixed per-item outputs: the bits do not depend on which thread ran
-which item, nor on how many ran), counting each completed item (``K._item_done``, release).
-The calling thread runs it too; after its last item it waits until every item is complete
-(``K._wait_done``, acquire), runs the sequential tail, and before returning to Python lets
-a worker that is between its part and its next wait finish with the GIL (``K._leave``).
+with ``master = _enter(role)`` and takes work items from an atomic counter in ``args``
+(:func:`job_counter`; a dynamic schedule with fixed per-item outputs: the bits do not depend
+on which thread ran which item, nor on how many ran), counting each completed item
+(:func:`_item_done`, release). The calling thread runs it too; after its last item it waits
+until every item is complete (:func:`_wait_done`, acquire), runs the sequential tail, and
+before returning to Python lets a worker between its part and its next wait finish
+(:func:`_leave`).
 
-The hand-over does not touch the GIL on the critical path: the caller publishes the job (a
+The hand-over does not take the GIL on the critical path: the caller publishes the job (a
 generation number in ``ctrl[0]``), enters the body (releasing the GIL), and the body's
-``K._enter`` sets ``ctrl[1]``; spinning workers wait for ``ctrl[1]``, so they take the GIL
-only when it is free (a worker that asked for it while the caller held it would sleep on it
-and pay the wake-up the pool exists to avoid: measured 25 µs median, 56 µs at the 90th
-percentile, against 7.6 µs). A worker that arrives after its job is over finds the job's
-counter exhausted and returns without touching anything (each job has a fresh counter). One
-job at a time: a caller on another Python thread while the pool is busy (Dask threads) runs
-its body alone — the same bits. A forked child starts a pool of its own.
+:func:`_enter` sets ``ctrl[1]``; spinning workers wait for ``ctrl[1]``. A worker that arrives
+after its job is over finds the job's counter exhausted and returns (each job has a fresh
+counter). One job at a time: a caller on another Python thread while the pool is busy runs
+its body alone, with the same bits. A forked child starts a pool of its own. A worker's
+exception ends the caller's wait, and :meth:`Pool.run` raises it.
 """
 
 from __future__ import annotations
@@ -111,7 +91,7 @@ USLEEP_ADDRESS = _libc_address("usleep")
 
 
 def job_counter(extra, threads):
-    """A fresh counter for one job (slots: :data:`wflow.core._kernels._C_NEXT` …), with
+    """A fresh counter for one job (slots: :data:`_C_NEXT` …), with
     ``extra`` slots of the body's own (fresh: a worker
     that arrives after its job is over must find that job's items exhausted, not the next
     job's)."""
@@ -130,11 +110,8 @@ PATIENCE_US = 50.0
 #: its core for a while. If more threads are runnable on the machine than it has cores,
 #: other work wants them, and the workers stop spinning for :data:`CALM_S`; if not, the
 #: hypervisor took the whole virtual CPU, or a thread of this process the core for a moment
-#: (spinning or sleeping makes no difference to that). On an idle 2-vCPU VM a
-#: spin saw gaps over 50 µs 32 times a second (host noise), over 200 µs once in 5 s, over
-#: 500 µs never; but beside one CPU-bound process most of the spin's lost stretches were
-#: shorter than 500 µs too: with that threshold a default run beside it took 2.12–2.15× its
-#: time alone (goal 1.8), with 50 µs 1.44–1.68×.
+#: (spinning or sleeping makes no difference to that). The threshold sits above the host's
+#: noise and below the stretches lost to another busy process (see benchmarks/).
 PREEMPTED_US = 50.0
 #: How long (s) the workers sleep at once after a sign of other work; again while more
 #: threads than cores are runnable at its end.
@@ -336,10 +313,20 @@ def run(body, args, threads=None):
     get_pool().run(body, args, numba.get_num_threads() if threads is None else threads)
 
 
+def set_num_threads(n):
+    """Threads of the field passes on this Python thread (``numba.set_num_threads``)."""
+    numba.set_num_threads(int(n))
+
+
+def get_num_threads():
+    """Threads of the field passes on this Python thread (``numba.get_num_threads``)."""
+    return numba.get_num_threads()
+
+
 # ---------------------------------------------------------------------------------------------
-# Worker-pool primitives (the threads themselves: wflow.core._pool)
+# The compiled side of the pool: the job counter's atomics, the spin, entering and leaving a job
 # ---------------------------------------------------------------------------------------------
-#: The slots of a job's counter (:func:`wflow.core._pool.job_counter`): the next work item,
+#: The slots of a job's counter (:func:`job_counter`): the next work item,
 #: the threads, the items complete, the address of ``usleep`` and the caller's patience in
 #: cycles (:func:`_wait_done`, :func:`_leave`), the workers that took a scratch slot
 #: (:func:`_sym3`), then (from _C_PATH) per path the heads done (the chained stage of
@@ -464,7 +451,7 @@ def _leave(role, counter):
     """Last call of a job's body on the caller's thread: wait (at most the counter's patience)
     until no worker is between the end of its part and its next wait (``role[2]``, workers
     engaged): such a worker holds the GIL for a moment, and a caller returning to Python then
-    would sleep on the GIL and pay a wake-up (10–30 µs measured on 2-vCPU VMs)."""
+    would sleep on the GIL and pay a wake-up."""
     if role.size >= 3:
         t0 = _cycles()
         while _atomic_load(role, 2) > 0 and _cycles() - t0 < counter[_C_PATIENCE]:
@@ -559,8 +546,7 @@ def _fetch_add(typingctx, counter):
 
 def _num_threads():
     """``numba.get_num_threads()`` (this thread's setting) without its lock once numba's
-    threading layer is up: the public call took ≈ 20 µs per field evaluation (a process
-    lock), ≈ 0.15% of the paper case on two threads."""
+    threading layer is up (the public call takes a process lock at every field evaluation)."""
     try:
         from numba.np.ufunc import parallel as par
 

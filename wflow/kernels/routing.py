@@ -226,9 +226,8 @@ def _spectral_norm(D, symmetric=None):
         out = np.empty((P, H))
         _sym3_norms(np.ascontiguousarray(D), out)
         return out
-    # LAPACK on one BLAS thread from d = SPECTRAL_LIMIT_D on: at d = 64 the eigensolver runs
-    # OpenBLAS's worker threads, which then spin ≈ 0.1 s (114 ms of CPU after a 1.5 ms
-    # eigvalsh) and take a core from the pair pass that follows
+    # LAPACK on one BLAS thread from d = SPECTRAL_LIMIT_D on: a threaded eigensolver leaves
+    # OpenBLAS's workers spinning, taking a core from the pair pass that follows
     limits = _blas_limits() if d >= SPECTRAL_LIMIT_D else None
     with limits if limits is not None else contextlib.nullcontext():
         if sym:
@@ -255,8 +254,8 @@ def takes_sym_pass(X, D, beta, fast_exp=True, weights=None, causal=False):
     single = X.dtype == np.float32
     D = np.asarray(D, dtype=np.float64)
     # the precheck's 1 (symmetric, every Frobenius bound below the limit) settles it as in
-    # fused_pass, without the spectral norms (0.5 µs against 10 µs, once per step of a run
-    # with the ledger: :meth:`wflow.model.attention.AttentionModel.evaluate_pair`)
+    # fused_pass, without the spectral norms (once per step of a run with the ledger:
+    # :meth:`wflow.model.attention.AttentionModel.evaluate_pair`)
     if (D.ndim == 4 and _sym_form(n, d, D.shape[1], single, fast_exp, weights, causal)
             and _sym3_precheck(_c_f64(D), float(beta), FIXED_SHIFT_LIMIT) == 1):
         return True
@@ -264,8 +263,8 @@ def takes_sym_pass(X, D, beta, fast_exp=True, weights=None, causal=False):
 
 
 def _c_f64(a):
-    """``a`` as a C-contiguous, writeable float64 array: itself when it is one (``np.require``'s
-    Python took 8–16 µs per call on the caches a field evaluation leaves behind)."""
+    """``a`` as a C-contiguous, writeable float64 array: itself when it is one (cheaper than
+    ``np.require`` on the arrays a field evaluation passes around)."""
     if (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
             and a.flags.writeable):
         return a

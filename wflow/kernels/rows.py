@@ -1,4 +1,30 @@
-"""rows (docstring to write)."""
+"""The row pass [model §2–4]: for each work item (path p, tile of R rows) the pair sums of
+its rows for every head, then the combine (:mod:`.combine`).
+
+The logit is ``s_ij = ⟨q_i, x_j⟩`` with ``q_i = β D_h x_i`` computed once per row, so the
+loop over the columns j only reads the tokens, stored as structure of arrays ``(d, n_pad)``
+zero-padded to a multiple of the vector length: the loop runs over whole vectors and the
+padded (or causally masked) weights are set to 0 by a select. d = 3 has one fused loop per
+row (:func:`_row_sums3`; with uniform masses, the polynomial exponential and the fixed shift
+every head of a tile in one call, :func:`_tile_sums3_fixed`); other d use chunks of
+:data:`_CH` columns (logits, exponentials, then the sums). float32 tokens with d = 3 run the
+loop in float32 (:func:`_tile_sums32`: sums over chunks of :data:`_CH` columns, then
+float64); everything after the pair loop is float64.
+
+Shapes: Xt (P, d, n_pad) columns, X (P, n, d), D and V (P, H, d, d), shift and rowmax
+(P, H), U (P, n_pad) relative masses u_j = n w_j or (P, 0) for uniform masses (one compiled
+form serves both; multiplying by the masses happens after the exponential); the row sums
+S0, SI, RS (P, H, n) and SX (P, H, n, d).
+
+*Stabilisation* [model §2]: the fixed shift c_h = β‖D_h‖₂ where 2 c_h is below the route's
+limit (no row can underflow), else each row's maximum (a first pass over the row).
+
+*Determinism.* The threads take items from the job's atomic counter (a dynamic schedule);
+every row's sums are computed by the same code whatever thread runs its item, every row adds
+its heads in the order h = 0, 1, …, and the sums over rows and tiles run afterwards on the
+calling thread in a fixed order (:func:`~.combine._finish`). The tile height R is a function
+of d only (:func:`~.routing._tile_rows`).
+"""
 
 from __future__ import annotations
 
@@ -183,8 +209,7 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
     :func:`_tile_sums3`.
 
     All heads in one compiled function and the loops inline: no call and no reference
-    counting of the column views per row or per head (at n = 200 the calls, the mask and
-    the clamp cost ≈ 1/4 of the pair loop; measured on AVX2, one thread).
+    counting of the column views per row or per head.
     """
     H = D.shape[1]
     x0 = Xt[p, 0]
@@ -341,13 +366,7 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
         else:
             c = shift[p, h]
         if not weighted:
-            if fast and d == 3:
-                s0, sx[0], sx[1], sx[2], si = _row_sums3(
-                    Xp[0], Xp[1], Xp[2], q[0], q[1], q[2], xi[0], xi[1], xi[2], c, jend,
-                    want_ito)
-                si += s0
-            else:
-                s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, None)
+            s0, si = _row_sums(Xp, q, xi, c, jend, want_ito, fast, buf, cbuf, sx, None)
         elif fast and d == 2:  # weighted d = 2 (the density on S¹): one fused loop
             s0, sx[0], sx[1], si = _row_sums2w(Xp[0], Xp[1], q[0], q[1], xi[0], xi[1], c, jend,
                                                want_ito, U[p])

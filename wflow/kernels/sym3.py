@@ -1,4 +1,20 @@
-"""sym3 (docstring to write)."""
+"""The symmetric d = 3 pass (:mod:`.band3`'s pair loop, then the combine): its work items,
+stages and forms.
+
+One job per evaluation. With one row band the items are (path, chunk of at most
+:data:`_SYM_CHUNK` heads) when there are at least as many paths as threads (stage
+``_SYM_FUSED``, route ``sym3``), otherwise (path, head) (``_SYM_CHAIN``, route
+``sym3-chain``: the thread that completes a path's last head runs its combine). With
+several bands (route ``sym3-bands``) each path takes two jobs for the pair sums and their
+band reduction (``_SYM_PAIRS``, :func:`_sym_reduce3`), then one job runs the combine
+(``_SYM_COMBINE``).
+
+Every row adds its heads chunk by chunk, each chunk's sum in head order from zero, the
+chunks' sums in chunk order; the ∂_D E partial sums are per block of :data:`_SYM_BLOCK_ROWS`
+rows: functions of n and H only, so the three forms give the same bits, whatever the
+threads. The shifts c_h = β‖D_h‖₂ come from :func:`_sym3_norms` (closed form for symmetric
+3 × 3 matrices); :func:`_sym3_precheck` settles the route by a Frobenius bound when it can.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +54,7 @@ from wflow.kernels.workspace import _kept
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
     """Rows of band b get the column sums of the earlier bands 0..b−1 in this order, then
-    SI = 2·(Itô column sums) + S0 (:func:`_sym_band3`; a job of :mod:`wflow.core._pool`;
+    SI = 2·(Itô column sums) + S0 (:func:`_sym_band3`; a job of :mod:`wflow.kernels.pool`;
     items (p, h), each in a fixed order: the same bits for any threads)."""
     master = _enter(role)
     bands, Cb, S0, SX = _unowned(bands), _unowned(Cb), _unowned(S0), _unowned(SX)
@@ -142,7 +158,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
           Cb, Ws, Cws, Gs, As, Ts, Rs, Ss, Ks, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
           energy, diss, G2, G2hm, ito_sum, dEdD):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
-    of a job of :mod:`wflow.core._pool` (the work items come from the job's counter, a dynamic
+    of a job of :mod:`wflow.kernels.pool` (the work items come from the job's counter, a dynamic
     schedule; the caller's thread, ``role`` of :func:`_enter`, then waits until
     every item is complete and runs the sums of :func:`_finish`):
 
@@ -150,26 +166,20 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
       of heads, :data:`_SYM_CHUNK`); an item runs head after head the pair sums
       (:func:`_sym_band3`, all rows) and at once the head's combine for all rows
       (:func:`_sym_epilogue3`, into the chunk's accumulators ``Ac[p, chunk]``), while the
-      head's row sums are in cache: in the thread's scratch ``Ss`` (one head, 9.6 KB at
-      n = 200), not in the (P, H, n) arrays, whose path (0.96 MB for H = 100) evicted the
-      path's table of squared cosines from L2 at every head (one thread, six
-      alternated fresh processes: paper case 1.45 → 1.62·10⁹ pair-heads/s, (4096, 8, 3)
-      1.73 → 1.83 in the same runs, a noisy hour). The thread whose item completes path p's last chunk (the
+      head's row sums are in cache: in the thread's scratch ``Ss`` (one head), not in the
+      (P, H, n) arrays, whose path would evict the path's table of squared cosines from L2 at
+      every head. The thread whose item completes path p's last chunk (the
       acquire-release counter ``counter[_C_PATH + p]``) adds the chunks in order and runs the
       path's per-row outputs and its sums (:func:`_finish_path`). Items of chunks rather
-      than whole paths: the paper's 10 paths of 100 heads on two threads left one thread
-      idle for up to one path at the end (six alternated fresh processes:
-      2.94 → 3.08·10⁹ pair-heads/s). With a
+      than whole paths: whole paths leave a thread idle for up to one path at the end. With a
       table slot in the scratch ``Gs`` (and an Itô sum wanted) the thread fills path p's
       table of ⟨x_i, x_j⟩² (:func:`_cos2_table`) unless it holds p's already.
     * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
-      combine for all rows, then its per-row outputs and sums. One job, where the
-      unfused form took two (a single path n = 200, H = 10: 0.31 → 0.235 ms; n = 500, H = 100:
-      9.1 → 8.5 ms). With at least as many paths as threads the fused form is
-      faster (n = 200, H = 100, P = 10: 14.1 against 14.3–16.4 ms: the chained combine
-      reads 100 heads' row sums back from L3).
+      combine for all rows, then its per-row outputs and sums: one job. With at least as many
+      paths as threads the fused form is faster (the chained combine reads every head's row
+      sums back from the cache).
     * ``_SYM_PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
       the column sums live in a per-thread buffer (tests only); with several, band b writes
       ``Cb[p, h, b]`` and :func:`_sym_reduce3` adds them afterwards in band order.
@@ -368,8 +378,7 @@ def _sym3_scratch(slots, n, nps, table, rows):
     Kept between calls of one Python thread for the last :data:`_WORKSPACE_SHAPES` shapes,
     like :func:`_row_sum_arrays`: fresh per job, a worker's scratch came from its malloc
     arena, which may return it to the system at the end of a job and fault it in again at
-    the next ((4096, 8, 3) on two threads 3.41 → 3.52·10⁹ pair-heads/s, six
-    alternated fresh processes; the paper case unchanged within the noise)."""
+    the next (see benchmarks/)."""
     npq = -(-n // _VQ) * _VQ
     per = _PAGE // 8
     gsize = -(-(n * npq) // per) * per if table else 0
@@ -413,8 +422,8 @@ def _sym3_norms(D, out):
     :math:`r = \det((D - qI)/p)/2`, the extreme eigenvalues are
     :math:`q + 2p\cos(\tfrac13\arccos r)` and :math:`q + 2p\cos(\tfrac13\arccos r + \tfrac{2\pi}3)`.
     Near a double eigenvalue ``arccos`` costs up to ~√ε relative accuracy: harmless for a shift
-    (an upper bound of the logits up to that rounding). ``np.linalg.eigvalsh`` took 1.4 ms for
-    the paper's 1000 matrices, ≈ 5% of a field evaluation."""
+    (an upper bound of the logits up to that rounding). Cheaper than ``np.linalg.eigvalsh``
+    on many small matrices."""
     for p_ in range(D.shape[0]):
         for h in range(D.shape[1]):
             out[p_, h] = _sym3_norm(D, p_, h)
@@ -453,8 +462,8 @@ def _sym3_precheck(D, beta, limit):
     all are and every :math:`2\beta\|D_h\|_F (1 + 10^{-6}) <` ``limit`` (then every fixed
     shift :math:`c_h = \beta\|D_h\|_2 \le \beta\|D_h\|_F` is below the limit: the
     symmetric pass applies without the spectral norms), 2 otherwise. With ``1`` the pass's
-    items compute their own shifts (:func:`_sym3`, in parallel); the 1000 closed forms of
-    the paper's case took ≈ 55 µs on the caller's thread before the pass."""
+    items compute their own shifts (:func:`_sym3`, in parallel, not on the caller's thread
+    before the pass)."""
     sym = 1
     for p_ in range(D.shape[0]):
         for h in range(D.shape[1]):

@@ -1,4 +1,13 @@
-"""target (docstring to write)."""
+"""The compile target and the options every kernel shares.
+
+The vector width of the pair loops follows numba's target (``NUMBA_CPU_NAME`` /
+``NUMBA_CPU_FEATURES``, else the host): :data:`_VW` float64 lanes of padding for the row
+pass, :data:`_VW32` for float32, :data:`_VQ` the symmetric loop's vector. ``_FM`` is the
+fast-math set of the accumulation loops (``reassoc``, ``contract``), ``_OPTS`` the numba
+options (on-disk cache, NumPy error model, no bounds checks). :func:`_kernel_pipeline` adds
+``noalias`` to array arguments and aligns the stack frame to :data:`_STACK_ALIGN` bytes so
+that vector spills are aligned. Intrinsics: bit casts, an unowned array view, ``fma``.
+"""
 
 from __future__ import annotations
 
@@ -33,10 +42,7 @@ def _pad_granularity():
     speed only, never the results of one machine. The padding also sets the symmetric pass's
     explicit vectors, :data:`_VQ` = padding/4 floats (:func:`_sym_band3`): with AVX2 8 floats
     (two 256-bit registers per vector, so each step has twice the exponentials in flight)
-    against 4 [measured with ``NUMBA_CPU_NAME=znver3`` and the AVX-512 features off, one
-    thread, best of 25, four alternations]: (200, 100, 3) P = 10 1.02 → 1.27–1.32·10⁹
-    pair-heads/s, (4096, 8, 3) 1.14 → 1.29–1.32·10⁹ (a loop per group padded to 16:
-    1.27–1.32 and 1.15–1.25). Padding to 16 with AVX2 makes the row pass 4% faster at
+    against 4 (see benchmarks/). Padding to 16 with AVX2 makes the row pass 4% faster at
     n = 200, where 32 pads 200 columns to 224."""
     try:
         name, feats = _target_features()
@@ -78,9 +84,8 @@ def _kernel_pipeline(noalias=True):
     The alignment: the symmetric pair loop keeps more live vectors than
     AVX-512 has registers and spills ≈ 45 of them per iteration to its stack frame, which the
     x86-64 ABI aligns to 16 bytes only; a 64-byte spill then usually spans two cache lines.
-    Where it landed depended on the caller's stack depth (the process's random stack start and
-    the call path): the same band at n = 200 took 21.3–36.4 µs (typically 23.3) over call
-    paths and processes, and 21.2–22.7 µs with the aligned frame (aligned spills, same bits).
+    Where it landed depended on the caller's stack depth, and so did the loop's time; with
+    the aligned frame the spills are aligned (the same bits).
     None (the default pipeline: the same results) if this numba lacks the hooks."""
     try:
         from numba.core import lowering, typed_passes
@@ -166,12 +171,9 @@ def _unowned(typingctx, arr):
     not inlined: in the symmetric pass that is dozens per (path, head) (the token rows, the
     pair loop's and the combine's arguments), each a full memory barrier, and the two threads'
     counts of a shared array (tokens, D, outputs) contend for one cache line. With NULL
-    meminfos numba's ``NRT_incref``/``NRT_decref`` return at once. Measured [one process, best
-    of 12 evaluations, alternated trees]: (200, 100, 3) P = 10 on one thread
-    1.751/1.754 → 1.789/1.773·10⁹ pair-heads/s, on two 3.326/3.380 → 3.421/3.428; (4096, 8, 3)
-    unchanged (3.68–3.70); the general pass with point masses, (200, 100, 3) P = 10, best of 25:
-    51.4–56.4 → 49.6–52.2 ms. Only for a job body's arguments: the Python caller holds every
-    one of them until the job is over, and nothing in the body keeps a reference beyond it."""
+    meminfos numba's ``NRT_incref``/``NRT_decref`` return at once (see benchmarks/). Only for
+    a job body's arguments: the Python caller holds every one of them until the job is over,
+    and nothing in the body keeps a reference beyond it."""
     if isinstance(arr, types.Array):
 
         def codegen(context, builder, sig, args):

@@ -1,4 +1,9 @@
-"""workspace (docstring to write)."""
+"""Arrays kept between field passes of one Python thread.
+
+The row sums (P, H, n[, d]) and the symmetric pass's scratch are rewritten by every pass and
+never returned: keeping them for the last :data:`_WORKSPACE_SHAPES` shapes avoids their page
+faults at every call (see benchmarks/).
+"""
 
 from __future__ import annotations
 
@@ -17,9 +22,8 @@ def _row_sum_arrays(P, H, n, d):
     """The intermediate row sums ``S0 (P, H, n), SX (P, H, n, d), SI, RS (P, H, n)`` of
     :func:`fused_pass`, kept between calls of one Python thread for the last
     :data:`_WORKSPACE_SHAPES` shapes (every slot is rewritten by each pass; never returned).
-    Fresh arrays of this size cost their page faults at every call: ≈ 5% of a field
-    evaluation at (200, 100, 3), P = 10, and ≈ 30% when calls alternate between two shapes
-    (the paired benchmark; a caller of :func:`wflow.field` on two sizes)."""
+    Fresh arrays of this size cost their page faults at every call, most when calls
+    alternate between two shapes (see benchmarks/)."""
     return _kept("row_sums", (P, H, n, d), lambda: (
         np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)), np.empty((P, H, n))))
 
