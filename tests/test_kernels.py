@@ -472,14 +472,14 @@ def test_spectral_norm_runs_lapack_on_one_blas_thread(monkeypatch):
     for d in (routing.SPECTRAL_LIMIT_D, 64):
         A = rng.normal(size=(1, 2, d, d))
         D = A + np.swapaxes(A, -1, -2)
-        np.testing.assert_array_equal(routing._spectral_norm(D), np.abs(eig(D)).max(axis=-1))
+        np.testing.assert_array_equal(routing.spectral_norm(D), np.abs(eig(D)).max(axis=-1))
     assert seen == [1, 1]
 
 
 def test_tile_partition_is_fixed():
     """The work items depend on d only (never on the thread count or the path batch)."""
-    assert routing._tile_rows(3) == 8 and routing._tile_rows(8) == 8 and routing._tile_rows(9) == 16
-    assert routing._tile_rows(64) == 64
+    assert routing.tile_rows(3) == 8 and routing.tile_rows(8) == 8 and routing.tile_rows(9) == 16
+    assert routing.tile_rows(64) == 64
 
 
 def test_pad_granularity(monkeypatch):
@@ -553,7 +553,7 @@ def test_weighted_pass_matches_reference(d):
             check(out, refs, causal)
 
 
-def test_blas_combine_matches_compiled_combine(monkeypatch):
+def test_blas_combine_matches_compiled_combine():
     """From d = BLAS_EPILOGUE_MIN_D the combine after the BLAS pair pass runs as matmuls per
     row block; on the same pair sums it agrees with the compiled per-row combine within twice
     the conditioning bound (each normalisation, tied and untied values, a Laplacian head, the
@@ -564,17 +564,16 @@ def test_blas_combine_matches_compiled_combine(monkeypatch):
     X, D, V = make_case(rng, P, n, d, H)
     W = masses(rng, P, n)
     lap = np.array([True, False, False])
-    calls = []
-    orig = blas._epilogue_blas
-    monkeypatch.setattr(fused, "_epilogue_blas", lambda *a: (calls.append(1), orig(*a))[1])
+    # the matmul combine is the route from d = BLAS_EPILOGUE_MIN_D on, masses or not
+    assert K.plan_shapes(n, d, H, P).route is K.Route.BLAS_COMBINE
+    assert K.plan_shapes(n, d, H, P, weighted=True).route is K.Route.BLAS_COMBINE
+    assert K.plan_shapes(n, d // 2, H, P).route is K.Route.BLAS
     for code, tied, causal in [(0, True, False), (1, False, True), (2, False, False)]:
         a = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied)
         b = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied, route="blas")
         check_agree(a, b, X, D, V, 1.0, code, lap, causal, tied)
-    assert len(calls) == 3  # the matmul combine ran (and only for d ≥ BLAS_EPILOGUE_MIN_D)
     refs = weighted_reference(X, D, V, 1.0, "joint", lap, False, False, W)
     check(K.fused_pass(X, D, V, 1.0, 1, lap, False, False, weights=W), refs, False)
-    assert len(calls) == 4
 
 
 @pytest.mark.parametrize("d", [2, 3, 16])
@@ -634,7 +633,7 @@ def test_paper_regime_mixed_shifts_and_workspace():
     X, D, V = make_case(rng, P, n, d, H, norm2=2.0)
     D[:, ::3] *= 200.0  # ‖D_h‖₂ = 400: the row-max shift for every third head
     beta = 1.0
-    assert np.any(2 * beta * routing._spectral_norm(D) >= routing.FIXED_SHIFT_LIMIT)
+    assert np.any(2 * beta * routing.spectral_norm(D) >= routing.FIXED_SHIFT_LIMIT)
     lap = np.zeros(H, dtype=bool)
     lap[1::5] = True
     old = numba.get_num_threads()
@@ -728,7 +727,7 @@ def test_blas_tiles_pair_sums(monkeypatch, symmetric):
     X = sphere(rng, (P, n, d))
     D = sym(rng, (P, H, d, d)) if symmetric else rng.normal(size=(P, H, d, d))
     D /= np.sqrt(d)
-    shift = beta * routing._spectral_norm(D)
+    shift = beta * routing.spectral_norm(D)
     rowmax = np.zeros((P, H), dtype=bool)
     U = np.zeros((P, n + 20))
     U[:, :n] = n * masses(rng, P, n)
@@ -738,7 +737,7 @@ def test_blas_tiles_pair_sums(monkeypatch, symmetric):
             for fast in (True, False):
                 out = [np.full((P, H, n), np.nan), np.full((P, H, n, d), np.nan),
                        np.full((P, H, n), np.nan), np.full((P, H, n), np.nan)]
-                blas._pair_pass_blas(X, D, beta, shift, rowmax, causal, True, fast, *out,
+                blas._pair_pass_blas(X, D, beta, shift, rowmax, causal, True, fast, out,
                                   blas._blas_limits(), u)
                 for name, a, r, b in zip(("S0", "SX", "SI"), out, ref, bound):
                     err = np.abs(a - r)
@@ -812,7 +811,7 @@ def _sym_sums(X, D, beta, bands):
     """The pair sums S0, SX, SI of the symmetric pass with the given bands."""
     P, n, d = X.shape
     H = D.shape[1]
-    shift = beta * routing._spectral_norm(D)
+    shift = beta * routing.spectral_norm(D)
     out = [np.full((P, H, n), np.nan), np.full((P, H, n, d), np.nan),
            np.full((P, H, n), np.nan), np.full((P, H, n), np.nan)]
     Xt = np.zeros((P, d, -(-n // target._VW) * target._VW))
@@ -1023,7 +1022,7 @@ def test_sym_band_against_numpy_and_same_bits():
         X, D, _ = make_case(rng, 1, n, 3, 2)
         Xt = fused._columns(X, target._VW)
         npq = -(-n // target._VQ) * target._VQ
-        shift = routing._spectral_norm(D)
+        shift = routing.spectral_norm(D)
         G = np.full((n, npq), np.nan)
         band3._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
         outs = {}
@@ -1349,7 +1348,7 @@ def test_sym3_spectral_norm_closed_form():
     D[0, 1] = np.diag([1.0, 1.0, -3.0])
     D[0, 2] = np.eye(3) + 1e-9 * D[1, 2]  # nearly a triple eigenvalue
     D[0, 3] = np.diag([4.0, -4.0, 1.0])
-    got = routing._spectral_norm(D)
+    got = routing.spectral_norm(D)
     lam = np.linalg.eigvalsh(D)
     ref = np.abs(lam).max(-1)
     eps = np.finfo(float).eps
@@ -1399,3 +1398,55 @@ def test_kernel_pipeline_aligns_the_frame(opts):
     assert g(a, b) == f(a, b) == 10.0
     ir = g.inspect_llvm(g.signatures[0])
     assert f"alignstack={target._STACK_ALIGN}" in ir or f"alignstack({target._STACK_ALIGN})" in ir
+
+
+def test_forced_routes_and_their_conditions():
+    """``route=`` forces a route where its conditions hold: the three symmetric forms give the
+    same bits, the row pass agrees within twice the conditioning bound; a route whose
+    conditions fail is refused. The plan from shapes names the route the pass takes."""
+    rng = np.random.default_rng(99)
+    X, D, V = make_case(rng, 2, 61, 3, 3)
+    lap = np.array([True, False, False])
+    natural = K.plan(X, D, 1.0, single=False, fast_exp=True, U=None, causal=False, threads=1)
+    assert natural.route is K.Route.SYM3 and natural.band_count == 1
+    assert K.plan_shapes(61, 3, 3, 2).route is natural.route
+    a = K.fused_pass(X, D, V, 1.0, "joint", lap, False, False)
+    for route in ("sym3", K.Route.SYM3_CHAIN):
+        b = K.fused_pass(X, D, V, 1.0, K.Norm.JOINT, lap, False, False, route=route)
+        for name, x, y in zip(NAMES, a, b):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    b = K.fused_pass(X, D, V, 1.0, 1, lap, False, False, route="rows")
+    check_agree(a, b, X, D, V, 1.0, 1, lap, False, False)
+    for route, kw in (("sym3", {"causal": True}), ("sym3-bands", {}), ("rows32", {}),
+                      ("sym3", {"weights": np.full(61, 1 / 61)})):
+        kw = {"causal": False, **kw}
+        causal = kw.pop("causal")
+        with pytest.raises(ValueError, match="route"):
+            K.fused_pass(X, D, V, 1.0, 1, lap, causal, False, route=route, **kw)
+    with pytest.raises(ValueError):
+        K.fused_pass(X, D, V, 1.0, 1, lap, False, False, route="nope")
+    assert K.plan_shapes(2000, 3, 8).route is K.Route.SYM3_BANDS
+    assert K.plan_shapes(50, 3, 2, single=True).route is K.Route.ROWS32
+    assert K.plan_shapes(50, 3, 2, single=True, weighted=True).route is K.Route.ROWS
+    assert K.plan_shapes(50, 3, 2, causal=True).route is K.Route.ROWS
+
+
+def test_norm_names_and_codes():
+    """The normalisation is a :class:`Norm`, its lower-case name or its code."""
+    assert [K.Norm.of(s) for s in ("head", "joint", "none")] == [0, 1, 2]
+    assert K.Norm.of(2) is K.Norm.NONE and K.Norm.of(K.Norm.JOINT) is K.Norm.JOINT
+    for bad in ("rows", 3):
+        with pytest.raises(ValueError):
+            K.Norm.of(bad)
+
+
+def test_cache_guard_stamps_every_kernel_with_the_package():
+    """numba's cache of a kernel is keyed by its own file's source and by a digest of every
+    module of the package (a cached kernel links and inlines code of other modules)."""
+    from numba.core import caching
+
+    from wflow.kernels import _cache
+
+    assert caching.CacheImpl._locator_classes[0] is _cache.PackageLocator
+    stamp = exp._exp_fast._cache._cache_file._source_stamp
+    assert isinstance(stamp, tuple) and stamp[1] == _cache.package_digest()

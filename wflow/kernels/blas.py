@@ -326,8 +326,7 @@ def _round_robin(nb):
     return rounds
 
 
-def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, SI, RS, limits,
-                    U=None):
+def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, sums, limits, U=None):
     r"""The pair pass with BLAS matmuls, the same sums as :func:`_pair_pass`:
 
     .. math::
@@ -366,6 +365,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
     depend on either thread count. Items group heads (more groups when there are few
     items per round, for load balance; the grouping does not change any result).
     """
+    S0, SX, SI, RS = sums
     P, n, d = X.shape
     H = D.shape[1]
     T = _blas_tile_size(n)
@@ -455,8 +455,7 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, S0, SX, S
 BLAS_EPILOGUE_MIN_D = 32
 
 
-def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, S0, SX, SI, RS,
-                   vel, part, grad, bhat, er, energy, diss, G2, G2hm, ito_sum, dEdD, limits):
+def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, sums, outs, limits):
     r"""The combine of :func:`_fused64` (without pairs) for large d, with matmuls on blocks of rows.
 
     For a block I of rows and each head h in order (:math:`e_i = e^{c_{hi}}`, the row's shift):
@@ -471,7 +470,12 @@ def _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, S0, SX, SI, RS
     :func:`_rows_epilogue` and :func:`_finish` as the compiled combine (∂_D E: block partials
     summed in block order). Items are (path, row block) in the BLAS pass's thread pool with
     BLAS on one thread; each item adds its heads in order, so the results do not depend on
-    the thread count. ``U`` (P, ≥ n) relative masses, or None."""
+    the thread count. ``U`` (P, ≥ n) relative masses, or None; ``sums`` the row sums
+    (S0, SX, SI, RS), ``outs`` the outputs (:class:`~.workspace.Outputs`; its tile partials
+    unused)."""
+    S0, SX, SI, RS = sums
+    vel, part, grad, bhat, er = outs.vel, outs.part, outs.grad, outs.bhat, outs.er
+    energy, diss, G2, G2hm, ito_sum, dEdD = outs[6:]
     P, n, d = X.shape
     H = D.shape[1]
     T = _blas_tile_size(n)

@@ -45,12 +45,13 @@ from wflow.kernels.sym3 import (
     _SYM_COMBINE,
     _SYM_FUSED,
     _SYM_PAIRS,
+    SymJob,
     _run_sym3,
     _run_sym_reduce3,
     _sym3,
 )
 from wflow.kernels.target import _HAS_FMA, _VW, _VW32
-from wflow.kernels.workspace import _kept, _row_sum_arrays
+from wflow.kernels.workspace import Outputs, _kept, _row_sum_arrays
 
 
 class FieldPass(NamedTuple):
@@ -216,7 +217,7 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     nt = -(-n // R)
     dEp = (_kept("tile_partials", (P, nt, H, d), lambda: np.empty((P, nt, H, d, d))) if use_sym
            else np.zeros((P, nt, H, d, d)))
-    outs = _Outputs(vel, part, grad, bhat, er, dEp, new(P), new(P), new(P), new(P), new(P),
+    outs = Outputs(vel, part, grad, bhat, er, dEp, new(P), new(P), new(P), new(P), new(P),
                     new((P, H, d, d)))
     if use_sym:
         _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm_code, ito_p, threads, sums, outs)
@@ -224,23 +225,6 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         _row_pass(pl, X, D, V, beta, shift, lap, norm_code, causal, want_ito, bool(fast_exp), U,
                   threads, sums, outs)
     return _field_pass(want_ito, ito_all, ito_p, outs)
-
-
-class _Outputs(NamedTuple):
-    """The arrays the passes write (in the kernels' argument order)."""
-
-    vel: np.ndarray
-    part: np.ndarray
-    grad: np.ndarray
-    bhat: np.ndarray
-    er: np.ndarray  # (5, P, n) row terms of 𝒟, G², G²_hm, E, Itô
-    dEp: np.ndarray  # (P, tiles, H, d, d) partial sums of ∂_D E
-    energy: np.ndarray
-    diss: np.ndarray
-    G2: np.ndarray
-    G2hm: np.ndarray
-    ito: np.ndarray
-    dEdD: np.ndarray
 
 
 def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, sums, outs):
@@ -254,21 +238,21 @@ def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, su
     Xt = _kept("sym_columns", (P, n), lambda: _paged_zeros((P, 3, nps), _SLOT_LOADS))
     Xt[:, :, :n] = X.transpose(0, 2, 1)
     nb = bands.size - 1
-    sym = (Xt, D, V, X, beta, shift, bands, lap, norm, ito_p, R, threads)
+    job = SymJob(Xt, D, V, X, beta, shift, bands, lap, norm, ito_p, R, threads)
     if pl.route is Route.SYM3:  # items (path, chunk of heads): the same bits
-        _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, *sym, _NO_CB, *sums, *outs,
+        _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, job, _NO_CB, sums, outs,
                   own_shift=own_shift)
     elif pl.route is Route.SYM3_CHAIN:  # items (path, head); a path's last head runs its combine
-        _run_sym3(_SYM_CHAIN, False, *sym, _NO_CB, *sums, *outs, own_shift=own_shift)
+        _run_sym3(_SYM_CHAIN, False, job, _NO_CB, sums, outs, own_shift=own_shift)
     else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
         Cb = _paged_zeros((1, H, nb, 5, nps), _SLOT_SUMS)
         for q in range(P):
             s = slice(q, q + 1)
-            _run_sym3(_SYM_PAIRS, False, Xt[s], D[s], V[s], X[s], beta, shift[s], bands,
-                      lap, norm, ito_p[s], R, threads, Cb, S0[s], SX[s], SI[s],
-                      RS[s], *outs)  # (the outputs are not touched by this stage)
+            one = job._replace(Xt=Xt[s], D=D[s], V=V[s], X=X[s], shift=shift[s], ito=ito_p[s])
+            # (the outputs are not touched by this stage)
+            _run_sym3(_SYM_PAIRS, False, one, Cb, (S0[s], SX[s], SI[s], RS[s]), outs)
             _run_sym_reduce3(bands, Cb, S0[s], SX[s], SI[s], threads)
-        _run_sym3(_SYM_COMBINE, False, *sym, _NO_CB, *sums, *outs)
+        _run_sym3(_SYM_COMBINE, False, job, _NO_CB, sums, outs)
 
 
 def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, threads, sums,
@@ -281,14 +265,12 @@ def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, th
     counter = job_counter(P, threads)
     tile_threads = min(threads, P * -(-n // R))
     Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
-    o = outs
     if pl.route.blas:
-        _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, *sums,
-                        _blas_limits(), U)
+        _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, sums, _blas_limits(),
+                        U)
         if pl.route is Route.BLAS_COMBINE:
-            _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, *sums,
-                           o.vel, o.part, o.grad, o.bhat, o.er, o.energy, o.diss, o.G2, o.G2hm,
-                           o.ito, o.dEdD, _blas_limits())
+            _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, sums, outs,
+                           _blas_limits())
         else:
             pool.run(_fused64, (_NO_XT, D, V, X, beta, shift, rowmax, lap, norm, causal,
                                 want_ito, fast, False, R, counter, Uk, *sums, *outs),

@@ -169,7 +169,7 @@ def _plan(route, shift, n, d, H):
     if shift is not None:
         limit = FIXED_SHIFT_LIMIT_F32 if route is Route.ROWS32 else FIXED_SHIFT_LIMIT
         row_max = np.ascontiguousarray(2.0 * shift >= limit)
-    return Plan(route, shift, None, _tile_rows(d), row_max)
+    return Plan(route, shift, None, tile_rows(d), row_max)
 
 
 def plan(X, D, beta, *, single, fast_exp, U, causal, threads, route=None):
@@ -200,7 +200,7 @@ def plan(X, D, beta, *, single, fast_exp, U, causal, threads, route=None):
     return _plan(chosen, shift, n, d, H)
 
 
-def _tile_rows(d):
+def tile_rows(d):
     """Rows per work item of the fused pass: 8 for d ≤ 8, then 8·⌈d/8⌉ (a function of d
     only: the tile partial sums of ∂_D E, hence the results, depend on it)."""
     return 8 * max(1, -(-d // 8))
@@ -211,11 +211,11 @@ def _is_symmetric(D):
     return bool(np.array_equal(D, np.swapaxes(D, -1, -2)))
 
 
-#: From this d on, :func:`_spectral_norm` calls LAPACK with BLAS limited to one thread.
+#: From this d on, :func:`spectral_norm` calls LAPACK with BLAS limited to one thread.
 SPECTRAL_LIMIT_D = 32
 
 
-def _spectral_norm(D, symmetric=None):
+def spectral_norm(D, symmetric=None):
     """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric (closed form for d = 3), else
     the largest singular value. ``symmetric``: :func:`_is_symmetric` (D), if known."""
     P, H, d, _ = D.shape
@@ -241,7 +241,7 @@ def _shift_and_route(n, d, D, beta, single, fast_exp, U, causal, symmetric=None)
     ``symmetric`` is given)."""
     if symmetric is None:
         symmetric = _is_symmetric(D)
-    shift = beta * _spectral_norm(D, symmetric)
+    shift = beta * spectral_norm(D, symmetric)
     return shift, _use_sym(n, d, single, fast_exp, U, causal, D, shift, symmetric)
 
 

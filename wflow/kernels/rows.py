@@ -23,7 +23,7 @@ limit (no row can underflow), else each row's maximum (a first pass over the row
 every row's sums are computed by the same code whatever thread runs its item, every row adds
 its heads in the order h = 0, 1, …, and the sums over rows and tiles run afterwards on the
 calling thread in a fixed order (:func:`~.combine._finish`). The tile height R is a function
-of d only (:func:`~.routing._tile_rows`).
+of d only (:func:`~.routing.tile_rows`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ threads. The shifts c_h = β‖D_h‖₂ come from :func:`_sym3_norms` (closed f
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -97,7 +98,7 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
 _SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
 #: Rows per block of the symmetric pass's combine (a multiple of the vector): the tiles of its
 #: ∂_D E partial sums and the items of its unfused combine stage [tiles of 8 rows
-#: (:func:`_tile_rows`) would make the fused stage write 25 tiles per head at n = 200, each
+#: (:func:`~.routing.tile_rows`) would make the fused stage write 25 tiles per head at n = 200, each
 #: in its own cache line of a 1.8 MB array at P = 10, H = 100]. A constant: the partial sums'
 #: rounding depends on it, never on the thread count or the path batch.
 _SYM_BLOCK_ROWS = 256
@@ -346,10 +347,32 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
         _leave(role, counter)
 
 
-def _run_sym3(stage, table, Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads,
-              Cb, *arrays, own_shift=False):
-    """One job of :func:`_sym3` on the pool, with at most ``threads`` threads; with
-    ``own_shift`` its items write ``shift`` of their heads first (one band only)."""
+class SymJob(NamedTuple):
+    """The inputs of a job of :func:`_sym3` (in its argument order, with the tile rows ``R``
+    and the thread count): page-padded columns Xt (P, 3, nps), D and V (P, H, 3, 3), X
+    (P, n, 3), β, the shifts (P, H), the row bands, the Laplacian heads (H,), the
+    normalisation code, the paths' Itô flags (P,)."""
+
+    Xt: np.ndarray
+    D: np.ndarray
+    V: np.ndarray
+    X: np.ndarray
+    beta: float
+    shift: np.ndarray
+    bands: np.ndarray
+    lap: np.ndarray
+    norm: int
+    ito: np.ndarray
+    R: int
+    threads: int
+
+
+def _run_sym3(stage, table, job, Cb, sums, outs, own_shift=False):
+    """One job of :func:`_sym3` (:class:`SymJob` ``job``, row sums ``sums``, outputs ``outs``)
+    on the pool, with at most ``job.threads`` threads; with ``own_shift`` its items write
+    ``shift`` of their heads first (one band only)."""
+    Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads = job
+    arrays = (*sums, *outs)
     P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
     items = int(_sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R))
     threads = max(1, min(threads, items))
@@ -401,9 +424,10 @@ def _sym_pair_sums(Xt, D, beta, shift, bands, threads, Cb, S0, SX, SI, RS, ito):
     """The pair stage of :func:`_sym3` alone, on ``threads`` threads (row sums S0, SX, SI,
     RS; tests)."""
     e1, e2, e3, e4 = np.empty(0), np.empty((0, 0)), np.empty((0, 0, 0)), np.empty((0,) * 4)
-    _run_sym3(_SYM_PAIRS, False, Xt, D, D, e3, float(beta), shift, bands,
-              np.zeros(D.shape[1], np.bool_), 0, ito, _SYM_BLOCK_ROWS, threads, Cb, S0, SX, SI,
-              RS, e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4)
+    job = SymJob(Xt, D, D, e3, float(beta), shift, bands, np.zeros(D.shape[1], np.bool_), 0,
+                 ito, _SYM_BLOCK_ROWS, threads)
+    _run_sym3(_SYM_PAIRS, False, job, Cb, (S0, SX, SI, RS),
+              (e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ faults at every call (see benchmarks/).
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def _row_sum_arrays(P, H, n, d):
     :data:`_WORKSPACE_SHAPES` shapes (every slot is rewritten by each pass; never returned).
     Fresh arrays of this size cost their page faults at every call, most when calls
     alternate between two shapes (see benchmarks/)."""
-    return _kept("row_sums", (P, H, n, d), lambda: (
+    return _kept("row_sums", (P, H, n, d), lambda: RowSums(
         np.empty((P, H, n)), np.empty((P, H, n, d)), np.empty((P, H, n)), np.empty((P, H, n))))
 
 
@@ -43,3 +44,30 @@ def _kept(name, key, make):
     kept.insert(0, ws)
     del kept[_WORKSPACE_SHAPES:]
     return ws[1]
+
+
+class RowSums(NamedTuple):
+    """The pair sums of every (path, head, row): S0, SI (Itô), RS (the row's shift)
+    (P, H, n) and SX (P, H, n, d)."""
+
+    S0: np.ndarray
+    SX: np.ndarray
+    SI: np.ndarray
+    RS: np.ndarray
+
+
+class Outputs(NamedTuple):
+    """The arrays a pass writes, in the kernels' argument order."""
+
+    vel: np.ndarray  # (P, n, d)
+    part: np.ndarray  # (P, H, n)
+    grad: np.ndarray  # (P, n, d)
+    bhat: np.ndarray  # (P, n)
+    er: np.ndarray  # (5, P, n) row terms of 𝒟, G², G²_hm, E, Itô
+    dEp: np.ndarray  # (P, tiles, H, d, d) partial sums of ∂_D E
+    energy: np.ndarray  # (P,)
+    diss: np.ndarray  # (P,)
+    G2: np.ndarray  # (P,)
+    G2hm: np.ndarray  # (P,)
+    ito: np.ndarray  # (P,)
+    dEdD: np.ndarray  # (P, H, d, d)
