@@ -149,7 +149,7 @@ def estimate(cfg, keep_records=False) -> Estimate:
         # as one batch of 2P paths (AttentionModel.evaluate_pair): twice the buffers
         Pk = 2 * P if ledger and plan.route.symmetric else P
         kernel = F8 * (Pk * H * n * (d + 4) + Pk * n * (3 * d + 7) + Pk * d * (n + 8))
-        if plan.route.blas:  # the BLAS pass keeps Q = β X D_hᵀ (P, H, n, d)
+        if plan.keeps_q:  # Q = β X D_hᵀ (P, H, n, d)
             kernel += F8 * Hn * d
         if plan.band_count > 1:  # symmetric pass: band column sums, one path at a time
             kernel += F8 * H * plan.band_count * 5 * n

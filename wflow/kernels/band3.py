@@ -48,8 +48,8 @@ from wflow.kernels.target import _FM, _HAS_FMA, _NOALIAS, _OPTS, _VQ, _fma
 # ---------------------------------------------------------------------------------------------
 #: Rows per column loop of the symmetric pass (four independent exponentials in flight).
 _SYM_ROWS = 4
-#: The symmetric d = 3 pass runs up to this many tokens (above, a band's column sums, 5·n
-#: floats, leave the last-level cache and the row pass is faster; see benchmarks/).
+#: The symmetric d = 3 pass runs up to this many tokens, while a band's column sums (5·n
+#: floats) stay in the last-level cache; above, the row pass (see benchmarks/).
 SYM_MAX_N = 1 << 20
 
 

@@ -327,7 +327,7 @@ def _round_robin(nb):
 
 
 def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, sums, limits, U=None):
-    r"""The pair pass with BLAS matmuls, the same sums as :func:`_pair_pass`:
+    r"""The pair pass with BLAS matmuls, the same sums as the row pass (:mod:`.rows`):
 
     .. math::
         S0_i = \sum_j u_j e_{ij},\quad SX_i = \sum_j u_j e_{ij} x_j,\quad

@@ -97,7 +97,13 @@ class Plan(NamedTuple):
 
     @property
     def band_count(self):
+        """Row bands of the symmetric pass (0 on the other routes)."""
         return 0 if self.bands is None else self.bands.size - 1
+
+    @property
+    def keeps_q(self):
+        """Whether the pass keeps Q = β X D_hᵀ (P, H, n, d) (the BLAS routes)."""
+        return self.route.blas
 
 
 #: Above this value of 2·β‖D_h‖₂ a fixed shift could underflow whole rows: use row maxima.
