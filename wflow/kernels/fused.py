@@ -41,10 +41,7 @@ from wflow.kernels.routing import (
 from wflow.kernels.rows import _NO_XT, _fused32, _fused64
 from wflow.kernels.sym3 import (
     _NO_CB,
-    _SYM_CHAIN,
-    _SYM_COMBINE,
-    _SYM_FUSED,
-    _SYM_PAIRS,
+    Stage,
     SymJob,
     _run_sym3,
     _run_sym_reduce3,
@@ -240,19 +237,19 @@ def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, su
     nb = bands.size - 1
     job = SymJob(Xt, D, V, X, beta, shift, bands, lap, norm, ito_p, R, threads)
     if pl.route is Route.SYM3:  # items (path, chunk of heads): the same bits
-        _run_sym3(_SYM_FUSED, _HAS_FMA and n <= _SYM_TABLE_N, job, _NO_CB, sums, outs,
+        _run_sym3(Stage.FUSED, _HAS_FMA and n <= _SYM_TABLE_N, job, _NO_CB, sums, outs,
                   own_shift=own_shift)
     elif pl.route is Route.SYM3_CHAIN:  # items (path, head); a path's last head runs its combine
-        _run_sym3(_SYM_CHAIN, False, job, _NO_CB, sums, outs, own_shift=own_shift)
+        _run_sym3(Stage.CHAIN, False, job, _NO_CB, sums, outs, own_shift=own_shift)
     else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
         Cb = _paged_zeros((1, H, nb, 5, nps), _SLOT_SUMS)
         for q in range(P):
             s = slice(q, q + 1)
             one = job._replace(Xt=Xt[s], D=D[s], V=V[s], X=X[s], shift=shift[s], ito=ito_p[s])
             # (the outputs are not touched by this stage)
-            _run_sym3(_SYM_PAIRS, False, one, Cb, (S0[s], SX[s], SI[s], RS[s]), outs)
+            _run_sym3(Stage.PAIRS, False, one, Cb, (S0[s], SX[s], SI[s], RS[s]), outs)
             _run_sym_reduce3(bands, Cb, S0[s], SX[s], SI[s], threads)
-        _run_sym3(_SYM_COMBINE, False, job, _NO_CB, sums, outs)
+        _run_sym3(Stage.COMBINE, False, job, _NO_CB, sums, outs)
 
 
 def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, threads, sums,

@@ -3,11 +3,11 @@ stages and forms.
 
 One job per evaluation. With one row band the items are (path, chunk of at most
 :data:`_SYM_CHUNK` heads) when there are at least as many paths as threads (stage
-``_SYM_FUSED``, route ``sym3``), otherwise (path, head) (``_SYM_CHAIN``, route
+``Stage.FUSED``, route ``sym3``), otherwise (path, head) (``Stage.CHAIN``, route
 ``sym3-chain``: the thread that completes a path's last head runs its combine). With
 several bands (route ``sym3-bands``) each path takes two jobs for the pair sums and their
-band reduction (``_SYM_PAIRS``, :func:`_sym_reduce3`), then one job runs the combine
-(``_SYM_COMBINE``).
+band reduction (``Stage.PAIRS``, :func:`_sym_reduce3`), then one job runs the combine
+(``Stage.COMBINE``).
 
 Every row adds its heads chunk by chunk, each chunk's sum in head order from zero, the
 chunks' sums in chunk order; the ∂_D E partial sums are per block of :data:`_SYM_BLOCK_ROWS`
@@ -18,6 +18,7 @@ threads. The shifts c_h = β‖D_h‖₂ come from :func:`_sym3_norms` (closed f
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import NamedTuple
 
@@ -95,7 +96,16 @@ def _sym_reduce3(role, bands, Cb, S0, SX, SI, counter):
 
 
 #: The stages of :func:`_sym3`.
-_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = 0, 1, 2, 3
+class Stage(enum.IntEnum):
+    """The stages of :func:`_sym3` (module notes); the compiled code sees their codes."""
+
+    FUSED = 0
+    PAIRS = 1
+    COMBINE = 2
+    CHAIN = 3
+
+
+_SYM_FUSED, _SYM_PAIRS, _SYM_COMBINE, _SYM_CHAIN = (int(s) for s in Stage)
 #: Rows per block of the symmetric pass's combine (a multiple of the vector): the tiles of its
 #: ∂_D E partial sums and the items of its unfused combine stage [tiles of 8 rows
 #: (:func:`~.routing.tile_rows`) would make the fused stage write 25 tiles per head at n = 200, each
@@ -163,7 +173,7 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     schedule; the caller's thread, ``role`` of :func:`_enter`, then waits until
     every item is complete and runs the sums of :func:`_finish`):
 
-    * ``_SYM_FUSED`` (one band, at least as many paths as threads): items are (path p, chunk
+    * ``Stage.FUSED`` (one band, at least as many paths as threads): items are (path p, chunk
       of heads, :data:`_SYM_CHUNK`); an item runs head after head the pair sums
       (:func:`_sym_band3`, all rows) and at once the head's combine for all rows
       (:func:`_sym_epilogue3`, into the chunk's accumulators ``Ac[p, chunk]``), while the
@@ -175,16 +185,16 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
       than whole paths: whole paths leave a thread idle for up to one path at the end. With a
       table slot in the scratch ``Gs`` (and an Itô sum wanted) the thread fills path p's
       table of ⟨x_i, x_j⟩² (:func:`_cos2_table`) unless it holds p's already.
-    * ``_SYM_CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
+    * ``Stage.CHAIN`` (one band, fewer paths than threads): items (path p, head h), each the
       head's pair sums; the thread whose item completes path p's last head (an acquire-release
       counter per path, ``counter[_C_PATH + p]``: it sees the other threads' row sums) runs path p's
       combine for all rows, then its per-row outputs and sums: one job. With at least as many
       paths as threads the fused form is faster (the chained combine reads every head's row
       sums back from the cache).
-    * ``_SYM_PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
+    * ``Stage.PAIRS``: items (path p, head h, band b), each its band's pair sums. With one band
       the column sums live in a per-thread buffer (tests only); with several, band b writes
       ``Cb[p, h, b]`` and :func:`_sym_reduce3` adds them afterwards in band order.
-    * ``_SYM_COMBINE`` (after the pairs): items (path, block of R = :data:`_SYM_BLOCK_ROWS`
+    * ``Stage.COMBINE`` (after the pairs): items (path, block of R = :data:`_SYM_BLOCK_ROWS`
       rows), each head by head with :func:`_sym_epilogue3`, then the per-row outputs and
       the sums.
 
@@ -374,6 +384,7 @@ def _run_sym3(stage, table, job, Cb, sums, outs, own_shift=False):
     Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads = job
     arrays = (*sums, *outs)
     P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
+    stage = int(stage)  # (a plain int for the kernels: one compiled type)
     items = int(_sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R))
     threads = max(1, min(threads, items))
     counter = job_counter(P, threads)
@@ -426,7 +437,7 @@ def _sym_pair_sums(Xt, D, beta, shift, bands, threads, Cb, S0, SX, SI, RS, ito):
     e1, e2, e3, e4 = np.empty(0), np.empty((0, 0)), np.empty((0, 0, 0)), np.empty((0,) * 4)
     job = SymJob(Xt, D, D, e3, float(beta), shift, bands, np.zeros(D.shape[1], np.bool_), 0,
                  ito, _SYM_BLOCK_ROWS, threads)
-    _run_sym3(_SYM_PAIRS, False, job, Cb, (S0, SX, SI, RS),
+    _run_sym3(Stage.PAIRS, False, job, Cb, (S0, SX, SI, RS),
               (e3, e3, e3, e2, e3, np.empty((0,) * 5), e1, e1, e1, e1, e1, e4))
 
 
