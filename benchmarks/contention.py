@@ -98,7 +98,7 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
       ``cores + k`` busy threads, plus 20%);
     * three runs started together, against three in a row (goal: no longer);
     * alone with spinning threads (``OMP_WAIT_POLICY=active``: wflow's own worker threads,
-      :mod:`wflow.core._pool`, then spin for good between jobs, as OpenMP's would): the
+      :mod:`wflow.kernels.pool`, then spin for good between jobs, as OpenMP's would): the
       reference for "no slowdown when alone".
 
     The runs alone and alone with spinning threads alternate ``repeats`` times and each keeps

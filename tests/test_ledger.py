@@ -191,7 +191,7 @@ def test_paired_evaluations_same_bits(monkeypatch, over):
     """With the ledger on, the run loop evaluates (X_{k+1}; D_k) and the next step's
     (X_{k+1}; D_{k+1}) as one batch of 2P paths where that is exact (the symmetric d = 3 pass;
     d = 4 takes two calls): every recorded series equals, bit for bit, a run with two calls."""
-    from wflow.core import _kernels as K
+    from wflow import kernels as K
     from wflow.model.attention import AttentionModel
 
     batches = []

@@ -193,7 +193,7 @@ _CACHE_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import probe_mod
-from wflow.core._kernels import _compiled_for_this_cpu
+from wflow.kernels.fused import _compiled_for_this_cpu
 before = _compiled_for_this_cpu(probe_mod.plus_one)
 probe_mod.plus_one(1.0)
 print(int(before), int(_compiled_for_this_cpu(probe_mod.plus_one)))

@@ -1,3 +1,3 @@
-"""Bottom layer: geometry of the sphere (``sphere``), the numba kernels (``_kernels``), the
-worker threads that run them (``_pool``) and their plain NumPy twin (``_reference``). May
-import numpy, numba, scipy and ``wflow.errors`` only; everything else in wflow builds on it."""
+"""Bottom layer: geometry of the sphere (``sphere``) and the grids of the density PDE
+(``circle_fv``, ``sphere_mesh``). May import numpy, scipy and ``wflow.errors`` only;
+everything else in wflow builds on it (the numba kernels are :mod:`wflow.kernels`)."""

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wflow import config as _config
-from wflow.core import _pool, sphere
+from wflow.core import sphere
 from wflow.core.circle_fv import CircleGrid
 from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine import initial
@@ -54,6 +54,7 @@ from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.engine.initial import UNIT_TOL, perturb_tokens, perturb_weights
 from wflow.errors import ConfigError, NumericalError
+from wflow.kernels import spin_us
 from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
@@ -187,7 +188,7 @@ class Simulation:
     def __init__(self, config=None, overrides=(), process=None, explicit=None, tokens=None):
         cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
-        _pool.spin_us()  # a bad WFLOW_SPIN_US is refused before anything is written
+        spin_us()  # a bad WFLOW_SPIN_US is refused before anything is written
         # refuse a run that cannot fit before allocating anything (records go to a recorder
         # here; simulate() checks again with every record kept in memory)
         self.memory = _memory.check(cfg, keep_records=False)
