@@ -143,7 +143,7 @@ def test_paper_balance_terms_match_definitions():
 
 
 def test_w2_geodesic_analytic_cases():
-    from wflow.core import sphere
+    from wflow.geometry import sphere
     from wflow.model.diagnostics import w2_geodesic
 
     rng = np.random.default_rng(3)

@@ -68,8 +68,8 @@ from wflow.config.schema import (
     show,
     typename,
 )
-from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
+from wflow.geometry.circle_fv import LIMITERS
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import INITIAL_WEIGHTS

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wflow.core import sphere
 from wflow.errors import ConfigError
+from wflow.geometry import sphere
 from wflow.model.weights import initial_weights, load_weight_file
 
 __all__ = ["Start", "draw", "perturb_tokens", "perturb_weights", "UNIT_TOL"]

@@ -46,14 +46,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wflow import config as _config
-from wflow.core import sphere
-from wflow.core.circle_fv import CircleGrid
-from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine import initial
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.engine.initial import UNIT_TOL, perturb_tokens, perturb_weights
 from wflow.errors import ConfigError, NumericalError
+from wflow.geometry import sphere
+from wflow.geometry.circle_fv import CircleGrid
+from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.kernels import spin_us
 from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density

@@ -248,7 +248,7 @@ def _as_batch(X, D):
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(D))):
         raise ConfigError("X and D must be finite")
     if np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)) > 1e-8:
-        raise ConfigError("X: every token must lie on the unit sphere (use wflow.core.sphere.normalize)")
+        raise ConfigError("X: every token must lie on the unit sphere (use wflow.geometry.sphere.normalize)")
     if np.max(np.abs(D - D.transpose(0, 2, 1))) > 1e-10 * max(1.0, np.max(np.abs(D))):
         raise ConfigError("D: every D_h must be symmetric (docs/model.md §1); use values= for general V_h")
     return X[None], D[None]

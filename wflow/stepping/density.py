@@ -3,7 +3,7 @@ r"""Time stepping of the density representation [model §5b, §6]: SSP Runge–K
 A density has no retraction: the stage points are plain sums,
 :math:`\rho^{(i)} = \rho + \Delta t\sum_{j<i} a_{ij} K_j`, so a Butcher tableau with
 non-negative coefficients is a convex combination of forward Euler steps (Shu–Osher) and
-keeps :math:`\rho \ge 0` under the Courant condition of :mod:`wflow.core.circle_fv`. The
+keeps :math:`\rho \ge 0` under the Courant condition of :mod:`wflow.geometry.circle_fv`. The
 strong-stability-preserving schemes offered are
 
 * ``euler`` (order 1), ``heun`` (SSP-RK2, the same tableau as the particle solver's Heun),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wflow.core import sphere
+from wflow.geometry import sphere
 from wflow.stepping.registry import STEPPERS, StepContext, Stepper, get_stepper, register_stepper  # noqa: F401
 
 __all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "register_tableau",
@@ -79,7 +79,7 @@ class RungeKutta:
     ----------
     tableau : ButcherTableau
     retraction : callable ``(X, U) -> X'`` mapping a point and an ambient/tangent
-        increment back to the manifold (default: :func:`wflow.core.sphere.retract`).
+        increment back to the manifold (default: :func:`wflow.geometry.sphere.retract`).
     """
 
     series = ()  # no per-step statistics
