@@ -49,7 +49,7 @@ from wflow.kernels.target import _FM, _HAS_FMA, _NOALIAS, _OPTS, _VQ, _fma
 #: Rows per column loop of the symmetric pass (four independent exponentials in flight).
 _SYM_ROWS = 4
 #: The symmetric d = 3 pass runs up to this many tokens, while a band's column sums (5·n
-#: floats) stay in the last-level cache; above, the row pass (see benchmarks/).
+#: floats) stay in the last-level cache; above, the row pass (the ``routes`` suite of benchmarks/).
 SYM_MAX_N = 1 << 20
 
 

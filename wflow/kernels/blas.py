@@ -32,7 +32,7 @@ from wflow.kernels.target import _ALIGNED, _FM, _OPTS
 # ---------------------------------------------------------------------------------------------
 #: Use the BLAS pair pass from this dimension and this number of tokens on: below, the
 #: per-call overhead of the matmuls outweighs their speed and the numba pair pass is faster
-#: (see benchmarks/).
+#: (the ``routes`` suite of benchmarks/ times both sides).
 BLAS_MIN_D = 8
 BLAS_MIN_N = 200
 #: Rows per block of the row-maximum pass (at most; fixed: never depends on the thread count).
