@@ -9,7 +9,9 @@ from wflow.engine.run import Simulation
 from wflow.engine.series import names
 
 SERIES_POINT = names(kind="point", group="core")
-SERIES_CUMULATIVE = names(kind="cumulative")
+# every cumulative series but those of token noise (recorded only when model.diffusion > 0,
+# [model §6b]; tests/test_noise.py)
+SERIES_CUMULATIVE = tuple(k for k in names(kind="cumulative") if k not in names(group="token_noise"))
 
 
 def test_shapes_and_records():

@@ -74,7 +74,7 @@ from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISI
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import INITIAL_WEIGHTS
 from wflow.stepping import density as _density
-from wflow.stepping.registry import STEPPERS
+from wflow.stepping.registry import SDE_ORDERS, STEPPERS
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
@@ -190,6 +190,22 @@ def _representation_rule(cfg):
                   f"must be one of {choices_text(DENSITY_INITS)} {where}")
 
 
+def _diffusion_rule(cfg):
+    """Token noise [model §6b] needs a stepper with a stated SDE order, on particles."""
+    nu = cfg["model"]["diffusion"]
+    if nu == 0:
+        return
+    method = cfg["solver"]["method"]
+    if cfg["solver"]["representation"] == "density":
+        raise bad("model.diffusion", nu, "must be 0 with solver.representation = 'density' "
+                                         "(diffusion of a density is not in this version)")
+    if method not in SDE_ORDERS:
+        raise bad("model.diffusion", nu,
+                  f"must be 0 with solver.method = {method!r}: token noise needs a scheme with "
+                  f"a stated SDE order, {choices_text(tuple(SDE_ORDERS))} (projected "
+                  "Euler–Maruyama)")
+
+
 def _steps_rule(cfg):
     s = cfg["solver"]
     if s["T"] < s["dt"]:
@@ -253,6 +269,9 @@ for _p in [
     Param("model.values", "tied", Choice(VALUES),
           "value matrices: tied V_h = D_h (the gradient flow), identity, minus_identity −I, "
           "gaussian Ξ_h/√d, symmetric_gaussian (Ξ_h + Ξ_hᵀ)/√(2d)"),
+    Param("model.diffusion", 0.0, _NONNEG,
+          "token diffusion ν: Brownian motion on the sphere, generator ν Δ_S [model §6b]",
+          rule=_diffusion_rule),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
           "sequence centre around its class centre, tokens around it); file"),

@@ -58,6 +58,7 @@ class DensityStepper:
     rate at ρ_k and ``ctx.max_dt`` (P,) the CFL step at ρ_k.
     """
 
+    sde_order = None  # diffusion of a density is not in this version [model §6b]
     series = (register_series("cfl_substeps", "density: CFL substeps of the last step", "count"),
               register_series("rho_min", "density: smallest cell average after the last step",
                               "1/radian"))

@@ -70,6 +70,7 @@ class JKO:
     """
 
     order = 1
+    sde_order = None  # a deterministic minimising movement: no token noise [model §6b]
     name = "jko"
     series = JKO_SERIES
 
