@@ -14,9 +14,9 @@ from conftest import small_config
 import wflow
 from wflow import config as wconfig
 from wflow.cli import main
-from wflow.core import sphere
 from wflow.engine.run import Simulation, State
 from wflow.errors import ConfigError
+from wflow.geometry import sphere
 from wflow.model import noise
 from wflow.stepping.registry import StepContext, get_stepper
 
