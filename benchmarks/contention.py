@@ -1,7 +1,7 @@
 r"""The ``contention`` suite: a default-size run alone, beside k CPU-bound neighbour
 processes, and three runs started together against three in a row (speed on shared
 machines; the benchmark behind wflow's threading defaults and its worker pool,
-``wflow.core._pool``). Each run is a fresh process that warms up (compilation, cache),
+``wflow.kernels.pool``). Each run is a fresh process that warms up (compilation, cache),
 says "ready", and is timed from a "go" on its stdin; neighbours are bounded busy loops that
 stop by themselves. Goal: beside k neighbours the run slows by at most 1.2·(1 + k/cores);
 three together take no longer than three in a row; no slowdown alone against spinning
@@ -98,7 +98,7 @@ def contention_bench(T=20.0, ks=(1, 2), overrides=(), neighbour_seconds=None, en
       ``cores + k`` busy threads, plus 20%);
     * three runs started together, against three in a row (goal: no longer);
     * alone with spinning threads (``OMP_WAIT_POLICY=active``: wflow's own worker threads,
-      :mod:`wflow.core._pool`, then spin for good between jobs, as OpenMP's would): the
+      :mod:`wflow.kernels.pool`, then spin for good between jobs, as OpenMP's would): the
       reference for "no slowdown when alone".
 
     The runs alone and alone with spinning threads alternate ``repeats`` times and each keeps

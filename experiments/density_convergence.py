@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from wflow.core.circle_fv import CircleGrid
+from wflow.geometry.circle_fv import CircleGrid
 from wflow.model.attention import AttentionModel
 from wflow.model.density import DensityModel, von_mises_density
 from wflow.stepping.density import DensityStepper

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from wflow.core import circle_fv as fv
-from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine.run import simulate
+from wflow.geometry import circle_fv as fv
+from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.model.density import real_harmonic
 from wflow.stepping.density import DensityStepper
 from wflow.stepping.integrators import StepContext

@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import wflow
-from wflow.core import sphere
 from wflow.engine.run import Simulation
+from wflow.geometry import sphere
 from wflow.model.processes import DrivenOU, brownian_increments
 
 #: the OU parameters of the refinement studies: the configuration records them and

@@ -35,7 +35,7 @@ def _case(rng, P, n, d, H):
 
 def _specs():
     """(name, thunk) per kernel specialisation, the most expensive to compile first."""
-    from wflow.core import _kernels as K
+    from wflow import kernels as K
     from wflow.model.attention import AttentionModel
 
     rng = np.random.default_rng(0)
@@ -83,7 +83,7 @@ def _specs():
 def _lock_dir():
     """One lock directory per kernel source and numba cache location (two clones, or two
     cache directories, never wait for each other)."""
-    from wflow.core import _kernels as K
+    from wflow import kernels as K
 
     key = f"{pathlib.Path(K.__file__).resolve()}|{os.environ.get('NUMBA_CACHE_DIR', '')}"
     tag = hashlib.sha1(key.encode()).hexdigest()[:12]

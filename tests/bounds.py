@@ -23,10 +23,10 @@ derived from the conditioning of each quantity:
   d-term dot product minus a shift, so its absolute error is at most
   :math:`2(d + 2)\,u\,s_{\max}` with :math:`s_{\max} = \beta\max_h\|D_h\|_2`; ``exp`` turns
   an absolute error of its argument into the same *relative* error of its value, and adds
-  its own few ulps (:data:`EXP_ULPS`: the polynomial exponential of ``wflow.core._kernels`` is
+  its own few ulps (:data:`EXP_ULPS`: the polynomial exponential of ``wflow.kernels`` is
   within 4.7e-16 relative, NumPy's SIMD ``exp`` within 4 ulp by its documentation).
 
-:func:`field_bounds` returns, for each output of ``wflow.core._reference.field_reference``,
+:func:`field_bounds` returns, for each output of ``wflow.kernels.reference.field_reference``,
 an absolute bound :math:`\varepsilon\,M` where ε is the relative bound above and M the
 magnitude of the terms, read from the reference's own outputs (partition functions,
 norms of D and V). :data:`SAFETY` covers the small constants the counting above does not
@@ -78,7 +78,7 @@ def field_bounds(X, D, beta, normalization="head", laplacian_heads=(), V=None, c
     ``velocity`` and ``gradient``, per entry for ``partition`` and ``b_hat``, per head
     ``(H, 1, 1)`` for ``dE_dD``, a scalar for the sums.
     """
-    from wflow.core._reference import field_reference
+    from wflow.kernels.reference import field_reference
 
     X = np.asarray(X, float)
     D = np.asarray(D, float)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from wflow.core import sphere
+from wflow.geometry import sphere
 
 BACKENDS = ["numpy", "numba"]
 

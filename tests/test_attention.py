@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.stats import special_ortho_group
 
 import wflow
-from wflow.core import sphere
+from wflow.geometry import sphere
 from wflow.model.attention import laplacian_indices
 from wflow.stepping.integrators import RK4, RungeKutta
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from scipy.special import i0e, i1e
 
-from wflow.core import circle_fv as fv
 from wflow.engine.run import simulate
 from wflow.errors import ConfigError, NumericalError
+from wflow.geometry import circle_fv as fv
 from wflow.model.attention import AttentionModel
 from wflow.model.density import DensityModel, von_mises_density
 from wflow.stepping.density import DensityStepper

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from wflow.cli import main
-from wflow.core import circle_fv as fv
-from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine.run import Simulation, simulate
 from wflow.errors import ConfigError
+from wflow.geometry import circle_fv as fv
+from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.model.attention import AttentionModel
 from wflow.model.density import (
     DensityModel,
@@ -397,6 +397,7 @@ def test_uniform_noise_is_defined_independently_of_the_mesh():
 @pytest.mark.parametrize("over,key", [
     ({"model__diffusion": -0.1}, "model.diffusion"),
     ({"solver__representation": "particles", "init__tokens": "uniform"}, "model.diffusion"),
+    # (particles with Heun: token noise needs a scheme with a stated SDE order, [model §6b])
     ({"solver__representation": "particles", "model__diffusion": 0.0}, "init.tokens"),
     ({"init__tokens": "uniform_mode", "init__mode_m": 1}, "init.mode_m"),
     ({"init__tokens": "uniform_mode", "init__mode": 0}, "init.mode"),
@@ -410,6 +411,14 @@ def test_bad_input_one_line_naming_the_key(over, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as exc:
         simulate(cfg(**over))
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("method", ["euler", "heun", "ssprk3"])
+def test_a_density_diffuses_with_every_ssp_scheme_and_draws_no_token_noise(method):
+    """ν > 0 is the density's flux, not token noise: every SSP scheme validates, and the run
+    has one generator per path (the weight noise), none from the token-noise streams (6, p)."""
+    sim = Simulation(cfg(solver__method=method, solver__paths=2), explicit=())
+    assert sim.n_streams == 2 and sim.model.nu == 0.1
 
 
 def test_cli_exit_2_on_negative_diffusion(tmp_path, capsys):

@@ -130,7 +130,7 @@ def test_registered_solver_converges_at_declared_order(name, sigma):
 
 def test_euler_is_the_reference_update():
     rng = np.random.default_rng(0)
-    X = wflow.core.sphere.uniform(5, 3, rng)
-    V = wflow.core.sphere.project(X, rng.standard_normal((5, 3)))
+    X = wflow.geometry.sphere.uniform(5, 3, rng)
+    V = wflow.geometry.sphere.project(X, rng.standard_normal((5, 3)))
     X1 = RungeKutta(EULER).advance(lambda Y: V, X, 0.01)
-    np.testing.assert_allclose(X1, wflow.core.sphere.normalize(X + 0.01 * V), rtol=0, atol=0)
+    np.testing.assert_allclose(X1, wflow.geometry.sphere.normalize(X + 0.01 * V), rtol=0, atol=0)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import wflow
-from wflow.core import sphere
+from wflow.geometry import sphere
 from wflow.stepping.jko import exp_map_vjp
 
 

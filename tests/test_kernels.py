@@ -1,4 +1,4 @@
-"""The numba kernels (wflow.core._kernels) against the dense NumPy reference (wflow.core._reference)."""
+"""The numba kernels (wflow.kernels) against the dense NumPy reference (wflow.kernels.reference)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,17 @@ import numpy as np
 import pytest
 from bounds import U32, U64, assert_within, field_bounds, relative_bound
 
-from wflow.core import _kernels as K
-from wflow.core._reference import field_reference
+from wflow import kernels as K
+from wflow.kernels import band3, blas, exp, fused, pool, routing, rows, sym3, target, workspace
+from wflow.kernels.reference import field_reference
+
+NORM_CODES = {m.name.lower(): int(m) for m in K.Norm}
+
+
+def sym_route(X, D, beta=1.0, single=False, fast_exp=True, U=None, causal=False):
+    """Whether the plan of (X; D) takes the symmetric d = 3 pass."""
+    return K.plan(X, np.ascontiguousarray(D), beta, single=single, fast_exp=fast_exp, U=U,
+                  causal=causal, threads=1).route.symmetric
 
 NAMES = K.FieldPass._fields
 assert NAMES == ("velocity", "partition", "gradient", "b_hat", "energy", "dissipation", "G2",
@@ -82,7 +91,7 @@ def check_agree(a, b, X, D, V, beta, code, lap, causal, tied, u=U64, refs=None):
     within twice the conditioning bound (both sides round); ``u`` is the coarser round-off.
     ``refs``: :func:`reference` of the same case and ``u``, if already computed (its bounds)."""
     if refs is None:
-        norm = {c: k for k, c in K.NORM_CODES.items()}[code]
+        norm = {c: k for k, c in NORM_CODES.items()}[code]
         refs = reference(X, D, V, beta, norm, lap, causal, tied, u)
     for name, x, y in zip(NAMES, a, b):
         assert x.dtype == np.float64
@@ -97,7 +106,7 @@ def check_all_variants(X, D, V, beta, lap):
     """fused_pass vs the reference, within the conditioning bounds, for every normalisation,
     tied/untied values, with and without the causal mask, with the polynomial and the libm
     exponential."""
-    for norm, code in K.NORM_CODES.items():
+    for norm, code in NORM_CODES.items():
         for tied in (True, False):
             plain = None
             for causal in (False, True):
@@ -130,10 +139,10 @@ def test_fused_pass_matches_reference(d, H, beta):
                                      pytest.param(64, 0.1, marks=pytest.mark.slow),
                                      pytest.param(64, 25.0, marks=pytest.mark.slow)])
 def test_blas_pass_matches_reference(d, beta):
-    """Large d (the BLAS pair pass, row blocks of K._BLAS_ROWS: n spans three blocks)."""
+    """Large d (the BLAS pair pass, row blocks of blas._BLAS_ROWS: n spans three blocks)."""
     rng = np.random.default_rng(7000 + d + int(beta))
-    P, n, H = 2, max(K.BLAS_MIN_N, 2 * K._BLAS_ROWS) + 22, 3
-    assert K._use_blas(n, d, False, True)
+    P, n, H = 2, max(blas.BLAS_MIN_N, 2 * blas._BLAS_ROWS) + 22, 3
+    assert K.plan_shapes(n, d, 1).route.blas
     X, D, V = make_case(rng, P, n, d, H, norm2=2.0 if beta > 10 else None)
     lap = np.array([True, False, True])
     check_all_variants(X, D, V, beta, lap)
@@ -143,15 +152,13 @@ def test_blas_pass_matches_numba_pass(monkeypatch):
     """The BLAS pair pass and the numba pair pass agree (d = 16, row-max shifts too)."""
     rng = np.random.default_rng(17)
     X, D, V = make_case(rng, 2, 300, 16, 3)
-    assert K._use_blas(300, 16, False, True)
+    assert K.plan_shapes(300, 16, 1).route.blas
     lap = np.array([False, True, False])
-    for limit in (K.FIXED_SHIFT_LIMIT, 0.0):
-        monkeypatch.setattr(K, "FIXED_SHIFT_LIMIT", limit)
+    for limit in (routing.FIXED_SHIFT_LIMIT, 0.0):
+        monkeypatch.setattr(routing, "FIXED_SHIFT_LIMIT", limit)
         for causal in (False, True):
             a = K.fused_pass(X, D, V, 2.0, 1, lap, causal, False)
-            monkeypatch.setattr(K, "BLAS_MIN_D", 10**9)
-            b = K.fused_pass(X, D, V, 2.0, 1, lap, causal, False)
-            monkeypatch.setattr(K, "BLAS_MIN_D", 16)
+            b = K.fused_pass(X, D, V, 2.0, 1, lap, causal, False, route="rows")
             check_agree(a, b, X, D, V, 2.0, 1, lap, causal, False)
 
 
@@ -237,7 +244,7 @@ def test_fixed_and_row_max_shift_agree(monkeypatch):
     X, D, V = make_case(rng, 2, 29, 3, 3)
     lap = np.array([False, False, True])
     a = K.fused_pass(X, D, V, 2.0, 1, lap, False, False)
-    monkeypatch.setattr(K, "FIXED_SHIFT_LIMIT", 0.0)  # force the per-row maximum
+    monkeypatch.setattr(routing, "FIXED_SHIFT_LIMIT", 0.0)  # force the per-row maximum
     b = K.fused_pass(X, D, V, 2.0, 1, lap, False, False)
     check_agree(a, b, X, D, V, 2.0, 1, lap, False, False)
 
@@ -296,7 +303,7 @@ def test_paper_regime_threads_and_batches_identical():
 _BLAS_CHILD = """
 import sys
 import numpy as np
-from wflow.core import _kernels as K
+from wflow import kernels as K
 z = np.load(sys.argv[1])
 out = K.fused_pass(z["X"], z["D"], z["V"], 1.0, 1, z["lap"], False, False)
 np.savez(sys.argv[2], *out)
@@ -308,7 +315,7 @@ def test_blas_thread_count_determinism(tmp_path):
     OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = 1, and in-process threadpoolctl limits)."""
     rng = np.random.default_rng(19)
     X, D, V = make_case(rng, 2, 300, 48, 3)
-    assert K._use_blas(300, 48, False, True)
+    assert K.plan_shapes(300, 48, 1).route.blas
     lap = np.array([False, True, False])
     np.savez(tmp_path / "in.npz", X=X, D=D, V=V, lap=lap)
     out = K.fused_pass(X, D, V, 1.0, 1, lap, False, False)
@@ -462,17 +469,17 @@ def test_spectral_norm_runs_lapack_on_one_blas_thread(monkeypatch):
 
     monkeypatch.setattr(np.linalg, "eigvalsh", spy)
     rng = np.random.default_rng(97)
-    for d in (K.SPECTRAL_LIMIT_D, 64):
+    for d in (routing.SPECTRAL_LIMIT_D, 64):
         A = rng.normal(size=(1, 2, d, d))
         D = A + np.swapaxes(A, -1, -2)
-        np.testing.assert_array_equal(K._spectral_norm(D), np.abs(eig(D)).max(axis=-1))
+        np.testing.assert_array_equal(routing.spectral_norm(D), np.abs(eig(D)).max(axis=-1))
     assert seen == [1, 1]
 
 
 def test_tile_partition_is_fixed():
     """The work items depend on d only (never on the thread count or the path batch)."""
-    assert K._tile_rows(3) == 8 and K._tile_rows(8) == 8 and K._tile_rows(9) == 16
-    assert K._tile_rows(64) == 64
+    assert routing.tile_rows(3) == 8 and routing.tile_rows(8) == 8 and routing.tile_rows(9) == 16
+    assert routing.tile_rows(64) == 64
 
 
 def test_pad_granularity(monkeypatch):
@@ -483,19 +490,19 @@ def test_pad_granularity(monkeypatch):
 
     monkeypatch.setattr(config, "CPU_NAME", "generic")
     monkeypatch.setattr(config, "CPU_FEATURES", None)
-    assert K._pad_granularity() == 16
+    assert target._pad_granularity() == 16
     monkeypatch.setattr(config, "CPU_NAME", "skylake-avx512")
-    assert K._pad_granularity() == 32
+    assert target._pad_granularity() == 32
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-avx512f")
-    assert K._pad_granularity() == 32
+    assert target._pad_granularity() == 32
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,+avx512f")
-    assert K._pad_granularity() == 32
+    assert target._pad_granularity() == 32
     monkeypatch.setattr(config, "CPU_FEATURES", "+sse4.2,-avx,-avx2,-avx512f")
-    assert K._pad_granularity() == 16
+    assert target._pad_granularity() == 16
     # whole tokens: "-avx2vnni" (a host with AVX2 but not AVX-VNNI) is not "-avx2"
     monkeypatch.setattr(config, "CPU_FEATURES", "+avx2,-avx2vnni,-avx512f")
-    assert K._pad_granularity() == 32
-    assert K._VW in (16, 32) and K._VW32 == 2 * K._VW and K._CH % K._VW32 == 0
+    assert target._pad_granularity() == 32
+    assert target._VW in (16, 32) and target._VW32 == 2 * target._VW and rows._CH % target._VW32 == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,47 +536,44 @@ def test_weighted_pass_matches_reference(d):
     causal mask, both exponentials; d = 16 with n ≥ 256 runs the BLAS pair pass."""
     rng = np.random.default_rng(40 + d)
     P, H = 2, 3
-    n = K.BLAS_MIN_N + 9 if d == 16 else 29
+    n = blas.BLAS_MIN_N + 9 if d == 16 else 29
     X, D, V = make_case(rng, P, n, d, H)
     W = masses(rng, P, n)
     lap = np.array([False, True, False])
-    assert K._use_blas(n, d, False, True) == (d == 16)
-    combos = [(norm, tied, causal) for norm in K.NORM_CODES for tied in (True, False)
+    assert K.plan_shapes(n, d, 1).route.blas == (d == 16)
+    combos = [(norm, tied, causal) for norm in NORM_CODES for tied in (True, False)
               for causal in (False, True)]
     if d == 16:  # the dense reference is the cost: each option once
         combos = [("head", True, False), ("joint", False, True), ("none", False, False)]
     for norm, tied, causal in combos:
         refs = weighted_reference(X, D, V, 1.5, norm, lap, causal, tied, W)
         for fast in ((True, False) if d != 16 else (True,)):
-            out = K.fused_pass(X, D, V, 1.5, K.NORM_CODES[norm], lap, causal, tied,
+            out = K.fused_pass(X, D, V, 1.5, NORM_CODES[norm], lap, causal, tied,
                                fast_exp=fast, weights=W)
             check(out, refs, causal)
 
 
-def test_blas_combine_matches_compiled_combine(monkeypatch):
+def test_blas_combine_matches_compiled_combine():
     """From d = BLAS_EPILOGUE_MIN_D the combine after the BLAS pair pass runs as matmuls per
     row block; on the same pair sums it agrees with the compiled per-row combine within twice
     the conditioning bound (each normalisation, tied and untied values, a Laplacian head, the
     causal mask), and with point masses it equals the weighted reference."""
     rng = np.random.default_rng(33)
-    d = K.BLAS_EPILOGUE_MIN_D
-    P, n, H = 2, K.BLAS_MIN_N + 57, 3
+    d = blas.BLAS_EPILOGUE_MIN_D
+    P, n, H = 2, blas.BLAS_MIN_N + 57, 3
     X, D, V = make_case(rng, P, n, d, H)
     W = masses(rng, P, n)
     lap = np.array([True, False, False])
-    calls = []
-    orig = K._epilogue_blas
-    monkeypatch.setattr(K, "_epilogue_blas", lambda *a: (calls.append(1), orig(*a))[1])
+    # the matmul combine is the route from d = BLAS_EPILOGUE_MIN_D on, masses or not
+    assert K.plan_shapes(n, d, H, P).route is K.Route.BLAS_COMBINE
+    assert K.plan_shapes(n, d, H, P, weighted=True).route is K.Route.BLAS_COMBINE
+    assert K.plan_shapes(n, d // 2, H, P).route is K.Route.BLAS
     for code, tied, causal in [(0, True, False), (1, False, True), (2, False, False)]:
         a = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied)
-        monkeypatch.setattr(K, "BLAS_EPILOGUE_MIN_D", 10**9)
-        b = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied)
-        monkeypatch.setattr(K, "BLAS_EPILOGUE_MIN_D", d)
+        b = K.fused_pass(X, D, V, 1.0, code, lap, causal, tied, route="blas")
         check_agree(a, b, X, D, V, 1.0, code, lap, causal, tied)
-    assert len(calls) == 3  # the matmul combine ran (and only for d ≥ BLAS_EPILOGUE_MIN_D)
     refs = weighted_reference(X, D, V, 1.0, "joint", lap, False, False, W)
     check(K.fused_pass(X, D, V, 1.0, 1, lap, False, False, weights=W), refs, False)
-    assert len(calls) == 4
 
 
 @pytest.mark.parametrize("d", [2, 3, 16])
@@ -578,7 +582,7 @@ def test_integer_weights_equal_repeated_particles(d):
     in which x_j is repeated k_j times: the velocity at every copy, and every sum (E, 𝒟, G²,
     G²_hm, ∂_D E, Itô) — within the conditioning bound of the longer (repeated) sum."""
     rng = np.random.default_rng(50 + d)
-    n, H = (K.BLAS_MIN_N + 3 if d == 16 else 31), 2
+    n, H = (blas.BLAS_MIN_N + 3 if d == 16 else 31), 2
     X, D, V = make_case(rng, 1, n, d, H)
     k = rng.integers(1, 4, size=n)
     Xr = np.repeat(X, k, axis=1)
@@ -586,7 +590,7 @@ def test_integer_weights_equal_repeated_particles(d):
     for code in (0, 1, 2):
         a = K.fused_pass(X, D, V, 1.0, code, lap, False, False, weights=(k / k.sum())[None])
         b = K.fused_pass(Xr, D, V, 1.0, code, lap, False, False)
-        norm = {c: s for s, c in K.NORM_CODES.items()}[code]
+        norm = {c: s for s, c in NORM_CODES.items()}[code]
         bound = field_bounds(Xr[0], D[0], 1.0, norm, (0,), V[0])
         for name in NAMES:
             x, y = getattr(a, name)[0], getattr(b, name)[0]
@@ -629,7 +633,7 @@ def test_paper_regime_mixed_shifts_and_workspace():
     X, D, V = make_case(rng, P, n, d, H, norm2=2.0)
     D[:, ::3] *= 200.0  # ‖D_h‖₂ = 400: the row-max shift for every third head
     beta = 1.0
-    assert np.any(2 * beta * K._spectral_norm(D) >= K.FIXED_SHIFT_LIMIT)
+    assert np.any(2 * beta * routing.spectral_norm(D) >= routing.FIXED_SHIFT_LIMIT)
     lap = np.zeros(H, dtype=bool)
     lap[1::5] = True
     old = numba.get_num_threads()
@@ -658,10 +662,10 @@ def test_exp2_shifted_accuracy():
     [−1021, 1023] (polynomial 6.7e-16, the 2^k scaling exact); e^x through y = x·log₂e within
     |x|·2^-52 + 1e-15 (the rounding of y, the conditioning of any base change)."""
     y = np.concatenate([np.linspace(-1021.0, 1023.0, 4001), [-0.5, 0.5, 0.0, -1e-300, 1e-300]])
-    a = np.array([K._exp2_shifted(v) for v in y])
+    a = np.array([exp._exp2_shifted(v) for v in y])
     assert np.max(np.abs(a / np.exp2(y) - 1)) < 1e-15
     x = np.linspace(-700.0, 0.0, 3001)
-    b = np.array([K._exp2_shifted(v * K._LOG2E) for v in x])
+    b = np.array([exp._exp2_shifted(v * exp._LOG2E) for v in x])
     assert np.all(np.abs(b / np.exp(x) - 1) <= np.abs(x) * 2.0**-52 + 1e-15)
 
 
@@ -669,18 +673,18 @@ def test_exp_shifted_is_exp_fast_in_range():
     """The unclamped exponential of the fixed-shift loops equals the clamped one bit for bit
     on [−708, 709] (where the clamp is inactive and k + 1023 fits the exponent field)."""
     x = np.concatenate([np.linspace(-708.0, 709.0, 4001), [-700.0, -1e-300, 0.0, 1e-300]])
-    a = np.array([K._exp_shifted(v) for v in x])
+    a = np.array([exp._exp_shifted(v) for v in x])
     np.testing.assert_array_equal(a, K.fast_exp_array(x))
     assert np.max(np.abs(a / np.exp(x) - 1)) < 1e-14
 
 # ---------------------------------------------------------------------------------------------
-# The tiled BLAS pair pass (tiles of K._blas_tile_size(n); symmetric tiles in rounds)
+# The tiled BLAS pair pass (tiles of blas._blas_tile_size(n); symmetric tiles in rounds)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("nb", range(1, 13))
 def test_round_robin_pairs_each_block_pair_once(nb):
     """The rounds of the symmetric tiles: every pair I < J exactly once, no block twice in one
     round (the items of a round write disjoint rows), at most nb − 1 + nb % 2 rounds."""
-    rounds = K._round_robin(nb)
+    rounds = blas._round_robin(nb)
     pairs = [pr for rnd in rounds for pr in rnd]
     assert sorted(pairs) == [(i, j) for i in range(nb) for j in range(i + 1, nb)]
     for rnd in rounds:
@@ -717,13 +721,13 @@ def test_blas_tiles_pair_sums(monkeypatch, symmetric):
     tiles of 64 with n = 300 (four full tiles and a ragged one of 44, an odd number of
     blocks: rounds with a bye), symmetric D (symmetric tiles) and not (row blocks), causal
     on and off, masses on and off, both exponentials."""
-    monkeypatch.setattr(K, "_BLAS_TILE", (64, 64))
+    monkeypatch.setattr(blas, "_BLAS_TILE", (64, 64))
     rng = np.random.default_rng(70 + symmetric)
     P, n, d, H, beta = 2, 300, 16, 3, 1.5
     X = sphere(rng, (P, n, d))
     D = sym(rng, (P, H, d, d)) if symmetric else rng.normal(size=(P, H, d, d))
     D /= np.sqrt(d)
-    shift = beta * K._spectral_norm(D)
+    shift = beta * routing.spectral_norm(D)
     rowmax = np.zeros((P, H), dtype=bool)
     U = np.zeros((P, n + 20))
     U[:, :n] = n * masses(rng, P, n)
@@ -733,8 +737,8 @@ def test_blas_tiles_pair_sums(monkeypatch, symmetric):
             for fast in (True, False):
                 out = [np.full((P, H, n), np.nan), np.full((P, H, n, d), np.nan),
                        np.full((P, H, n), np.nan), np.full((P, H, n), np.nan)]
-                K._pair_pass_blas(X, D, beta, shift, rowmax, causal, True, fast, *out,
-                                  K._blas_limits(), u)
+                blas._pair_pass_blas(X, D, beta, shift, rowmax, causal, True, fast, out,
+                                  blas._blas_limits(), u)
                 for name, a, r, b in zip(("S0", "SX", "SI"), out, ref, bound):
                     err = np.abs(a - r)
                     assert np.all(err <= b), (name, causal, u is None, fast,
@@ -747,16 +751,16 @@ def test_blas_tiles_match_reference(monkeypatch):
     """fused_pass through the tiled pass (tiles of 64, n = 300: a ragged last tile) equals the
     NumPy reference within the conditioning bounds: causal on and off, masses on and off,
     and a head with the row-maximum shift (the path then takes the row-block form)."""
-    monkeypatch.setattr(K, "_BLAS_TILE", (64, 64))
+    monkeypatch.setattr(blas, "_BLAS_TILE", (64, 64))
     rng = np.random.default_rng(80)
     P, n, d, H, beta = 2, 300, 16, 3, 1.0
-    assert K._use_blas(n, d, False, True) and K._blas_tile_size(n) == 64
+    assert K.plan_shapes(n, d, 1).route.blas and blas._blas_tile_size(n) == 64
     X, D, V = make_case(rng, P, n, d, H, norm2=2.0)
     D[:, 0] *= 3.0  # head 0: shift 6, the others 2
     lap = np.array([False, True, False])
     W = masses(rng, P, n)
-    for limit in (K.FIXED_SHIFT_LIMIT, 8.0):  # 8: head 0 takes the row maximum
-        monkeypatch.setattr(K, "FIXED_SHIFT_LIMIT", limit)
+    for limit in (routing.FIXED_SHIFT_LIMIT, 8.0):  # 8: head 0 takes the row maximum
+        monkeypatch.setattr(routing, "FIXED_SHIFT_LIMIT", limit)
         for causal in (False, True):
             for tied, w in ((True, None), (False, W)):
                 if w is None:
@@ -795,7 +799,7 @@ def test_sym_bands_cover_rows_with_equal_work(n, H):
     """The row bands of the symmetric d = 3 pass: they partition 0..n in order, start at
     multiples of 4 (the row groups), number max(1, min(⌈32/H⌉, ⌊n/512⌋)), and carry about
     equal triangle work Σ_{i in band} (n − i) (within the rounding of 4 rows per edge)."""
-    e = K._sym_bands(n, H)
+    e = band3._sym_bands(n, H)
     nb = max(1, min(-(-32 // H), n // 512))
     assert e[0] == 0 and e[-1] == n and e.size == nb + 1
     assert np.all(np.diff(e) > 0) and np.all(e[:-1] % 4 == 0)
@@ -807,17 +811,17 @@ def _sym_sums(X, D, beta, bands):
     """The pair sums S0, SX, SI of the symmetric pass with the given bands."""
     P, n, d = X.shape
     H = D.shape[1]
-    shift = beta * K._spectral_norm(D)
+    shift = beta * routing.spectral_norm(D)
     out = [np.full((P, H, n), np.nan), np.full((P, H, n, d), np.nan),
            np.full((P, H, n), np.nan), np.full((P, H, n), np.nan)]
-    Xt = np.zeros((P, d, -(-n // K._VW) * K._VW))
+    Xt = np.zeros((P, d, -(-n // target._VW) * target._VW))
     Xt[:, :, :n] = X.transpose(0, 2, 1)
     nb = bands.size - 1
-    Cb = np.full((P, H, nb, 5, -(-n // K._VQ) * K._VQ), np.nan)  # every used slot is zeroed
-    K._sym_pair_sums(Xt, D, beta, shift, bands, numba.get_num_threads(), Cb, *out,
+    Cb = np.full((P, H, nb, 5, -(-n // target._VQ) * target._VQ), np.nan)  # every used slot is zeroed
+    sym3._sym_pair_sums(Xt, D, beta, shift, bands, numba.get_num_threads(), Cb, *out,
                      np.ones(P, dtype=bool))
     if nb > 1:
-        K._run_sym_reduce3(bands, Cb, out[0], out[1], out[2], numba.get_num_threads())
+        sym3._run_sym_reduce3(bands, Cb, out[0], out[1], out[2], numba.get_num_threads())
     np.testing.assert_array_equal(out[3], np.broadcast_to(shift[..., None], (P, H, n)))
     return out[:3], shift
 
@@ -856,13 +860,13 @@ def test_sym_flat_weights_table(monkeypatch, vq):
     1 after. The loop multiplies by the table only in first and last vectors (last: when n
     is not a multiple of vq) and in short groups: everywhere else the table holds ones. Both
     vector widths, whatever this machine compiles."""
-    monkeypatch.setattr(K, "_VQ", vq)
-    monkeypatch.setattr(K, "_SYM_FLAT_W", 16 * vq * vq)
+    monkeypatch.setattr(band3, "_VQ", vq)
+    monkeypatch.setattr(band3, "_SYM_FLAT_W", 16 * vq * vq)
     for n, i_lo, i_hi in ((vq, 0, vq), (200, 0, 200), (203, 0, 203), (13, 0, 13),
                           (203, 96, 150), (64, 8, 61)):
         npq = -(-n // vq) * vq
         Wf = np.full(16 * vq * vq, np.nan)
-        K._sym_flat_weights.py_func(Wf, n)
+        band3._sym_flat_weights.py_func(Wf, n)
         for i in range(i_lo, i_hi, 4):
             jb = (i // vq) * vq
             v = min(4, i_hi - i) % 4
@@ -879,7 +883,7 @@ def test_sym_flat_weights_table(monkeypatch, vq):
 
 
 def _tree_sum(v):
-    """A vector's lanes added as :func:`wflow.core._simd` promises: halves, then halves."""
+    """A vector's lanes added as :func:`wflow.kernels.simd` promises: halves, then halves."""
     v = np.asarray(v, dtype=np.float64)
     while v.size > 1:
         v = v[:v.size // 2] + v[v.size // 2:]
@@ -894,9 +898,9 @@ def test_simd_hsums_is_hsum_per_vector(lanes):
     spread over 30 binades, so that any other order rounds differently somewhere."""
     from numba import njit
 
-    from wflow.core._simd import vector_ops
+    from wflow.kernels.simd import vector_ops
 
-    V = vector_ops(lanes, K._ROUND_MAGIC, (1.0,))
+    V = vector_ops(lanes, exp._ROUND_MAGIC, (1.0,))
     load, hsum, hsums = V.load, V.hsum, V.hsums
 
     @njit
@@ -929,9 +933,9 @@ def test_simd_load3_and_rounded_ops(lanes):
     to have the scalar loop's bits)."""
     from numba import njit
 
-    from wflow.core._simd import vector_ops
+    from wflow.kernels.simd import vector_ops
 
-    V = vector_ops(lanes, K._ROUND_MAGIC, (1.0,))
+    V = vector_ops(lanes, exp._ROUND_MAGIC, (1.0,))
     load3, store, mul, add, sub, div = (V.load3, V.store, V.mul_rounded, V.add_rounded,
                                         V.sub, V.div)
 
@@ -964,14 +968,14 @@ def test_sym_flat_rows_layout_and_bits(n, i_lo, i_hi):
     NumPy layout bit for bit, and nothing past the last group is written. The step count is
     every group's vectors from _VQ⌊i/_VQ⌋ to n_pad."""
     rng = np.random.default_rng(2 + n + i_lo)
-    npq = -(-n // K._VQ) * K._VQ
-    X = np.zeros((3, K._sym_stride(npq)))
+    npq = -(-n // target._VQ) * target._VQ
+    X = np.zeros((3, band3._sym_stride(npq)))
     X[:, :n] = rng.normal(size=(3, n))
     Dh = rng.normal(size=(3, 3))
     Dh = Dh + Dh.T
     ng = (i_hi - i_lo + 3) // 4
     Q = np.full(24 * ng + 8, np.nan)
-    steps = K._sym_flat_rows(X[0], X[1], X[2], Dh, 1.7, i_lo, i_hi, npq, Q)
+    steps = band3._sym_flat_rows(X[0], X[1], X[2], Dh, 1.7, i_lo, i_hi, npq, Q)
     ref = np.full_like(Q, np.nan)
     for k in range(4 * ng):
         y = X[:, min(i_lo + k, i_hi - 1)]
@@ -979,7 +983,7 @@ def test_sym_flat_rows_layout_and_bits(n, i_lo, i_hi):
         ref[a:a + 3] = 1.7 * ((Dh[:, 0] * y[0] + Dh[:, 1] * y[1]) + Dh[:, 2] * y[2])
         ref[a + 12:a + 15] = y
     np.testing.assert_array_equal(Q, ref)
-    assert steps == sum((npq - ((i_lo + 4 * g) // K._VQ) * K._VQ) // K._VQ for g in range(ng))
+    assert steps == sum((npq - ((i_lo + 4 * g) // target._VQ) * target._VQ) // target._VQ for g in range(ng))
 
 
 def _band_reference(X, D, beta, c, i_lo, i_hi):
@@ -1012,21 +1016,21 @@ def test_sym_band_against_numpy_and_same_bits():
     without the Itô sums (``ito`` = 0)."""
     from numba import njit
 
-    plain = njit(error_model="numpy", boundscheck=False)(K._sym_band3.py_func)
+    plain = njit(error_model="numpy", boundscheck=False)(band3._sym_band3.py_func)
     rng = np.random.default_rng(29)
     for n, i_lo, i_hi in ((200, 0, 200), (203, 0, 203), (203, 96, 150), (61, 8, 61)):
         X, D, _ = make_case(rng, 1, n, 3, 2)
-        Xt = K._columns(X, K._VW)
-        npq = -(-n // K._VQ) * K._VQ
-        shift = K._spectral_norm(D)
+        Xt = fused._columns(X, target._VW)
+        npq = -(-n // target._VQ) * target._VQ
+        shift = routing.spectral_norm(D)
         G = np.full((n, npq), np.nan)
-        K._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
+        band3._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
         outs = {}
-        for name, f, ito in [("loop", K._sym_band3, 1), ("plain", plain, 1),
-                             ("no ito", K._sym_band3, 0)] + (
-                [("table", K._sym_band3, 2)] if K._HAS_FMA else []):
-            W = np.full(K._sym_flat_room(n), np.nan)
-            K._sym_flat_weights(W, n)
+        for name, f, ito in [("loop", band3._sym_band3, 1), ("plain", plain, 1),
+                             ("no ito", band3._sym_band3, 0)] + (
+                [("table", band3._sym_band3, 2)] if target._HAS_FMA else []):
+            W = np.full(band3._sym_flat_room(n), np.nan)
+            band3._sym_flat_weights(W, n)
             C = np.zeros((5, npq))
             Rp = np.full((npq + 4, 4), np.nan)
             o = [np.zeros((2, n)), np.zeros((2, n, 3)), np.zeros((2, n)), np.zeros((2, n))]
@@ -1073,17 +1077,15 @@ def test_sym_pass_matches_row_pass_and_reference(monkeypatch):
     values and Laplacian heads (n = 1031, H = 2: two bands)."""
     rng = np.random.default_rng(91)
     X, D, V = make_case(rng, 2, 1031, 3, 2)
-    assert K._use_sym(1031, 3, False, True, None, False, D, K._spectral_norm(D))
-    assert K._sym_bands(1031, 2).size == 3
+    assert sym_route(X, D)
+    assert band3._sym_bands(1031, 2).size == 3
     lap = np.array([False, True])
-    for norm, code in K.NORM_CODES.items():
+    for norm, code in NORM_CODES.items():
         for tied in (True, False):
             a = K.fused_pass(X, D, V, 1.5, code, lap, False, tied)
             refs = reference(X, D, V, 1.5, norm, lap, False, tied)  # n = 1031: ≈ 0.5 s
             check(a, refs, False)
-            monkeypatch.setattr(K, "_SYM_ENABLED", False)
-            b = K.fused_pass(X, D, V, 1.5, code, lap, False, tied)
-            monkeypatch.setattr(K, "_SYM_ENABLED", True)
+            b = K.fused_pass(X, D, V, 1.5, code, lap, False, tied, route="rows")
             check_agree(a, b, X, D, V, 1.5, code, lap, False, tied, refs=refs)
 
 
@@ -1094,7 +1096,7 @@ def test_sym_pass_dE_dD_symmetric(P, n):
     chained (P = 1) and multi-band (n = 1031) forms, and within the conditioning bound of the
     reference (which sums all nine entries). n = 605 and 1031: several blocks of
     ``_SYM_BLOCK_ROWS`` rows, the last one short and ending inside a vector."""
-    assert n <= 256 or n % K._SYM_BLOCK_ROWS % 8 != 0
+    assert n <= 256 or n % sym3._SYM_BLOCK_ROWS % 8 != 0
     rng = np.random.default_rng(17 + P + n)
     X, D, V = make_case(rng, P, n, 3, 3)
     lap = np.zeros(3, dtype=bool)
@@ -1112,27 +1114,23 @@ def test_sym_head_chunks(H):
     at most one, covering every head once); with several chunks (H = 17: 9 + 8, H = 37:
     12 + 12 + 13) the fused form (P ≥ threads) still equals the NumPy reference within the
     conditioning bounds, and the row pass within twice them."""
-    nc = K._sym_chunks(H)
-    assert nc == -(-H // K._SYM_CHUNK)
-    starts = [K._sym_chunk_start(H, nc, c) for c in range(nc + 1)]
+    nc = sym3._sym_chunks(H)
+    assert nc == -(-H // sym3._SYM_CHUNK)
+    starts = [sym3._sym_chunk_start(H, nc, c) for c in range(nc + 1)]
     assert starts[0] == 0 and starts[-1] == H
     sizes = np.diff(starts)
-    assert sizes.max() <= K._SYM_CHUNK and sizes.max() - sizes.min() <= 1
+    assert sizes.max() <= sym3._SYM_CHUNK and sizes.max() - sizes.min() <= 1
     rng = np.random.default_rng(97 + H)
     X, D, V = make_case(rng, 2, 40, 3, H)
     lap = np.arange(H) % 3 == 0
     old = numba.get_num_threads()
     try:
         numba.set_num_threads(1)  # P = 2 ≥ threads: the fused form, items (path, chunk)
-        for norm, code in K.NORM_CODES.items():
+        for norm, code in NORM_CODES.items():
             a = poisoned(K.fused_pass, X, D, V, 1.5, code, lap, False, True)
             refs = reference(X, D, V, 1.5, norm, lap, False, True)
             check(a, refs, False)
-            K._SYM_ENABLED = False
-            try:
-                b = K.fused_pass(X, D, V, 1.5, code, lap, False, True)
-            finally:
-                K._SYM_ENABLED = True
+            b = K.fused_pass(X, D, V, 1.5, code, lap, False, True, route="rows")
             check_agree(a, b, X, D, V, 1.5, code, lap, False, True, refs=refs)
     finally:
         numba.set_num_threads(old)
@@ -1146,10 +1144,10 @@ def test_sym_shift_in_the_items_same_bits(monkeypatch):
     2β‖D‖_F reaches the limit though 2β‖D‖₂ does not (D = a·I: ‖D‖_F = √3 a), and then the
     pass still applies with the shifts computed first."""
     rng = np.random.default_rng(98)
-    lim = K.FIXED_SHIFT_LIMIT
+    lim = routing.FIXED_SHIFT_LIMIT
     old = numba.get_num_threads()
     nt2 = min(2, numba.config.NUMBA_NUM_THREADS)
-    real = K._sym3_precheck
+    real = sym3._sym3_precheck
     try:
         for P, nt in ((3, 1), (1, nt2)):
             X, D, V = make_case(rng, P, 50, 3, 20)
@@ -1157,9 +1155,9 @@ def test_sym_shift_in_the_items_same_bits(monkeypatch):
             numba.set_num_threads(nt)
             assert real(D, 1.3, lim) == 1
             a = K.fused_pass(X, D, V, 1.3, 1, lap, False, False)
-            monkeypatch.setattr(K, "_sym3_precheck", lambda D, beta, limit: 2)
+            monkeypatch.setattr(routing, "_sym3_precheck", lambda D, beta, limit: 2)
             b = K.fused_pass(X, D, V, 1.3, 1, lap, False, False)
-            monkeypatch.setattr(K, "_sym3_precheck", real)
+            monkeypatch.setattr(routing, "_sym3_precheck", real)
             for name, x, y in zip(NAMES, a, b):
                 np.testing.assert_array_equal(x, y, err_msg=name)
     finally:
@@ -1186,7 +1184,7 @@ def test_num_threads_is_numbas_setting():
 
     def other():
         numba.set_num_threads(1)
-        seen["other"] = (K._num_threads(), numba.get_num_threads())
+        seen["other"] = (pool._num_threads(), numba.get_num_threads())
 
     try:
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
@@ -1194,7 +1192,7 @@ def test_num_threads_is_numbas_setting():
         t.start()
         t.join()
         assert seen["other"] == (1, 1)
-        assert K._num_threads() == numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
+        assert pool._num_threads() == numba.get_num_threads() == min(2, numba.config.NUMBA_NUM_THREADS)
     finally:
         numba.set_num_threads(old)
 
@@ -1204,28 +1202,28 @@ def test_sym_pass_only_where_it_applies():
     mask, uniform masses, float64 and the polynomial exponential, d = 3, n ≤ SYM_MAX_N."""
     rng = np.random.default_rng(92)
     X, D, _ = make_case(rng, 1, 50, 3, 2)
-    s = K._spectral_norm(D)
-    assert K._use_sym(50, 3, False, True, None, False, D, s)
+    assert sym_route(X, D)
     Dn = D.copy()
     Dn[0, 0, 0, 1] += 1e-3
-    assert not K._use_sym(50, 3, False, True, None, False, Dn, K._spectral_norm(Dn))
-    assert not K._use_sym(50, 3, False, True, None, False, D, s + 400.0)  # row-max shift
-    assert not K._use_sym(50, 3, False, True, None, True, D, s)  # causal
-    assert not K._use_sym(50, 3, False, True, np.ones((1, 64)), False, D, s)
-    assert not K._use_sym(50, 3, True, True, None, False, D, s)
-    assert not K._use_sym(50, 3, False, False, None, False, D, s)
-    assert not K._use_sym(K.SYM_MAX_N + 1, 3, False, True, None, False, D, s)
+    assert not sym_route(X, Dn)
+    assert not sym_route(X, D, beta=1e3)  # row-max shift
+    assert not sym_route(X, D, causal=True)
+    assert not sym_route(X, D, U=np.ones((1, 64)))
+    assert not sym_route(X, D, single=True)
+    assert not sym_route(X, D, fast_exp=False)
+    assert not K.plan_shapes(K.SYM_MAX_N + 1, 3, 2).route.symmetric
+    assert K.plan_shapes(K.SYM_MAX_N, 3, 2).route.symmetric
     # takes_sym_pass (its shortcut: the precheck's Frobenius bound) says what the route says:
     # bound below the limit (1), spectral norm needed (2: ‖D‖_F above, ‖D‖_2 below), too large
     # for the fixed shift, not symmetric, float32, causal
     D2 = D * (330.0 / np.linalg.norm(D[0, 0]))  # 2β‖D‖_F ≈ 660 for β = 1
     big = D * 1e3
     for Dc, beta in ((D, 1.0), (D2, 1.0), (D2, 1.1), (big, 1.0), (Dn, 1.0)):
-        pre = K._sym3_precheck(Dc, beta, K.FIXED_SHIFT_LIMIT)
-        want = K._shift_and_route(50, 3, Dc, beta, False, True, None, False)[1]
+        pre = sym3._sym3_precheck(Dc, beta, routing.FIXED_SHIFT_LIMIT)
+        want = sym_route(X, Dc, beta)
         assert K.takes_sym_pass(X, Dc, beta) == want, (pre, beta)
-    assert K._sym3_precheck(D, 1.0, K.FIXED_SHIFT_LIMIT) == 1
-    assert K._sym3_precheck(D2, 1.1, K.FIXED_SHIFT_LIMIT) == 2
+    assert sym3._sym3_precheck(D, 1.0, routing.FIXED_SHIFT_LIMIT) == 1
+    assert sym3._sym3_precheck(D2, 1.1, routing.FIXED_SHIFT_LIMIT) == 2
     assert not K.takes_sym_pass(X.astype(np.float32), D, 1.0)
     assert not K.takes_sym_pass(X, D, 1.0, causal=True)
 
@@ -1254,19 +1252,19 @@ def test_sym_pass_threads_and_batches_identical():
                                       err_msg=name)
 
 
-def poisoned(fn, X, D, *args):
-    """``fn(X, D, *args)`` with the reused row-sum workspace of the fused pass filled with NaN
+def poisoned(fn, X, D, *args, **kw):
+    """``fn(X, D, *args, **kw)`` with the reused row-sum workspace of the fused pass filled with NaN
     first: a pass that read a row sum before it was written would not see the previous call's
     (equal) values."""
-    for a in K._row_sum_arrays(D.shape[0], D.shape[1], X.shape[1], X.shape[2]):
+    for a in workspace._row_sum_arrays(D.shape[0], D.shape[1], X.shape[1], X.shape[2]):
         a.fill(np.nan)
-    for _, chunks in getattr(K._WORKSPACE, "sym3_chunks", []):  # the fused form's chunk sums
+    for _, chunks in getattr(workspace._WORKSPACE, "sym3_chunks", []):  # the fused form's chunk sums
         chunks.fill(np.nan)
-    return fn(X, D, *args)
+    return fn(X, D, *args, **kw)
 
 
 @pytest.mark.parametrize("n, H, P", [(200, 7, 3), (37, 2, 1), (61, 3, 6), (45, 37, 3)])
-def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
+def test_sym_fused_form_same_bits(n, H, P):
     """The per-path fused form of the symmetric pass (pair sums and combine head by head, used
     when there are at least as many paths as threads) and the chained form (items (path, head);
     the thread that completes a path's last head runs its combine, used with fewer paths than
@@ -1283,10 +1281,10 @@ def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
     try:
         for nt in (1, nt2):
             numba.set_num_threads(nt)
-            for fuse in (True, False):
-                monkeypatch.setattr(K, "_SYM_FUSE", fuse)
+            for route in ("sym3", "sym3-chain"):
                 for _ in range(3 if nt > 1 else 1):
-                    res.append([poisoned(K.fused_pass, X, D, V, 1.0, code, lap, False, tied)
+                    res.append([poisoned(K.fused_pass, X, D, V, 1.0, code, lap, False, tied,
+                                         route=route)
                                 for code in (0, 1, 2) for tied in (True, False)])
     finally:
         numba.set_num_threads(old)
@@ -1296,9 +1294,9 @@ def test_sym_fused_form_same_bits(monkeypatch, n, H, P):
                 np.testing.assert_array_equal(x, y, err_msg=name)
 
 
-@pytest.mark.parametrize("n, H, P, fuse", [(203, 3, 2, True), (203, 3, 2, False),
-                                           (1100, 1, 1, False)])
-def test_sym_pass_without_ito_same_bits(monkeypatch, n, H, P, fuse):
+@pytest.mark.parametrize("n, H, P, route", [(203, 3, 2, "sym3"), (203, 3, 2, "sym3-chain"),
+                                            (1100, 1, 1, "sym3-bands")])
+def test_sym_pass_without_ito_same_bits(n, H, P, route):
     """Without the Itô sum the symmetric pass compiles a loop without ⟨x_i, x_j⟩²; every other
     output keeps its bits (the sums it shares with the Itô loop are the same operations in the
     same order): fused and unfused forms, one band and two (n = 1100, H = 1)."""
@@ -1306,31 +1304,29 @@ def test_sym_pass_without_ito_same_bits(monkeypatch, n, H, P, fuse):
     X, D, V = make_case(rng, P, n, 3, H)
     lap = np.zeros(H, dtype=bool)
     lap[0] = True
-    monkeypatch.setattr(K, "_SYM_FUSE", fuse)
-    assert K._use_sym(n, 3, False, True, None, False, D, 1.0 * K._spectral_norm(D))
+    assert sym_route(X, D)
     assert K.sym_band_count(n, H) == (2 if n == 1100 else 1)
-    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True)
-    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=False)
+    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True, route=route)
+    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=False, route=route)
     assert np.all(np.isfinite(a.ito_sum)) and np.all(np.isnan(b.ito_sum))
     for name, x, y in zip(NAMES, a, b):
         if name != "ito_sum":
             np.testing.assert_array_equal(x, y, err_msg=name)
 
 
-@pytest.mark.parametrize("n, d, P, fuse", [(203, 3, 3, True), (203, 3, 3, False),
-                                           (40, 8, 2, True)])
-def test_per_path_ito_flags(monkeypatch, n, d, P, fuse):
+@pytest.mark.parametrize("n, d, P, route", [(203, 3, 3, "sym3"), (203, 3, 3, "sym3-chain"),
+                                            (40, 8, 2, None)])
+def test_per_path_ito_flags(n, d, P, route):
     """``want_ito`` per path: the paths that want it get the Itô sum of an all-paths call, the
     others NaN, and every other output keeps its bits: the symmetric pass (fused and unfused
     forms, which skip the Itô loop path by path) and the row pass (d = 8, all paths)."""
     rng = np.random.default_rng(96 + n + d)
     X, D, V = make_case(rng, P, n, d, 2)
     lap = np.array([True, False])
-    monkeypatch.setattr(K, "_SYM_FUSE", fuse)
     assert K.takes_sym_pass(X, D, 1.0) == (d == 3)
     flags = np.arange(P) % 2 == 0
-    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True)
-    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=flags)
+    a = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=True, route=route)
+    b = K.fused_pass(X, D, V, 1.0, 0, lap, False, True, want_ito=flags, route=route)
     np.testing.assert_array_equal(b.ito_sum[flags], a.ito_sum[flags])
     assert np.all(np.isfinite(a.ito_sum)) and np.all(np.isnan(b.ito_sum[~flags]))
     for name, x, y in zip(NAMES, a, b):
@@ -1352,7 +1348,7 @@ def test_sym3_spectral_norm_closed_form():
     D[0, 1] = np.diag([1.0, 1.0, -3.0])
     D[0, 2] = np.eye(3) + 1e-9 * D[1, 2]  # nearly a triple eigenvalue
     D[0, 3] = np.diag([4.0, -4.0, 1.0])
-    got = K._spectral_norm(D)
+    got = routing.spectral_norm(D)
     lam = np.linalg.eigvalsh(D)
     ref = np.abs(lam).max(-1)
     eps = np.finfo(float).eps
@@ -1370,25 +1366,25 @@ def test_sym3_spectral_norm_closed_form():
 def test_row_sum_workspace_keeps_two_shapes():
     """The row-sum workspace of the fused pass keeps the arrays of the last two shapes (calls
     alternating between two sizes reuse them) and drops older ones."""
-    a = K._row_sum_arrays(2, 3, 40, 3)
-    b = K._row_sum_arrays(1, 2, 50, 3)
-    assert K._row_sum_arrays(2, 3, 40, 3)[0] is a[0]
-    assert K._row_sum_arrays(1, 2, 50, 3)[1] is b[1]
+    a = workspace._row_sum_arrays(2, 3, 40, 3)
+    b = workspace._row_sum_arrays(1, 2, 50, 3)
+    assert workspace._row_sum_arrays(2, 3, 40, 3)[0] is a[0]
+    assert workspace._row_sum_arrays(1, 2, 50, 3)[1] is b[1]
     assert a[1].shape == (2, 3, 40, 3) and b[0].shape == (1, 2, 50)
-    K._row_sum_arrays(3, 1, 30, 3)  # a third shape: the least recent (2, 3, 40) goes
-    assert K._row_sum_arrays(1, 2, 50, 3)[0] is b[0]
-    assert K._row_sum_arrays(2, 3, 40, 3)[0] is not a[0]
+    workspace._row_sum_arrays(3, 1, 30, 3)  # a third shape: the least recent (2, 3, 40) goes
+    assert workspace._row_sum_arrays(1, 2, 50, 3)[0] is b[0]
+    assert workspace._row_sum_arrays(2, 3, 40, 3)[0] is not a[0]
 
 
 @pytest.mark.parametrize("opts", ["_NOALIAS", "_ALIGNED"])
 def test_kernel_pipeline_aligns_the_frame(opts):
     """The hot loop kernels are compiled with their stack frame aligned to one AVX-512 register
-    (LLVM ``alignstack``, :func:`wflow.core._kernels._kernel_pipeline`): their vector spills
+    (LLVM ``alignstack``, :func:`wflow.kernels.target._kernel_pipeline`): their vector spills
     are then aligned whatever the caller's stack depth. This numba supports the hook, and a
     function compiled with it carries the attribute and computes the same result."""
     from numba import njit
 
-    kw = getattr(K, opts)
+    kw = getattr(target, opts)
     assert kw, "numba lost the lowering hook: the kernels' spills are unaligned again"
 
     def f(a, b):
@@ -1401,4 +1397,56 @@ def test_kernel_pipeline_aligns_the_frame(opts):
     a, b = np.arange(5.0), np.ones(5)
     assert g(a, b) == f(a, b) == 10.0
     ir = g.inspect_llvm(g.signatures[0])
-    assert f"alignstack={K._STACK_ALIGN}" in ir or f"alignstack({K._STACK_ALIGN})" in ir
+    assert f"alignstack={target._STACK_ALIGN}" in ir or f"alignstack({target._STACK_ALIGN})" in ir
+
+
+def test_forced_routes_and_their_conditions():
+    """``route=`` forces a route where its conditions hold: the three symmetric forms give the
+    same bits, the row pass agrees within twice the conditioning bound; a route whose
+    conditions fail is refused. The plan from shapes names the route the pass takes."""
+    rng = np.random.default_rng(99)
+    X, D, V = make_case(rng, 2, 61, 3, 3)
+    lap = np.array([True, False, False])
+    natural = K.plan(X, D, 1.0, single=False, fast_exp=True, U=None, causal=False, threads=1)
+    assert natural.route is K.Route.SYM3 and natural.band_count == 1
+    assert K.plan_shapes(61, 3, 3, 2).route is natural.route
+    a = K.fused_pass(X, D, V, 1.0, "joint", lap, False, False)
+    for route in ("sym3", K.Route.SYM3_CHAIN):
+        b = K.fused_pass(X, D, V, 1.0, K.Norm.JOINT, lap, False, False, route=route)
+        for name, x, y in zip(NAMES, a, b):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    b = K.fused_pass(X, D, V, 1.0, 1, lap, False, False, route="rows")
+    check_agree(a, b, X, D, V, 1.0, 1, lap, False, False)
+    for route, kw in (("sym3", {"causal": True}), ("sym3-bands", {}), ("rows32", {}),
+                      ("sym3", {"weights": np.full(61, 1 / 61)})):
+        kw = {"causal": False, **kw}
+        causal = kw.pop("causal")
+        with pytest.raises(ValueError, match="route"):
+            K.fused_pass(X, D, V, 1.0, 1, lap, causal, False, route=route, **kw)
+    with pytest.raises(ValueError):
+        K.fused_pass(X, D, V, 1.0, 1, lap, False, False, route="nope")
+    assert K.plan_shapes(2000, 3, 8).route is K.Route.SYM3_BANDS
+    assert K.plan_shapes(50, 3, 2, single=True).route is K.Route.ROWS32
+    assert K.plan_shapes(50, 3, 2, single=True, weighted=True).route is K.Route.ROWS
+    assert K.plan_shapes(50, 3, 2, causal=True).route is K.Route.ROWS
+
+
+def test_norm_names_and_codes():
+    """The normalisation is a :class:`Norm`, its lower-case name or its code."""
+    assert [K.Norm.of(s) for s in ("head", "joint", "none")] == [0, 1, 2]
+    assert K.Norm.of(2) is K.Norm.NONE and K.Norm.of(K.Norm.JOINT) is K.Norm.JOINT
+    for bad in ("rows", 3):
+        with pytest.raises(ValueError):
+            K.Norm.of(bad)
+
+
+def test_cache_guard_stamps_every_kernel_with_the_package():
+    """numba's cache of a kernel is keyed by its own file's source and by a digest of every
+    module of the package (a cached kernel links and inlines code of other modules)."""
+    from numba.core import caching
+
+    from wflow.kernels import _cache
+
+    assert caching.CacheImpl._locator_classes[0] is _cache.PackageLocator
+    stamp = exp._exp_fast._cache._cache_file._source_stamp
+    assert isinstance(stamp, tuple) and stamp[1] == _cache.package_digest()

@@ -143,7 +143,7 @@ def test_paper_balance_terms_match_definitions():
 
 
 def test_w2_geodesic_analytic_cases():
-    from wflow.core import sphere
+    from wflow.geometry import sphere
     from wflow.model.diagnostics import w2_geodesic
 
     rng = np.random.default_rng(3)
@@ -191,7 +191,7 @@ def test_paired_evaluations_same_bits(monkeypatch, over):
     """With the ledger on, the run loop evaluates (X_{k+1}; D_k) and the next step's
     (X_{k+1}; D_{k+1}) as one batch of 2P paths where that is exact (the symmetric d = 3 pass;
     d = 4 takes two calls): every recorded series equals, bit for bit, a run with two calls."""
-    from wflow.core import _kernels as K
+    from wflow import kernels as K
     from wflow.model.attention import AttentionModel
 
     batches = []

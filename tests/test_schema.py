@@ -13,8 +13,8 @@ from wflow import config as C
 from wflow.config import files as F
 from wflow.config import schema
 from wflow.config.schema import Choice, Integer, Interval, Param, When
-from wflow.core import _reference
 from wflow.errors import ConfigError
+from wflow.kernels import reference as _reference
 from wflow.model import attention, processes
 from wflow.model.attention import AttentionModel
 from wflow.model.processes import oscillating

@@ -9,9 +9,10 @@ from wflow.engine.run import Simulation
 from wflow.engine.series import names
 
 SERIES_POINT = names(kind="point", group="core")
-# every run's cumulative series (the free-energy ledger is recorded by diffusive densities)
+# every run's cumulative series but those of token noise (recorded only when model.diffusion
+# > 0 on particles, [model §6b]; tests/test_noise.py) and of a diffusive density's free energy
 SERIES_CUMULATIVE = tuple(k for k in names(kind="cumulative")
-                          if k not in names(group="free_energy"))
+                          if k not in names(group="token_noise") + names(group="free_energy"))
 
 
 def test_shapes_and_records():
@@ -195,7 +196,7 @@ _CACHE_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import probe_mod
-from wflow.core._kernels import _compiled_for_this_cpu
+from wflow.kernels.fused import _compiled_for_this_cpu
 before = _compiled_for_this_cpu(probe_mod.plus_one)
 probe_mod.plus_one(1.0)
 print(int(before), int(_compiled_for_this_cpu(probe_mod.plus_one)))

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wflow.core import sphere
+from wflow.geometry import sphere
 
 
 def _pts(seed, n=50, d=4):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wflow.core import sphere_mesh as sm
+from wflow.geometry import sphere_mesh as sm
 
 EPS = np.finfo(float).eps
 

@@ -5,8 +5,8 @@ same von Mises law, the bootstrap fit of an exponent, and the quick study's n^(â
 import numpy as np
 import pytest
 
-from wflow.core.circle_fv import CircleGrid
 from wflow.engine.run import Simulation
+from wflow.geometry.circle_fv import CircleGrid
 from wflow.model.density import initial_density
 from wflow.studies import get_study, run_study
 from wflow.studies.meanfield import (

@@ -105,7 +105,7 @@ def test_pair_statistics_one_pass_against_the_gram_matrix(d):
     cosine (diagonal included) within 2·d·u (two d-term dot products of unit rows), the
     components against scipy and the merged pairs i < j at thresholds from empty to full;
     ``clustering_series`` gives the same values as the separate functions."""
-    from wflow.core._kernels import pair_statistics
+    from wflow.kernels import pair_statistics
 
     n = 90
     X = _clustered_clouds(np.random.default_rng(d), 12, n, d, 4, [1e-4, 0.02, 0.1, 1.0])

@@ -6,8 +6,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from wflow.core import sphere
 from wflow.engine.run import perturb_tokens, perturb_weights
+from wflow.geometry import sphere
 from wflow.model.diagnostics import geodesic, geodesic_pairwise, w2_geodesic
 from wflow.model.processes import OrnsteinUhlenbeck
 from wflow.studies import run_study

@@ -28,7 +28,7 @@ def _threading_defaults(environ=os.environ):
     """
     if "OMP_WAIT_POLICY" not in environ:
         environ["OMP_WAIT_POLICY"] = "passive"
-        # wflow's own worker threads (wflow.core._pool) read the policy too: a passive policy
+        # wflow's own worker threads (wflow.kernels.pool) read the policy too: a passive policy
         # set by the user means no spinning, this default does not
         environ["WFLOW_OMP_DEFAULTS"] = "1"
     if environ["OMP_WAIT_POLICY"].strip().lower() == "passive":

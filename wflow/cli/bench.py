@@ -218,7 +218,7 @@ def import_torch():
     Returns
     -------
     torch : module or None
-        The module (its intra-op thread count set to ``numba.get_num_threads()``: both
+        The module (its intra-op thread count set to the kernels' ``get_num_threads()``: both
         sides of a ratio use the same cores).
     reason : str
         Why it is None ("" otherwise).
@@ -229,9 +229,9 @@ def import_torch():
         return None, "torch not installed (the bench extra)"
     except Exception as exc:  # a broken install
         return None, f"import torch failed ({exc})"
-    import numba
+    from wflow.kernels import get_num_threads
 
-    torch.set_num_threads(max(1, numba.get_num_threads()))
+    torch.set_num_threads(max(1, get_num_threads()))
     return torch, ""
 
 

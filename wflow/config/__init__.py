@@ -68,14 +68,14 @@ from wflow.config.schema import (
     show,
     typename,
 )
-from wflow.core.circle_fv import LIMITERS
 from wflow.errors import ConfigError
+from wflow.geometry.circle_fv import LIMITERS
 from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
 from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import INITIAL_WEIGHTS
 from wflow.stepping import density as _density
-from wflow.stepping.registry import STEPPERS
+from wflow.stepping.registry import SDE_ORDERS, STEPPERS
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
@@ -92,8 +92,7 @@ REPRESENTATIONS = ("particles", "density")
 DENSITY_INITS = ("uniform", "vmf", "uniform_mode", "uniform_noise")
 #: the perturbed uniform starts, density only [model §5b]
 PERTURBED_INITS = ("uniform_mode", "uniform_noise")
-#: representations whose solver has the diffusion ν Δ_S (model.diffusion > 0)
-DIFFUSIVE_REPRESENTATIONS = ("density",)
+
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 ENERGY_METHODS = ("jko",)
 #: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
@@ -199,13 +198,17 @@ def _representation_rule(cfg):
 
 
 def _diffusion_rule(cfg):
-    """``model.diffusion`` > 0 needs a representation with a diffusion [model §5b]."""
-    nu, rep = cfg["model"]["diffusion"], cfg["solver"]["representation"]
-    if nu > 0 and rep not in DIFFUSIVE_REPRESENTATIONS:
+    """``model.diffusion`` > 0: token noise on particles [model §6b] needs a stepper with a
+    stated SDE order; a density diffuses with any of its SSP schemes [model §5b]."""
+    nu = cfg["model"]["diffusion"]
+    if nu == 0 or cfg["solver"]["representation"] == "density":
+        return
+    method = cfg["solver"]["method"]
+    if method not in SDE_ORDERS:
         raise bad("model.diffusion", nu,
-                  f"must be 0 with solver.representation = {rep!r}, which has no diffusion; "
-                  f"diffusion needs solver.representation in "
-                  f"{choices_text(DIFFUSIVE_REPRESENTATIONS)}")
+                  f"must be 0 with solver.method = {method!r}: token noise needs a scheme with "
+                  f"a stated SDE order, {choices_text(tuple(SDE_ORDERS))} (projected "
+                  "Euler–Maruyama)")
 
 
 def _perturbed_rule(cfg):

@@ -194,8 +194,9 @@ def _check_state(path, sim, state, n_rec):
         problems.append(f"X shape {state.X.shape} != {want}")
     if state.D.shape != (P, H, d, d):
         problems.append(f"D shape {state.D.shape} != {(P, H, d, d)}")
-    if len(state.rng_states) != P:
-        problems.append(f"{len(state.rng_states)} random streams for {P} paths")
+    if len(state.rng_states) != sim.n_streams:
+        problems.append(f"{len(state.rng_states)} random streams for {P} paths "
+                        f"(expected {sim.n_streams})")
     if not 0 <= state.k <= sim.nsteps:
         problems.append(f"step {state.k} outside 0..{sim.nsteps}")
     expected = sum(1 for s in sim.record_steps if s < state.k)

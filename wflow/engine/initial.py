@@ -10,8 +10,9 @@ the value matrices and the perturbations of the start [model §9, §10].
 ``init.per_path_weights`` and ``init.tokens = "classes"`` (its sequence centre, then its
 tokens), ``(3,)`` and ``(4,)`` the directions of ``init.token_perturbation`` and
 ``init.weight_perturbation`` (drawn only when they are > 0), ``(5,)`` the one noise stream of
-every path under ``weights.shared_path``, ``(7,)`` the coefficients of a density's ``init.tokens =
-"uniform_noise"`` (wflow.model.density). Path p is path ``init.first_path + p`` of the
+every path under ``weights.shared_path``, ``(6, p)`` the token noise of path p (only when
+``model.diffusion`` > 0 on particles, [model §6b]), ``(7,)`` the coefficients of a density's
+``init.tokens = "uniform_noise"`` (wflow.model.density). Path p is path ``init.first_path + p`` of the
 ensemble, so its draws depend on (seed, p) alone. The draws happen in this order (D(0), the
 values, X0, the perturbations), whatever is used of them.
 """
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wflow.core import sphere
 from wflow.errors import ConfigError
+from wflow.geometry import sphere
 from wflow.model.weights import initial_weights, load_weight_file
 
 __all__ = ["Start", "draw", "perturb_tokens", "perturb_weights", "UNIT_TOL"]
@@ -33,14 +34,16 @@ __all__ = ["Start", "draw", "perturb_tokens", "perturb_weights", "UNIT_TOL"]
 class Start:
     """What :func:`draw` gives: ``X0`` (P, n, d), ``D0`` (P, H, d, d) before the weight
     process's own :meth:`~wflow.model.weights.WeightProcess.initial`, the value matrices
-    ``values`` (H, d, d) or None (tied), the noise seeds of the paths ``path_seeds`` and the
-    ensemble index of the first path ``first_path``."""
+    ``values`` (H, d, d) or None (tied), the noise seeds of the paths ``path_seeds``, the
+    ensemble index of the first path ``first_path`` and the token-noise seeds of the paths
+    ``token_seeds`` (empty without token noise, [model §6b])."""
 
     X0: np.ndarray
     D0: np.ndarray
     values: np.ndarray | None
     path_seeds: list
     first_path: int
+    token_seeds: list = ()
 
 
 def draw(cfg: dict, tokens=None) -> Start:
@@ -72,6 +75,11 @@ def draw(cfg: dict, tokens=None) -> Start:
         path_seeds = [stream(5) for _ in range(P)]
     else:
         path_seeds = [stream(2, first + p) for p in range(P)]
+    # token noise [model §6b]: per path, also under shared_path; none without diffusion
+    # (a density's diffusion is in its fluxes, [model §5b]: no token noise)
+    token_seeds = ([stream(6, first + p) for p in range(P)]
+                   if float(m.get("diffusion", 0.0)) > 0
+                   and s.get("representation", "particles") != "density" else [])
 
     # initial weights (shared by the paths unless asked per path), values
     rng_w = np.random.default_rng(stream(1))
@@ -119,7 +127,7 @@ def draw(cfg: dict, tokens=None) -> Start:
     eps_d = float(ini.get("weight_perturbation", 0.0) or 0.0)
     if eps_d > 0:
         D0 = perturb_weights(D0, eps_d, np.random.default_rng(stream(4)))
-    return Start(X0, D0, values, path_seeds, first)
+    return Start(X0, D0, values, path_seeds, first, token_seeds)
 
 
 def _class_tokens(ini, n, d, p, rng):

@@ -42,10 +42,6 @@ F8 = 8
 BUFFER_RECORDS, BUFFER_BYTES = 64, 16 * 2**20
 #: integrator stages (field evaluations per step)
 STAGES = {"euler": 1, "heun": 2, "rk4": 4, "ssprk3": 3, "jko": 1}
-#: rows of the per-step ledger (wflow.engine.series.STEP_LEDGER)
-N_STEP_LEDGER = 6
-#: series per record besides the snapshots (an upper bound of wflow.engine.series)
-N_SERIES = 48
 
 #: what a run adds to its process besides its arrays: the compiled kernels loaded from the
 #: cache, the HDF5 library's buffers, the imports of the diagnostics, thread stacks (measured
@@ -144,22 +140,19 @@ def estimate(cfg, keep_records=False) -> Estimate:
         # its exponential, π, ...) and the (n, n) mask; the per-path outputs are stacked
         kernel = F8 * (6 * H * n * n + n * n) + F8 * 2 * (nd + Hn)
     else:
-        from wflow.core._kernels import SYM_MAX_N, sym_band_count
+        from wflow.kernels import plan_shapes
 
+        plan = plan_shapes(n, d, H, P, single=s["precision"] == "float32",
+                           fast_exp=s["exp"] == "fast", weighted=density,
+                           causal=m["mask"] == "causal")
         # with the ledger, the symmetric pass evaluates (X_{k+1}; D_k) and (X_{k+1}; D_{k+1})
         # as one batch of 2P paths (AttentionModel.evaluate_pair): twice the buffers
-        Pk = P
-        if (ledger and not density and d == 3 and n <= SYM_MAX_N
-                and s["precision"] == "float64" and s["exp"] == "fast"):
-            Pk = 2 * P
+        Pk = 2 * P if ledger and plan.route.symmetric else P
         kernel = F8 * (Pk * H * n * (d + 4) + Pk * n * (3 * d + 7) + Pk * d * (n + 8))
-        from wflow.core._kernels import BLAS_MIN_D, BLAS_MIN_N
-
-        if d >= BLAS_MIN_D and n >= BLAS_MIN_N:  # the BLAS pass keeps Q = β X D_hᵀ (P, H, n, d)
+        if plan.keeps_q:  # Q = β X D_hᵀ (P, H, n, d)
             kernel += F8 * Hn * d
-        nb = sym_band_count(n, H)
-        if d == 3 and n <= SYM_MAX_N and nb > 1:  # symmetric pass: band column sums, one path
-            kernel += F8 * H * nb * 5 * n
+        if plan.band_count > 1:  # symmetric pass: band column sums, one path at a time
+            kernel += F8 * H * plan.band_count * 5 * n
     if method == "jko":  # L-BFGS in tangent coordinates: ~10 pairs of (n, d) per path
         kernel += F8 * 30 * n * d
 
@@ -167,9 +160,9 @@ def estimate(cfg, keep_records=False) -> Estimate:
         # (S²: ~3N edges with lengths, normals and arc moments; S¹: the grid's few arrays)
         state = F8 * (P * snap * (6 + 3 * stages) + Hdd * 10 + nd * 2)
         kernel += F8 * (40 * n if d == 3 else 4 * n)
-    row = F8 * (P * N_SERIES + (P * snap if out["store_tokens"] else 0)
+    row = F8 * (P * _n_series(cfg) + (P * snap if out["store_tokens"] else 0)
                 + (Hdd if out["store_weights"] else 0)
-                + (int(s["record_every"]) * P * N_STEP_LEDGER if ledger else 0))
+                + (int(s["record_every"]) * P * _n_step_ledger() if ledger else 0))
     nrec = n_records(cfg)
     if keep_records:  # the rows, then the stacked arrays of the Result
         records = 2 * nrec * row
@@ -272,6 +265,13 @@ def _n_series(cfg) -> int:
     return sum(len(series.names(kind=k, group=g)) for k in ("point", "cumulative") for g in groups)
 
 
+def _n_step_ledger() -> int:
+    """Rows of the per-step ledger: the per-step series of :mod:`wflow.engine.series`."""
+    from wflow.engine import series
+
+    return len(series.names(kind="per_step"))
+
+
 def _on_disk(nrec: int, row_bytes: int) -> int:
     """Bytes of a resizable record dataset of ``nrec`` rows: whole chunks of
     min(256, 64 kB // row) rows are allocated."""
@@ -296,7 +296,7 @@ def output_bytes(cfg) -> int:
     nrec = n_records(cfg)
     total = _on_disk(nrec, F8) + _n_series(cfg) * _on_disk(nrec, F8 * P)
     if dg["ledger"] and m["mask"] != "causal":
-        total += N_STEP_LEDGER * _on_disk(nrec, F8 * int(s["record_every"]) * P)
+        total += _n_step_ledger() * _on_disk(nrec, F8 * int(s["record_every"]) * P)
     if out["store_tokens"]:
         total += _on_disk(nrec, F8 * P * snap)
     if out["store_weights"]:

@@ -16,6 +16,11 @@ Exact ledger (per step, with :math:`E' = E(X_{k+1}; D_k)`):
 
     R = \sum_k \text{token part} - \sigma\sum_k\Delta t\,\tfrac12(\mathcal D_k + \mathcal D'_k).
 
+Token noise [model §6b]: with :math:`\nu > 0` the Euler step is projected Euler–Maruyama
+(``StepContext.noise`` = :math:`\sqrt{2\nu\Delta t}\,\xi`), and the token part splits further
+into the residual's martingale :math:`\frac1n\sum_i\langle g_i, \sqrt{2\nu\Delta t}\,\xi_i\rangle`
+(``token_martingale``) and the realised Itô term ``token_ito_realised`` = R − martingale.
+
 E' needs a second evaluation per step, at (X_{k+1}; D_k); it is done together with the next
 step's (X_{k+1}; D_{k+1}) (``AttentionModel.evaluate_pair``: one batch of 2P paths where that
 gives the same bits as two calls).
@@ -31,10 +36,12 @@ noise of path p, ``(0, p)`` and ``(1, p)`` its own X0 and D(0) under
 sequence centre, then its tokens), ``(3,)`` and ``(4,)`` the directions of
 ``init.token_perturbation`` and ``init.weight_perturbation`` (drawn only when they are > 0, so
 other runs are unchanged), ``(5,)`` the one noise stream of every path under
-``weights.shared_path``, ``(7,)`` the coefficients of a density's ``init.tokens =
-"uniform_noise"``. Path p is path ``init.first_path + p`` of the Monte Carlo ensemble,
-so its draws depend on (seed, p) alone and a run of paths [a, b) equals paths a..b−1 of one
-run of all of them (sweeps batch paths this way).
+``weights.shared_path``, ``(6, p)`` the token noise of path p (``model.diffusion`` > 0
+on particles only: one standard normal array (n, d) per step, [model §6b]), ``(7,)`` the
+coefficients of a density's ``init.tokens = "uniform_noise"``. Path p is path
+``init.first_path + p`` of the Monte Carlo ensemble, so its draws depend on (seed, p) alone
+and a run of paths [a, b) equals paths a..b−1 of one run of all of them (sweeps batch paths
+this way).
 """
 
 from __future__ import annotations
@@ -47,14 +54,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wflow import config as _config
-from wflow.core import _pool, sphere
-from wflow.core.circle_fv import CircleGrid
-from wflow.core.sphere_mesh import voronoi_mesh
 from wflow.engine import initial
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.engine.initial import UNIT_TOL, perturb_tokens, perturb_weights
 from wflow.errors import ConfigError, NumericalError
+from wflow.geometry import sphere
+from wflow.geometry.circle_fv import CircleGrid
+from wflow.geometry.sphere_mesh import voronoi_mesh
+from wflow.kernels import spin_us
 from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
@@ -79,7 +87,8 @@ COMPILING = ("wflow: compiling the numba kernels for this CPU, once per machine 
 class State:
     """Everything needed to continue a run bit-identically (the checkpoint).
 
-    ``cum`` holds the cumulative series (P,) each; ``pending`` the ledger pieces of the last
+    ``cum`` holds the cumulative series (P,) each; ``rng_states`` the weight-noise streams of
+    the paths, then (with token noise) their token-noise streams; ``pending`` the ledger pieces of the last
     step, finished at the next pass; ``stepper_info`` the stepper's series of its last step;
     ``step_ledger`` the per-step ledger of the open record interval (record_every, P, 6);
     ``w2_prev`` the last recorded snapshot and its time (for ``w2_step``).
@@ -88,7 +97,7 @@ class State:
     k: int
     X: np.ndarray  # (P, n, d)
     D: np.ndarray  # (P, H, d, d)
-    rng_states: list  # bit-generator states, one per path
+    rng_states: list  # bit-generator states: one per path, then one per path of token noise
     cum: dict  # cumulative sums, (P,) each
     E0: np.ndarray  # (P,) energy at t = 0 (NaN until the first pass at k = 0 sets it)
     pending: dict = field(default_factory=dict)
@@ -188,7 +197,7 @@ class Simulation:
     def __init__(self, config=None, overrides=(), process=None, explicit=None, tokens=None):
         cfg = _config.resolve(config, overrides, explicit=explicit)
         self.config = cfg
-        _pool.spin_us()  # a bad WFLOW_SPIN_US is refused before anything is written
+        spin_us()  # a bad WFLOW_SPIN_US is refused before anything is written
         # refuse a run that cannot fit before allocating anything (records go to a recorder
         # here; simulate() checks again with every record kept in memory)
         self.memory = _memory.check(cfg, keep_records=False)
@@ -210,6 +219,17 @@ class Simulation:
             tokens = _given_tokens(tokens, self.P, self.n, self.d)
         start = initial.draw(cfg, tokens)
         self.first_path, self._path_seeds = start.first_path, start.path_seeds
+        # token noise [model §6b]: its own stream per path, after the weight streams
+        self.nu = float(m["diffusion"])
+        self._token_seeds = list(start.token_seeds)  # none for a density [model §5b]
+        self.n_streams = len(self._path_seeds) + len(self._token_seeds)
+        self.token_noise = self.nu > 0 and not self.density
+        # the free energy and its ledger: density runs with diffusion [model §5b]
+        self.free_energy = self.density and self.nu > 0
+        self._cum_names = tuple(
+            k for k in _series.names(kind="cumulative")
+            if {"token_noise": self.token_noise,
+                "free_energy": self.free_energy}.get(_series.SERIES[k].group, True))
         X0, D0, values = start.X0, start.D0, start.values
 
         with _config.config_errors():  # the model names its parameters; errors name keys
@@ -247,17 +267,13 @@ class Simulation:
         if self.method == "jko" and m["normalization"] == "head" and self.H >= 2:
             log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
-        # the free energy and its ledger: density runs with diffusion [model §5b]
-        self.free_energy = self.density and float(m["diffusion"]) > 0
-        self._cumulative = tuple(k for k in _series.names(kind="cumulative")
-                                 if _series.SERIES[k].group != "free_energy" or self.free_energy)
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
 
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
-        rngs = [np.random.default_rng(s) for s in self._path_seeds]
-        zeros = {k: np.zeros(self.P) for k in self._cumulative}
+        rngs = [np.random.default_rng(s) for s in self._path_seeds + self._token_seeds]
+        zeros = {k: np.zeros(self.P) for k in self._cum_names}
         return State(k=0, X=self.X0.copy(), D=self.D0.copy(),
                      rng_states=[r.bit_generator.state for r in rngs], cum=zeros,
                      E0=np.full(self.P, np.nan))
@@ -272,14 +288,15 @@ class Simulation:
             if s.fn is not None and (s.group in ("core", "user")
                                      or (s.group == "clustering" and self.clustering)):
                 row[name] = s.fn(ctx)
-        for k in self._cumulative:
+        for k in self._cum_names:
             row[k] = state.cum[k].copy()
         row["paper_residual"] = (
             F.energy - state.E0 - self.model.sigma * row["int_G2"] - row["int_dEdt_drift"]
             - row["int_ito_expected"] - row["paper_martingale"]
         )
         if not self.ledger or self.model.causal:
-            for k in _series.names(group="ledger"):
+            for k in _series.names(group="ledger") + (_series.names(group="token_noise")
+                                                       if self.token_noise else ()):
                 row[k] = np.full(self.P, np.nan)
         out = self.config["output"]
         if self.density:
@@ -332,10 +349,12 @@ class Simulation:
         rec = recorder if recorder is not None else ListRecorder()
         st = state if state is not None else self.initial_state()
         rngs = []
-        for s, stt in zip(self._path_seeds, st.rng_states):
+        for s, stt in zip(self._path_seeds + self._token_seeds, st.rng_states):
             r = np.random.default_rng(s)
             r.bit_generator.state = stt
             rngs.append(r)
+        rngs, token_rngs = rngs[:len(self._path_seeds)], rngs[len(self._path_seeds):]
+        noise_scale = np.sqrt(2.0 * self.nu * self.dt)
         sigma, dt, P = self.model.sigma, self.dt, self.P
         want_ito = self.process.needs_ito
         ckpt_every = int(self.config["output"].get("checkpoint_every", 0) or 0)
@@ -393,7 +412,11 @@ class Simulation:
 
             # token step with weights frozen at D_k
             Dk = st.D
-            X1, info = self.stepper.step(self._step_context(st.X, Dk, F))
+            ctx = self._step_context(st.X, Dk, F)
+            if token_rngs:  # [model §6b]: one (n, d) draw per path and step
+                ctx.noise = noise_scale * np.stack(
+                    [r.standard_normal((self.n, self.d)) for r in token_rngs])
+            X1, info = self.stepper.step(ctx)
             st.stepper_info.update(info)
             _check_finite(X1, "tokens X", k + 1, t + dt)
 
@@ -421,6 +444,10 @@ class Simulation:
                     c["free_energy_residual"] += (
                         Fm.free_energy - F.free_energy
                         - dt * 0.5 * (F.free_energy_rate + Fm.free_energy_rate))
+                if ctx.noise is not None:  # <g_i, P eta_i> = <g_i, eta_i>: g_i is tangent
+                    tmart = np.einsum("pia,pia->p", F.gradient, ctx.noise) / self.n
+                    c["token_martingale"] += tmart
+                    c["token_ito_realised"] += res - tmart
                 drift = np.einsum("phab,phab->p", Fm.dE_dD, fk * dt)
                 mart = np.einsum("phab,phab->p", Fm.dE_dD, xi)
                 c["drift_work"] += drift
@@ -433,9 +460,9 @@ class Simulation:
             if bar is not None:
                 bar.update(1)
             if ckpt_every and st.k % ckpt_every == 0 and st.k < self.nsteps:
-                st.rng_states = [r.bit_generator.state for r in rngs]
+                st.rng_states = [r.bit_generator.state for r in rngs + token_rngs]
                 rec.checkpoint(st)
-        st.rng_states = [r.bit_generator.state for r in rngs]
+        st.rng_states = [r.bit_generator.state for r in rngs + token_rngs]
         if bar is not None:
             bar.close()
         self.elapsed = time.perf_counter() - t_start

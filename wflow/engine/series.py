@@ -21,7 +21,8 @@ kind           meaning                                    shape in a result
 
 Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``step_ledger``
 (with the ledger, not under the causal mask), ``clustering`` (``diagnostics.clustering``),
-``w2`` (``diagnostics.w2``), ``stepper`` (declared beside the stepper with
+``w2`` (``diagnostics.w2``), ``token_noise`` (``model.diffusion`` > 0; NaN without the
+ledger, [model §6b]), ``stepper`` (declared beside the stepper with
 :func:`wflow.stepping.registry.register_series`, e.g. JKO's),
 ``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
 ``rho`` instead of ``X``), ``density`` (density runs), ``free_energy`` (density runs with
@@ -198,6 +199,13 @@ for _n, _d, _g in (
     ("ledger_telescoping", "E - E0 - weight_work - token_work (rounding check)", "ledger"),
 ):
     add_series(_n, "cumulative", _d, "energy", group=_g)
+for _n, _d in (
+    ("token_martingale", "cumulative token-noise martingale sum_k (1/n) sum_i <g_i, "
+                         "sqrt(2 nu dt) P xi_i> (docs/model.md §6b)"),
+    ("token_ito_realised", "cumulative realised token Ito term: ledger_residual - "
+                           "token_martingale (docs/model.md §6b)"),
+):
+    add_series(_n, "cumulative", _d, "energy", group="token_noise")
 
 for _n, _d in (
     ("step_weight_part", "per step: E(X_{k+1}; D_{k+1}) - E(X_{k+1}; D_k)"),

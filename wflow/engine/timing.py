@@ -78,11 +78,15 @@ def estimate(cfg) -> tuple[float, str]:
                               f"machine calibrates it")
 
 
+#: Runs shorter than this (seconds), dominated by fixed costs, save no rate.
+MIN_RECORDED_S = 0.5
+
+
 def record(cfg, seconds) -> None:
-    """Save the rate of a complete run that took ``seconds`` (runs under 0.5 s, dominated by
-    fixed costs, are not saved). Written to a temporary name and renamed; a cache that
+    """Save the rate of a complete run that took ``seconds`` (runs under
+    :data:`MIN_RECORDED_S`, dominated by fixed costs, are not saved). Written to a temporary name and renamed; a cache that
     cannot be written is skipped silently (it is only a guide)."""
-    if not seconds or seconds < 0.5:
+    if not seconds or seconds < MIN_RECORDED_S:
         return
     data = _load()
     data[_key(cfg)] = {"rate": work(cfg) / float(seconds), "n": int(cfg["model"]["n"])}

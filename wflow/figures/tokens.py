@@ -154,7 +154,7 @@ def _plot_density_s2(config, arrays, attrs, t, R, outdir, formats, path_index):
     """The coloured Voronoi mesh at four record times (front hemisphere of the view)."""
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
-    from wflow.core.sphere_mesh import voronoi_mesh
+    from wflow.geometry.sphere_mesh import voronoi_mesh
 
     dn = config.get("density", {})
     mesh = voronoi_mesh(R.shape[-1], lloyd=int(dn.get("lloyd", 0)))

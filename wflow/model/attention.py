@@ -15,8 +15,8 @@ Tokens move with :math:`\dot x_i = \sigma v_i`; the energy
 :math:`E = \frac{1}{2\beta H n^2}\sum_{h,i,j} e^{s^h_{ij}}` and the gradient
 :math:`g_i = P_{x_i}\frac1H\sum_h Z_h\sum_j\pi^h_{ij} D_h x_j` use the D_h of all
 heads. Two backends compute the same numbers: ``"numba"`` (one fused pass over
-the pairs, :mod:`wflow.core._kernels`) and ``"numpy"`` (dense reference,
-:mod:`wflow.core._reference`).
+the pairs, :mod:`wflow.kernels`) and ``"numpy"`` (dense reference,
+:mod:`wflow.kernels.reference`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import field as dc_field
 
 import numpy as np
 
-from wflow.core._reference import NORMALIZATIONS
 from wflow.errors import ConfigError
+from wflow.kernels.reference import NORMALIZATIONS
 
 __all__ = ["AttentionModel", "Field", "field", "energy", "laplacian_indices", "NORMALIZATIONS",
            "SIGNS", "MASKS", "BACKENDS", "PRECISIONS", "EXPS"]
@@ -168,16 +168,16 @@ class AttentionModel:
         lap = np.zeros(H, dtype=bool)
         lap[list(self.laplacian_heads)] = True
         if self.backend == "numba":
-            from wflow.core import _kernels
+            from wflow import kernels as _kernels
 
             Xk = X.astype(np.float32) if self.precision == "float32" else X
             out = _kernels.fused_pass(
-                Xk, D, V, float(self.beta), _kernels.NORM_CODES[self.normalization], lap,
+                Xk, D, V, float(self.beta), self.normalization, lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
                 weights=weights,
             )
             return Field(**out._asdict())
-        from wflow.core._reference import field_reference
+        from wflow.kernels.reference import field_reference
 
         Wb = None if weights is None else np.broadcast_to(np.asarray(weights, float), (P, n))
         res = [
@@ -195,7 +195,7 @@ class AttentionModel:
         its numba kernels first (always True for the NumPy backend)."""
         if self.backend != "numba":
             return True
-        from wflow.core import _kernels
+        from wflow import kernels as _kernels
 
         Xk = np.asarray(X, dtype=np.float32 if self.precision == "float32" else float)
         return _kernels.kernels_ready(Xk, np.asarray(D, dtype=float), float(self.beta),
@@ -206,13 +206,13 @@ class AttentionModel:
         (P, H, d, d).
 
         When both batches take the symmetric d = 3 pass
-        (:func:`wflow.core._kernels.takes_sym_pass`) they are evaluated as one batch of 2P
+        (:func:`wflow.kernels.takes_sym_pass`) they are evaluated as one batch of 2P
         paths: one pool job and one call instead of two, with the same bits as two
         calls (the pass's paths are independent and it skips the Itô loop path by path).
         Otherwise two calls. The run loop evaluates the ledger's (X_{k+1}; D_k) and the next
         step's (X_{k+1}; D_{k+1}) this way: the second field is a copy, so that it does not keep
         the first (views of the joint arrays) alive after the step."""
-        from wflow.core import _kernels
+        from wflow import kernels as _kernels
 
         X = np.asarray(X, dtype=float)
         Da = np.asarray(Da, dtype=float)
@@ -248,7 +248,7 @@ def _as_batch(X, D):
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(D))):
         raise ConfigError("X and D must be finite")
     if np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)) > 1e-8:
-        raise ConfigError("X: every token must lie on the unit sphere (use wflow.core.sphere.normalize)")
+        raise ConfigError("X: every token must lie on the unit sphere (use wflow.geometry.sphere.normalize)")
     if np.max(np.abs(D - D.transpose(0, 2, 1))) > 1e-10 * max(1.0, np.max(np.abs(D))):
         raise ConfigError("D: every D_h must be symmetric (docs/model.md §1); use values= for general V_h")
     return X[None], D[None]

@@ -1,11 +1,11 @@
 r"""The density representation on :math:`S^1` (d = 2): the attention field of a density [model §5b].
 
-The state is the vector of cell averages :math:`\rho_k` on a :class:`~wflow.core.circle_fv.CircleGrid`
+The state is the vector of cell averages :math:`\rho_k` on a :class:`~wflow.geometry.circle_fv.CircleGrid`
 (batch ``rho`` (P, N)); the field at the cell centres :math:`c_k` is the field of the
 *weighted* point set :math:`\{(c_k, m_k)\}`, :math:`m_k = \rho_k h`, from the fused kernel
 (:meth:`wflow.model.attention.AttentionModel.evaluate` with ``weights``). Then, with
 :math:`a_k = \sigma\langle v_k, \tau_k\rangle` and the MUSCL upwind flux
-:math:`F_{k+1/2}` of :mod:`wflow.core.circle_fv`,
+:math:`F_{k+1/2}` of :mod:`wflow.geometry.circle_fv`,
 
 .. math::
     \dot\rho_k = -\frac{F_{k+1/2} - F_{k-1/2}}{h},\qquad
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wflow.core import circle_fv as fv
 from wflow.errors import NumericalError
+from wflow.geometry import circle_fv as fv
 from wflow.model.attention import AttentionModel, Field
 
 __all__ = ["DensityModel", "DensityField", "von_mises_density", "initial_density",
@@ -89,8 +89,8 @@ class DensityModel:
     ----------
     model : the :class:`AttentionModel` (β, normalisation, sign, Laplacian heads, values,
         backend); the causal mask has no meaning for a density and is refused.
-    grid : the :class:`~wflow.core.circle_fv.CircleGrid`.
-    limiter : slope limiter of the MUSCL reconstruction (:data:`~wflow.core.circle_fv.LIMITERS`).
+    grid : the :class:`~wflow.geometry.circle_fv.CircleGrid`.
+    limiter : slope limiter of the MUSCL reconstruction (:data:`~wflow.geometry.circle_fv.LIMITERS`).
     cfl : Courant number of :attr:`DensityField.max_dt` (≤ 1/2 keeps ρ ≥ 0).
     nu : diffusion ν ≥ 0 (the term ν Δ_S ρ) [model §5b].
     diffusion_scheme : ``"explicit"``: the diffusive flux joins the transport's in every stage
@@ -309,7 +309,7 @@ def initial_density(init: dict, grid) -> np.ndarray:
     r"""Cell averages (N,) of the initial law of ``[init]``: ``uniform`` (:math:`1/2\pi`) or
     ``vmf`` (von Mises with concentration ``init.kappa`` about :math:`e_2`, the particle
     solver's mean direction, :math:`\mu = \pi/2`), by Gauss–Legendre quadrature per cell.
-    On a :class:`~wflow.core.sphere_mesh.SphereMesh` (S²): uniform :math:`1/4\pi`, or the
+    On a :class:`~wflow.geometry.sphere_mesh.SphereMesh` (S²): uniform :math:`1/4\pi`, or the
     von Mises–Fisher density :math:`\propto e^{\kappa\langle e_3, x\rangle}` sampled at the
     centres and scaled to mass 1 (first order). ``uniform_mode`` and ``uniform_noise``:
     :math:`\bar\rho(1 + \xi)` with :math:`\xi` of :func:`perturbation` (a negative cell

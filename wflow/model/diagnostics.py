@@ -41,8 +41,8 @@ def variance(X):
 
 def _pairs(X, max_n, cos_cluster=np.inf, cos_merge=np.inf):
     """(min cosine, components, merged pairs i < j) per path of the first ``max_n`` tokens, in
-    one pass over the pairs (:func:`wflow.core._kernels.pair_statistics`), and m."""
-    from wflow.core._kernels import pair_statistics
+    one pass over the pairs (:func:`wflow.kernels.pair_statistics`), and m."""
+    from wflow.kernels import pair_statistics
 
     X = np.ascontiguousarray(np.asarray(X, dtype=np.float64)[..., :max_n, :])
     return pair_statistics(X, float(cos_cluster), float(cos_merge)), X.shape[-2]
@@ -77,7 +77,7 @@ def n_clusters(X, angle=0.1, max_n=2000):
     r"""Number of connected components of the graph :math:`\langle x_i, x_j\rangle \ge \cos\alpha`.
 
     Union–find over the pairs i < j in one pass that forms no Gram matrix
-    (:func:`wflow.core._kernels.pair_statistics`): O(n²) per path (scipy's sparse
+    (:func:`wflow.kernels.pair_statistics`): O(n²) per path (scipy's sparse
     ``connected_components`` took ≈ 2 ms per record at n = 200, P = 2, 13% of a default run).
     Above ``max_n`` tokens the first ``max_n`` are used.
     """

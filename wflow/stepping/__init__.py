@@ -2,7 +2,7 @@
 schemes): Butcher tableaux run by one retracted step (``integrators``), the JKO minimising
 movement (``jko``), SSP Runge–Kutta of a density (``density``); each registers itself, and
 the lines below import the built-in ones. They know nothing of attention:
-a step sees a velocity field, an energy and a mobility. May import ``wflow.core`` and
+a step sees a velocity field, an energy and a mobility. May import ``wflow.geometry`` and
 ``wflow.model`` (JKO's W₂ check)."""
 
 # The built-in steppers register themselves on import (wflow.stepping.registry): one line each,

@@ -3,7 +3,7 @@ r"""Time stepping of the density representation [model §5b, §6]: SSP Runge–K
 A density has no retraction: the stage points are plain sums,
 :math:`\rho^{(i)} = \rho + \Delta t\sum_{j<i} a_{ij} K_j`, so a Butcher tableau with
 non-negative coefficients is a convex combination of forward Euler steps (Shu–Osher) and
-keeps :math:`\rho \ge 0` under the Courant condition of :mod:`wflow.core.circle_fv`. The
+keeps :math:`\rho \ge 0` under the Courant condition of :mod:`wflow.geometry.circle_fv`. The
 strong-stability-preserving schemes offered are
 
 * ``euler`` (order 1), ``heun`` (SSP-RK2, the same tableau as the particle solver's Heun),
@@ -66,6 +66,7 @@ class DensityStepper:
     transport's rate alone and every substep is a Strang step.
     """
 
+    sde_order = None  # no token noise: a density's diffusion is in its fluxes [model §5b]
     series = (register_series("cfl_substeps", "density: CFL substeps of the last step", "count"),
               register_series("rho_min", "density: smallest cell average after the last step",
                               "1/radian"))

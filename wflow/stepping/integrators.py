@@ -15,6 +15,15 @@ to it with stage points mapped back by the retraction
 keeps the order p of the tableau. With the projective retraction
 :math:`R_x(u) = (x+u)/|x+u|` explicit Euler is exactly the reference simulation's
 update ``normalize(x + σ dt v)``.
+
+With token noise [model §6b] explicit Euler is projected Euler–Maruyama,
+
+.. math::
+    x' = R_x\big(\Delta t\,\sigma v + \sqrt{2\nu\Delta t}\,P_x\xi\big),
+
+of weak order 1 for the Itô SDE :math:`dx = \sigma v\,dt + \sqrt{2\nu}P_x\,dW - \nu(d-1)x\,dt`
+(Brownian motion on the sphere): the retraction supplies the drift :math:`-\nu(d-1)x`. The
+other tableaux state no SDE order and take no noise.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wflow.core import sphere
+from wflow.geometry import sphere
 from wflow.stepping.registry import STEPPERS, StepContext, Stepper, get_stepper, register_stepper  # noqa: F401
 
 __all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "register_tableau",
@@ -42,6 +51,7 @@ class ButcherTableau:
     b: tuple
     c: tuple
     order: int
+    sde_order: int | None = None  # weak order with token noise [model §6b]; None: no noise
 
     @property
     def stages(self) -> int:
@@ -57,11 +67,12 @@ def register_tableau(tab: ButcherTableau) -> ButcherTableau:
     ``solver.method = tab.name``, and the tests check its order conditions and convergence
     at ``tab.order`` without being edited."""
     TABLEAUX[tab.name] = tab
-    register_stepper(tab.name, lambda solver_config, tab=tab: RungeKutta(tab))
+    register_stepper(tab.name, lambda solver_config, tab=tab: RungeKutta(tab),
+                     sde_order=tab.sde_order)
     return tab
 
 
-EULER = register_tableau(ButcherTableau("euler", ((0.0,),), (1.0,), (0.0,), 1))
+EULER = register_tableau(ButcherTableau("euler", ((0.0,),), (1.0,), (0.0,), 1, sde_order=1))
 HEUN = register_tableau(ButcherTableau("heun", ((0.0, 0.0), (1.0, 0.0)), (0.5, 0.5), (0.0, 1.0), 2))
 RK4 = register_tableau(ButcherTableau(
     "rk4",
@@ -79,7 +90,7 @@ class RungeKutta:
     ----------
     tableau : ButcherTableau
     retraction : callable ``(X, U) -> X'`` mapping a point and an ambient/tangent
-        increment back to the manifold (default: :func:`wflow.core.sphere.retract`).
+        increment back to the manifold (default: :func:`wflow.geometry.sphere.retract`).
     """
 
     series = ()  # no per-step statistics
@@ -96,9 +107,29 @@ class RungeKutta:
     def name(self) -> str:
         return self.tableau.name
 
+    @property
+    def sde_order(self) -> int | None:
+        return self.tableau.sde_order
+
     def step(self, ctx: StepContext):
-        """The :class:`Stepper` protocol: one step of ``ctx.velocity`` from ``ctx.X``."""
+        """The :class:`Stepper` protocol: one step of ``ctx.velocity`` from ``ctx.X`` (with
+        ``ctx.noise``, the projected Euler–Maruyama step :meth:`advance_noisy`)."""
+        if ctx.noise is not None:
+            return self.advance_noisy(ctx.velocity, ctx.X, ctx.dt, ctx.noise, ctx.k1), {}
         return self.advance(ctx.velocity, ctx.X, ctx.dt, ctx.k1), {}
+
+    def advance_noisy(self, F, X, dt, noise, k1=None):
+        r"""One projected Euler–Maruyama step [model §6b],
+
+        .. math:: x' = R_x\big(\Delta t\, F(x) + P_x \eta\big),
+            \qquad \eta = \sqrt{2\nu\Delta t}\,\xi \ (\texttt{noise}),
+
+        for a tableau with a stated SDE order (explicit Euler); ``ValueError`` otherwise."""
+        if self.tableau.sde_order is None:
+            raise ValueError(f"method = {self.name!r} states no SDE order: it takes no token "
+                             "noise (model.diffusion > 0 needs euler)")
+        K = F(X) if k1 is None else k1
+        return self.retraction(X, dt * K + sphere.project(X, noise))
 
     def advance(self, F, X, dt, k1=None):
         """One step of size ``dt`` from X; ``k1`` = F(X) if already known (saves one evaluation)."""

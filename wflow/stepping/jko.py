@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wflow.core import sphere
+from wflow.geometry import sphere
 from wflow.stepping.registry import StepContext, register_series, register_stepper
 
 __all__ = ["JKO", "exp_map_vjp", "JKO_SERIES"]
@@ -70,6 +70,7 @@ class JKO:
     """
 
     order = 1
+    sde_order = None  # a deterministic minimising movement: no token noise [model §6b]
     name = "jko"
     series = JKO_SERIES
 

@@ -19,8 +19,8 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-__all__ = ["StepContext", "Stepper", "STEPPERS", "STEPPER_SERIES", "register_stepper",
-           "register_series", "get_stepper"]
+__all__ = ["StepContext", "Stepper", "STEPPERS", "SDE_ORDERS", "STEPPER_SERIES",
+           "register_stepper", "register_series", "get_stepper"]
 
 
 @dataclass
@@ -39,6 +39,9 @@ class StepContext:
         (energy-based steppers).
     mobility : (P, n) mobility b of the metric at X_k (energy-based steppers).
     max_dt : (P,) the largest stable step at X_k (the CFL step of a density), or None.
+    noise : (P, n, d) the ambient token-noise increment :math:`\sqrt{2\nu\Delta t}\,\xi`
+        of the step (ξ standard normal, one array per path), or None without token noise
+        ([model §6b]); a stepper projects it onto the tangent spaces itself.
     """
 
     X: np.ndarray
@@ -49,6 +52,7 @@ class StepContext:
     energy_grad: Callable | None = None
     mobility: np.ndarray | None = None
     max_dt: np.ndarray | None = None
+    noise: np.ndarray | None = None
 
 
 class Stepper(Protocol):
@@ -56,13 +60,15 @@ class Stepper(Protocol):
 
     ``name`` is the ``solver.method`` value, ``order`` the declared order in Δt, ``series``
     the names of the per-record series the stepper reports (declared beside it with
-    :func:`register_series`); ``step`` returns the new tokens and a dict with those series'
+    :func:`register_series`), ``sde_order`` its weak order with token noise (None: it takes
+    no noise, [model §6b]); ``step`` returns the new tokens and a dict with those series'
     values of this step, each of shape (P,).
     """
 
     name: str
     order: int
     series: tuple
+    sde_order: int | None
 
     def step(self, ctx: StepContext) -> tuple[np.ndarray, dict]: ...
 
@@ -70,14 +76,24 @@ class Stepper(Protocol):
 #: solver.method -> factory(solver_config: dict) -> Stepper
 STEPPERS: dict[str, Callable] = {}
 
+#: solver.method -> the stated weak order of the stepper with token noise [model §6b]; a
+#: method not listed takes no noise (``model.diffusion > 0`` is refused with it)
+SDE_ORDERS: dict[str, int] = {}
 
-def register_stepper(name: str, factory: Callable | None = None):
+
+def register_stepper(name: str, factory: Callable | None = None, sde_order: int | None = None):
     """Register a stepper factory under ``solver.method = name`` (usable as a decorator).
 
     ``factory(solver_config)`` receives the ``[solver]`` table and returns a :class:`Stepper`.
+    ``sde_order``: the stated weak order of the scheme with token noise (:data:`SDE_ORDERS`),
+    None if the stepper takes no noise.
     """
     def deco(f):
         STEPPERS[name] = f
+        if sde_order is not None:
+            SDE_ORDERS[name] = int(sde_order)
+        else:
+            SDE_ORDERS.pop(name, None)
         return f
 
     return deco if factory is None else deco(factory)

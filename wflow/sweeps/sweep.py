@@ -293,14 +293,14 @@ class SweepReport:
 
 
 def _run_task_threads(threads, name, cfg, path, overwrite=False, exit_at=None):
-    """:func:`run_task` with numba limited to ``threads`` threads (None: numba's default).
+    """:func:`run_task` with the kernels limited to ``threads`` threads (None: their default).
 
-    Set inside the task: ``numba.set_num_threads`` is per calling thread. Results do not
+    Set inside the task: the kernels' thread count is per calling thread. Results do not
     depend on the thread count."""
     if threads:
-        import numba  # TODO(kernels door): wflow.kernels.set_num_threads
+        from wflow.kernels import set_num_threads
 
-        numba.set_num_threads(max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS)))
+        set_num_threads(threads)
     return run_task(name, cfg, path, overwrite, exit_at)  # exit_at: the _exit_at test hook
 
 

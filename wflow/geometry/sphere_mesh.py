@@ -116,7 +116,7 @@ class SphereMesh:
         """Mesh size: the largest edge length."""
         return float(self.lengths.max())
 
-    # the mesh protocol of the density model (shared with wflow.core.circle_fv.CircleGrid)
+    # the mesh protocol of the density model (shared with wflow.geometry.circle_fv.CircleGrid)
     def masses(self, rho) -> np.ndarray:
         r"""Cell masses :math:`m_k = \rho_k\lvert K_k\rvert`."""
         return np.asarray(rho) * self.areas

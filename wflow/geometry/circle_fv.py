@@ -105,7 +105,7 @@ class CircleGrid:
         """Cell masses :math:`m_k = \\rho_k h`."""
         return np.asarray(rho) * self.h
 
-    # the mesh protocol of the density model (shared with wflow.core.sphere_mesh.SphereMesh)
+    # the mesh protocol of the density model (shared with wflow.geometry.sphere_mesh.SphereMesh)
     def transport(self, rho, velocity, sigma, limiter="van_leer", cfl=0.4, nu=0.0):
         r"""``(flux, rate, max_dt)`` of the field ``velocity`` (P, N, 2) at the centres:
         :math:`a_k = \sigma\langle v_k, \tau_k\rangle`, face speeds, the MUSCL upwind flux

@@ -1,7 +1,7 @@
 r"""Plain NumPy reference of the attention field and its diagnostics [model §2–4, §6].
 
 Dense ``(H, n, n)`` arrays, written to be read against the model reference (docs/model.md), not to be fast.
-The numba kernels of :mod:`wflow.core._kernels` are tested against this module.
+The numba kernels of :mod:`wflow.kernels` are tested against this module.
 
 All quantities for one path: tokens ``X`` (n, d), weights ``D`` (H, d, d).
 """

@@ -1,8 +1,8 @@
-r"""Explicit SIMD vectors for the numba kernels of :mod:`wflow.core._kernels`.
+r"""Explicit SIMD vectors for the numba kernels of :mod:`wflow.kernels`.
 
 numba vectorises loops through LLVM's loop vectoriser, which keeps a reduction's partial sums
 in registers only within one loop: every exit reduces them across lanes, every entry starts
-again. The symmetric pair loop (:func:`~wflow.core._kernels._sym_band3`) runs one loop over
+again. The symmetric pair loop (:func:`~wflow.kernels.band3._sym_band3`) runs one loop over
 all its (group of rows, vector of columns) steps and keeps its row sums as vectors across
 them: this module gives numba a vector value type for that.
 
@@ -29,7 +29,7 @@ function's flags to instructions that carry none, ``mul_rounded``'s included).
 ``fma(a, b, c)``        ``a·b + c`` (contractible: one instruction with FMA, else two)
 ``fma_exact(a, b, c)``  ``a·b + c`` rounded once (``llvm.fma``; a libm call without FMA)
 ``exp2(y)``             :math:`2^y` for y ∈ [−1021, 1023], as
-                        :func:`~wflow.core._kernels._exp2_shifted`, lane-wise
+                        :func:`~wflow.kernels.exp._exp2_shifted`, lane-wise
 ``hsum(v)``             the lanes' sum in a fixed tree (halves added, then halves again)
 ``store3_groups``       ``(a, i, u, v, w)``: rows r of the vectors (lanes a multiple of 4)
                         interleaved, ``(u_r, v_r, w_r)``, in groups of four rows: group
@@ -42,6 +42,7 @@ function's flags to instructions that carry none, ``mul_rounded``'s included).
                         levels and a scalar store each)
 ======================  ================================================================
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -50,6 +51,9 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
+
+from wflow.kernels.exp import _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _ROUND_MAGIC
+from wflow.kernels.target import _VQ
 
 
 class F64Vec(types.Type):
@@ -72,7 +76,7 @@ _FLAGS = ("contract",)
 def vector_ops(lanes, round_magic, coeffs):
     """Intrinsics on ``lanes × float64`` vectors (the table of the module docstring). The
     exponential uses ``round_magic`` (1.5·2^52) and the polynomial coefficients ``coeffs``
-    (E_1 … E_10 of :func:`~wflow.core._kernels._exp2_shifted`, same Horner order)."""
+    (E_1 … E_10 of :func:`~wflow.kernels.exp._exp2_shifted`, same Horner order)."""
     ty = F64Vec(lanes)
     vt = ir.VectorType(ir.DoubleType(), lanes)
     it = ir.VectorType(ir.IntType(64), lanes)
@@ -284,3 +288,14 @@ def vector_ops(lanes, round_magic, coeffs):
                            fma=fma,
                            fma_exact=fma_exact, exp2=exp2, hsum=hsum, hsums=hsums,
                            store3_groups=store3_groups)
+
+
+
+_V = vector_ops(_VQ, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
+_vload, _vstore, _vsplat, _vbcast, _vzero = _V.load, _V.store, _V.splat, _V.bcast, _V.zero
+_vadd, _vmul, _vfma, _vfma_exact, _vexp2, _vhsums = (_V.add, _V.mul, _V.fma, _V.fma_exact,
+                                                     _V.exp2, _V.hsums)
+_vhsum = _V.hsum
+_vmul_rounded = _V.mul_rounded
+_vadd_rounded, _vsub, _vdiv, _vload3 = _V.add_rounded, _V.sub, _V.div, _V.load3
+_vstore3_groups = _V.store3_groups

@@ -1,0 +1,342 @@
+"""The driver of a field pass: :func:`fused_pass` checks its inputs, asks
+:func:`~.routing.plan` for the plan, allocates the outputs and runs the plan's route
+(:func:`_sym_pass` or :func:`_row_pass`).
+
+Inputs: X (P, n, d) unit tokens (float64, or float32 for the float32 row pass), D and V
+(P, H, d, d), β > 0, the normalisation (:class:`~.routing.Norm`), the Laplacian heads (H,)
+bool, the causal mask, point masses (P, n) or none. Outputs: :class:`FieldPass`, new float64
+arrays per path. The arrays internal to a pass (row sums, row terms, partial sums) are kept
+between calls (:mod:`.workspace`) where every slot is rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from wflow.kernels import pool
+from wflow.kernels.band3 import (
+    _SLOT_LOADS,
+    _SLOT_SUMS,
+    _SYM_TABLE_N,
+    _paged_zeros,
+    _sym_layout,
+)
+from wflow.kernels.blas import (
+    _blas_limits,
+    _blas_sym_item,
+    _epilogue_blas,
+    _pair_pass_blas,
+)
+from wflow.kernels.pool import _num_threads, job_counter
+from wflow.kernels.routing import (
+    Norm,
+    Route,
+    _c_f64,
+    plan,
+    plan_shapes,
+    takes_sym_pass,
+)
+from wflow.kernels.rows import _NO_XT, _fused32, _fused64
+from wflow.kernels.sym3 import (
+    _NO_CB,
+    Stage,
+    SymJob,
+    _run_sym3,
+    _run_sym_reduce3,
+    _sym3,
+)
+from wflow.kernels.target import _HAS_FMA, _VW, _VW32
+from wflow.kernels.workspace import Outputs, _kept, _row_sum_arrays
+
+
+class FieldPass(NamedTuple):
+    """The results of :func:`fused_pass`, per path, with the meaning of
+    :func:`wflow.kernels.reference.field_reference` (a tuple: unpacks in this order)."""
+
+    velocity: np.ndarray  # (P, n, d), v before the sign σ
+    partition: np.ndarray  # (P, H, n), Z_h(x_i)
+    gradient: np.ndarray  # (P, n, d), g_i
+    b_hat: np.ndarray  # (P, n), 1 / Z̄(x_i)
+    energy: np.ndarray  # (P,)
+    dissipation: np.ndarray  # (P,), 𝒟
+    G2: np.ndarray  # (P,)
+    G2_hm: np.ndarray  # (P,)
+    dE_dD: np.ndarray  # (P, H, d, d)
+    ito_sum: np.ndarray  # (P,)
+
+
+def _columns(X, width, dtype=np.float64):
+    """The tokens as structure of arrays ``(P, d, n_pad)``, columns zero-padded to a multiple
+    of ``width`` (the pair loops' vector granularity)."""
+    P, n, d = X.shape
+    Xt = np.zeros((P, d, -(-n // width) * width), dtype=dtype)
+    Xt[:, :, :n] = X.transpose(0, 2, 1)
+    return Xt
+
+
+def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
+               fast_exp=True, weights=None, route=None):
+    r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
+
+    With point masses :math:`w_j \ge 0` [model §5b] every token average becomes a weighted
+    sum, over columns and over rows:
+
+    .. math::
+        Z_h(x_i) = \sum_j w_j e^{s^h_{ij}},\quad
+        \pi^h_{ij} = \frac{w_j e^{s^h_{ij}}}{\sum_k w_k e^{s^h_{ik}}},\quad
+        E = \frac{1}{2\beta H}\sum_h\sum_{i,j} w_i w_j e^{s^h_{ij}},\quad
+        \mathcal D = \sum_i w_i\langle g_i, v_i\rangle,
+
+    and likewise G², G²_hm, ∂_D E and the Itô sum; ``weights=None`` is
+    :math:`w_j = 1/n` and runs the unweighted code (bit-identical to it).
+
+    Parameters
+    ----------
+    X : (P, n, d) tokens (unit rows), float64, or float32 for the single-precision pair loop
+        (d = 3 with ``fast_exp``; otherwise float32 inputs are promoted to float64).
+    D : (P, H, d, d) symmetric interaction matrices.
+    V : (P, H, d, d) value matrices (ignored when ``tied``; may be None then).
+    beta : inverse temperature β > 0.
+    norm : :class:`~wflow.kernels.routing.Norm`, or its name (``"head"``, ``"joint"``,
+        ``"none"``) or code (0, 1, 2).
+    laplacian_mask : (H,) bool, True for the Laplacian heads.
+    causal : token i attends to j ≤ i.
+    tied : values tied to the interaction matrices (V_h = D_h).
+    want_ito : also compute ``ito_sum`` (else NaN): a bool, or (P,) bool per path. The
+        symmetric d = 3 pass skips the Itô loop on the paths without it (same bits for every
+        other output); the other routes compute it for all paths when any path wants it.
+    fast_exp : polynomial exponential (vectorised) instead of libm.
+    weights : (P, n) or (n,) point masses w_j ≥ 0 (not renormalised: E is quadratic in w),
+        or None (uniform 1/n). Inside, the relative masses :math:`u_j = n w_j` multiply the
+        exponentials after they are computed (the pair loop of d = 3 then takes the chunked
+        path, and float32 inputs the float64 pair loop); the reductions keep their fixed order.
+    route : None (the route of the inputs, :func:`~wflow.kernels.routing.plan`) or a forced
+        :class:`~wflow.kernels.routing.Route` or its value: ``"sym3"``, ``"sym3-chain"``,
+        ``"sym3-bands"``, ``"blas"``, ``"blas-combine"``, ``"rows32"``, ``"rows"``; a route
+        whose conditions do not hold raises ValueError. Every route gives the same outputs
+        up to rounding; the three symmetric forms give the same bits.
+
+    Precision: with float32 ``X`` (d = 3, ``fast_exp``) the pair loop runs in float32
+    (logits, exponentials and sums over chunks of 512 columns, 16 SIMD lanes); the chunk
+    sums, the combine and every output are float64. Expect relative errors ~1e-6
+    (more for large β‖D‖: the logit error is ~6e-8·β‖D‖₂). D and V are always used in float64.
+
+    Returns
+    -------
+    FieldPass of new float64 arrays, per path, with the meaning of
+    :func:`wflow.kernels.reference.field_reference`:
+    ``velocity (P, n, d), partition (P, H, n), gradient (P, n, d), b_hat (P, n),
+    energy (P,), dissipation (P,), G2 (P,), G2_hm (P,), dE_dD (P, H, d, d), ito_sum (P,)``.
+    Under ``causal`` velocity and partition are the masked ones and every
+    energy-based output is NaN.
+    """
+    single = np.asarray(X).dtype == np.float32
+    # C-contiguous and writeable: a read-only view (e.g. a broadcast with P = 1) would be
+    # another numba type and compile every kernel again
+    X = _c_f64(X)
+    D = _c_f64(D)
+    if X.ndim != 3:
+        raise ValueError(f"X has shape {X.shape}: expected (P, n, d)")
+    P, n, d = X.shape
+    if D.ndim != 4 or D.shape[0] != P or D.shape[2:] != (d, d):
+        raise ValueError(f"D has shape {D.shape}: expected ({P}, H, {d}, {d})")
+    H = D.shape[1]
+    if tied or V is None:
+        V = D
+    else:
+        V = _c_f64(V)
+        if V.shape != D.shape:
+            raise ValueError(f"V has shape {V.shape}: expected {D.shape}")
+    beta = float(beta)
+    if not beta > 0:
+        raise ValueError(f"beta = {beta}: expected beta > 0")
+    norm_code = int(Norm.of(norm))  # (a plain int for the kernels: one compiled type)
+    lap = laplacian_mask  # (the kernels only read it)
+    if not (type(lap) is np.ndarray and lap.dtype == np.bool_ and lap.shape == (H,)
+            and lap.flags.c_contiguous and lap.flags.writeable):
+        lap = np.zeros(H, dtype=np.bool_)
+        lap[:] = (np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1)
+                  if np.size(laplacian_mask) else False)
+    causal = bool(causal)
+    # the paths whose Itô sum is wanted: all or none (a shared array, only read), or per path
+    if causal or isinstance(want_ito, (bool, np.bool_)):
+        want_ito = False if causal else bool(want_ito)
+        ito_p = _path_flags(P, want_ito)
+        ito_all = True
+    else:
+        ito_p = np.zeros(P, dtype=np.bool_)
+        try:
+            ito_p[:] = want_ito
+        except ValueError:
+            raise ValueError(f"want_ito has shape {np.shape(want_ito)}: expected a bool or "
+                             f"({P},)") from None
+        want_ito = bool(ito_p.any())
+        ito_all = bool(ito_p.all())
+    U = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        w = np.broadcast_to(w, (P, n)) if w.shape in ((n,), (1, n)) else w
+        if w.shape != (P, n):
+            raise ValueError(f"weights has shape {w.shape}: expected ({P}, {n}) or ({n},)")
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0)):
+            raise ValueError("weights: every mass must be finite and >= 0")
+        n_padw = -(-n // _VW) * _VW
+        U = np.zeros((P, n_padw))
+        U[:, :n] = n * w
+        single = False  # the weighted pair loop is float64
+
+    # this thread's numba thread count (numba.get_num_threads in compiled code would prevent
+    # caching)
+    threads = _num_threads()
+    pl = plan(X, D, beta, single=single, fast_exp=fast_exp, U=U, causal=causal,
+              threads=threads, route=route)
+    use_sym = pl.route.symmetric
+    own_shift = pl.shift is None  # (the symmetric pass's items compute the shifts)
+    shift = np.empty((P, H)) if own_shift else pl.shift
+    S0, SX, SI, RS = sums = _row_sum_arrays(P, H, n, d)
+    vel = np.empty((P, n, d))
+    part = np.empty((P, H, n))
+    # the symmetric pass writes every output (it is never causal); the other routes start
+    # from NaN, where a causal pass leaves them undefined. Separate allocations on purpose:
+    # views of one buffer would keep all of them alive while a caller keeps any one (e.g. a
+    # record holding ``energy`` would hold ``gradient`` too)
+    new = np.empty if use_sym else _nans
+    grad = new((P, n, d))
+    bhat = new((P, n))
+    # row terms of 𝒟, G², G²_hm, E, Itô (internal; the symmetric pass writes every one: kept
+    # between calls, as the row sums)
+    er = _kept("row_terms", (P, n), lambda: np.empty((5, P, n))) if use_sym else new((5, P, n))
+    R = pl.tile_rows
+    # per-tile partial sums of ∂_D E (internal; the symmetric pass writes every one once: kept
+    # between calls; the other passes add to them)
+    nt = -(-n // R)
+    dEp = (_kept("tile_partials", (P, nt, H, d), lambda: np.empty((P, nt, H, d, d))) if use_sym
+           else np.zeros((P, nt, H, d, d)))
+    outs = Outputs(vel, part, grad, bhat, er, dEp, new(P), new(P), new(P), new(P), new(P),
+                    new((P, H, d, d)))
+    if use_sym:
+        _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm_code, ito_p, threads, sums, outs)
+    else:
+        _row_pass(pl, X, D, V, beta, shift, lap, norm_code, causal, want_ito, bool(fast_exp), U,
+                  threads, sums, outs)
+    return _field_pass(want_ito, ito_all, ito_p, outs)
+
+
+def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, sums, outs):
+    """The symmetric d = 3 pass in the form of ``pl.route`` (:mod:`.sym3`)."""
+    P, n, _ = X.shape
+    H = D.shape[1]
+    S0, SX, SI, RS = sums
+    bands, nps = _sym_layout(n, H)
+    R = pl.tile_rows
+    # rows of nps: whole pages (kept: the padding columns stay zero)
+    Xt = _kept("sym_columns", (P, n), lambda: _paged_zeros((P, 3, nps), _SLOT_LOADS))
+    Xt[:, :, :n] = X.transpose(0, 2, 1)
+    nb = bands.size - 1
+    job = SymJob(Xt, D, V, X, beta, shift, bands, lap, norm, ito_p, R, threads)
+    if pl.route is Route.SYM3:  # items (path, chunk of heads): the same bits
+        _run_sym3(Stage.FUSED, _HAS_FMA and n <= _SYM_TABLE_N, job, _NO_CB, sums, outs,
+                  own_shift=own_shift)
+    elif pl.route is Route.SYM3_CHAIN:  # items (path, head); a path's last head runs its combine
+        _run_sym3(Stage.CHAIN, False, job, _NO_CB, sums, outs, own_shift=own_shift)
+    else:  # path by path: the band column sums take H·nb·5·n floats, not P times that
+        Cb = _paged_zeros((1, H, nb, 5, nps), _SLOT_SUMS)
+        for q in range(P):
+            s = slice(q, q + 1)
+            one = job._replace(Xt=Xt[s], D=D[s], V=V[s], X=X[s], shift=shift[s], ito=ito_p[s])
+            # (the outputs are not touched by this stage)
+            _run_sym3(Stage.PAIRS, False, one, Cb, (S0[s], SX[s], SI[s], RS[s]), outs)
+            _run_sym_reduce3(bands, Cb, S0[s], SX[s], SI[s], threads)
+        _run_sym3(Stage.COMBINE, False, job, _NO_CB, sums, outs)
+
+
+def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, threads, sums,
+              outs):
+    """The row passes: BLAS pair tiles then the compiled or the matmul combine, or the
+    float32 or float64 row pass (:mod:`.rows`, :mod:`.blas`)."""
+    P, n, d = X.shape
+    R = pl.tile_rows
+    rowmax = pl.row_max
+    counter = job_counter(P, threads)
+    tile_threads = min(threads, P * -(-n // R))
+    Uk = np.zeros((P, 0)) if U is None else U  # the parallel passes' form (module notes)
+    if pl.route.blas:
+        _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, sums, _blas_limits(),
+                        U)
+        if pl.route is Route.BLAS_COMBINE:
+            _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, sums, outs,
+                           _blas_limits())
+        else:
+            pool.run(_fused64, (_NO_XT, D, V, X, beta, shift, rowmax, lap, norm, causal,
+                                want_ito, fast, False, R, counter, Uk, *sums, *outs),
+                     tile_threads)
+    elif pl.route is Route.ROWS32:
+        shift32 = np.ascontiguousarray(shift, dtype=np.float32)
+        Xt = _columns(X, _VW32, np.float32)
+        pool.run(_fused32, (Xt, D, V, X, beta, shift32, rowmax, lap, norm, causal,
+                            want_ito, R, counter, Uk, *sums, *outs), tile_threads)
+    else:
+        Xt = _columns(X, _VW)
+        pool.run(_fused64, (Xt, D, V, X, beta, shift, rowmax, lap, norm, causal,
+                            want_ito, fast, True, R, counter, Uk, *sums, *outs), tile_threads)
+
+
+def _field_pass(want_ito, ito_all, ito_p, o):
+    """The FieldPass of :func:`fused_pass`, NaN as the Itô sum of the paths that do not want
+    it (the routes other than the symmetric pass compute it for every path; ``ito_all``: every
+    path wants it, or none does)."""
+    if want_ito and not ito_all:
+        o.ito[~ito_p] = np.nan
+    return FieldPass(o.vel, o.part, o.grad, o.bhat, o.energy, o.diss, o.G2, o.G2hm, o.dEdD, o.ito)
+
+
+#: :func:`_path_flags`' arrays by (P, value).
+_PATH_FLAGS = {}
+
+
+def _path_flags(P, value):
+    """A (P,) bool array of ``value``, shared between calls (the kernels only read it: never
+    write to it)."""
+    a = _PATH_FLAGS.get((P, value))
+    if a is None:
+        a = _PATH_FLAGS[(P, value)] = np.full(P, value, dtype=np.bool_)
+    return a
+
+
+def _nans(shape):
+    """A new float64 array of NaN."""
+    return np.full(shape, np.nan)
+
+
+def _compiled_for_this_cpu(dispatcher):
+    """Whether numba holds a compiled form of ``dispatcher`` for this CPU: in this process, or
+    in its on-disk cache (numba's cache index, whose keys carry the target's CPU name and
+    features). False when the index cannot be read (numba's cache layout is not public)."""
+    if dispatcher.overloads:
+        return True
+    try:
+        from numba.core.registry import cpu_target
+
+        magic = cpu_target.target_context.codegen().magic_tuple()
+        index = dispatcher._cache._cache_file._load_index()
+        return any(key[1] == magic for key in index)
+    except Exception:  # pragma: no cover - another numba's cache internals
+        return False
+
+
+def kernels_ready(X, D, beta, fast_exp=True, weights=None, causal=False):
+    """Whether :func:`fused_pass` on (X (P, n, d); D (P, H, d, d)) runs without compiling its
+    route's main kernel first: the symmetric d = 3 pass, the BLAS tiles or the row pass.
+    A cold numba cache compiles it once per machine and CPU (tens of seconds; the documented
+    times are in ``docs/performance.md``)."""
+    X = np.asarray(X)
+    P, n, d = X.shape
+    single = X.dtype == np.float32
+    if takes_sym_pass(X, D, beta, fast_exp, weights, causal):
+        return _compiled_for_this_cpu(_sym3)
+    route = plan_shapes(n, d, np.shape(D)[1], P, single=single, fast_exp=fast_exp,
+                        weighted=weights is not None, causal=causal, symmetric=False).route
+    entry = _blas_sym_item if route.blas else _fused32 if route is Route.ROWS32 else _fused64
+    return _compiled_for_this_cpu(entry)
