@@ -84,8 +84,8 @@ MIN_RECORDED_S = 0.5
 
 def record(cfg, seconds) -> None:
     """Save the rate of a complete run that took ``seconds`` (runs under
-    :data:`MIN_RECORDED_S`, dominated by fixed costs, are not saved). Written to a temporary name and renamed; a cache that
-    cannot be written is skipped silently (it is only a guide)."""
+    :data:`MIN_RECORDED_S`, dominated by fixed costs, are not saved). Written to a temporary
+    name and renamed; a cache that cannot be written is skipped silently (it is only a guide)."""
     if not seconds or seconds < MIN_RECORDED_S:
         return
     data = _load()
