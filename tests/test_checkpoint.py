@@ -243,6 +243,32 @@ def test_unknown_and_rotary_are_refused(tmp_path):
         ck.load(folder)
 
 
+def test_unreadable_checkpoints(tmp_path):
+    bad = tmp_path / "x.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="cannot read the safetensors checkpoint"):
+        ck.load(bad)
+    with pytest.raises(ConfigError, match="no model.safetensors"):
+        ck.load(tmp_path)
+    with pytest.raises(ConfigError, match="allowed is '.safetensors'"):
+        ck.load(_touch(tmp_path / "w.bin"))
+
+
+def _touch(p):
+    p.write_bytes(b"")
+    return p
+
+
+def test_hidden_states_are_initial_tokens(tmp_path):
+    """tokens_from_hidden gives unit rows in 1^⊥: a tokens file a run reads as it is."""
+    from wflow.engine.initial import _load_tokens
+
+    H = np.random.default_rng(5).normal(3.0, 2.0, size=(6, 4))
+    np.savez(tmp_path / "tokens.npz", X=ck.tokens_from_hidden(H))
+    X = _load_tokens(tmp_path / "tokens.npz", 6, 4)
+    assert np.allclose(X, ck.tokens_from_hidden(H), rtol=0, atol=1e-15)
+
+
 def test_cli_import_weights(tmp_path, capsys):
     folder, _ = _write_gpt2(tmp_path)
     out = tmp_path / "w.npz"

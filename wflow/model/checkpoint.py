@@ -206,7 +206,7 @@ class ImportedModel:
     shared : bool
         Shared (frozen) weights across layers.
     source : str
-        The checkpoint's file name (no folder).
+        The checkpoint's file name and its folder's name (no full path).
     """
 
     arch: str
@@ -439,7 +439,7 @@ def load(path, arch: str | None = None, heads: int | None = None,
         beta = T.get(nm[lb].format(**fmt), (e,))
         out.append(_map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps))
     return ImportedModel(name, out, spec.causal, spec.placement, H, r, spec.shared,
-                         Path(str(where)).name, meta={"config": config})
+                         "/".join(Path(str(where)).parts[-2:]), meta={"config": config})
 
 
 def _map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps) -> ImportedLayer:
