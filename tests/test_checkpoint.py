@@ -44,11 +44,12 @@ def _randomise(torch, model, seed):
     return model.double().eval()
 
 
-def _build(hf, kind, tmp_path, seed=0, eps=None):
+def _build(hf, kind, tmp_path, seed=0, eps=None, **extra):
     torch, tr = hf
     if kind == "gpt2":
         cfg = tr.GPT2Config(n_embd=24, n_head=3, n_layer=2, n_positions=16, vocab_size=40,
-                            bos_token_id=0, eos_token_id=0, layer_norm_epsilon=1e-5 if eps is None else eps)
+                            bos_token_id=0, eos_token_id=0,
+                            layer_norm_epsilon=1e-5 if eps is None else eps, **extra)
         model = tr.GPT2Model(cfg)
     elif kind == "bert":
         cfg = tr.BertConfig(hidden_size=24, num_attention_heads=4, num_hidden_layers=2,
@@ -90,8 +91,9 @@ def _ids(hf, n, seed):
     return torch.randint(0, 40, (1, n), generator=torch.Generator().manual_seed(seed))
 
 
-def test_gpt2_attention_matches_transformers(hf, tmp_path):
-    model, path = _build(hf, "gpt2", tmp_path, seed=1)
+@pytest.mark.parametrize("extra", [{}, {"scale_attn_by_inverse_layer_idx": True}])
+def test_gpt2_attention_matches_transformers(hf, tmp_path, extra):
+    model, path = _build(hf, "gpt2", tmp_path, seed=1, **extra)
     imp = ck.load(path)
     assert imp.arch == "gpt2" and imp.causal and imp.heads == 3 and len(imp.layers) == 2
     caught = _capture(hf, model, [(b.ln_1, b.attn) for b in model.h], _ids(hf, 11, 2))
@@ -240,6 +242,28 @@ def test_unknown_and_rotary_are_refused(tmp_path):
         ck.load(folder, arch="llama2")
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt_neox", "n_head": 2}))
     with pytest.raises(ConfigError, match="rotary position encodings"):
+        ck.load(folder)
+
+
+def test_sharded_checkpoint(tmp_path):
+    folder, t = _write_gpt2(tmp_path)
+    st = pytest.importorskip("safetensors.numpy")
+    names = sorted(t)
+    (folder / "model.safetensors").unlink()
+    st.save_file({k: t[k] for k in names[:5]}, str(folder / "a.safetensors"))
+    st.save_file({k: t[k] for k in names[5:]}, str(folder / "b.safetensors"))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {k: "a.safetensors" if i < 5 else "b.safetensors"
+                        for i, k in enumerate(names)}}))
+    X = np.random.default_rng(2).normal(size=(5, 8))
+    assert _rel(ck.attention_update(ck.load(folder), 1, X), _dense_update(t, 1, X, 2)) < TOL
+
+
+def test_settings_outside_the_mapping_are_refused(tmp_path):
+    folder, _ = _write_gpt2(tmp_path)
+    (folder / "config.json").write_text(json.dumps(
+        {"model_type": "gpt2", "n_head": 2, "add_cross_attention": True}))
+    with pytest.raises(ConfigError, match="add_cross_attention = True: the gpt2 mapping"):
         ck.load(folder)
 
 

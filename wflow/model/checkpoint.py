@@ -64,6 +64,12 @@ class Architecture:
         ε when the checkpoint has no ``config.json``.
     shared : bool
         One set of attention weights for every layer (ALBERT): frozen weights.
+    requires : dict
+        ``config.json`` key -> the values the mapping holds for (a missing key passes);
+        any other value is refused (e.g. relative position embeddings).
+    logit_scale : callable, optional
+        ``(config, layer, r) -> float``, the factor of ``q·k`` in the logits; default
+        ``1/√r``.
     """
 
     names: dict
@@ -75,10 +81,19 @@ class Architecture:
     layers_keys: tuple = ("n_layer", "num_hidden_layers")
     eps_default: float = 1e-5
     shared: bool = False
+    requires: dict = field(default_factory=dict)
+    logit_scale: object = None
 
     @property
     def fused_qkv(self) -> bool:
         return "qkv_w" in self.names
+
+
+def _gpt2_scale(config, layer, r) -> float:
+    """GPT-2's logit factor: ``1/√r`` (unless ``scale_attn_weights`` is false), divided by
+    ``ℓ + 1`` under ``scale_attn_by_inverse_layer_idx``."""
+    s = r ** -0.5 if config.get("scale_attn_weights", True) else 1.0
+    return s / (layer + 1) if config.get("scale_attn_by_inverse_layer_idx", False) else s
 
 
 _BERT_SELF = "encoder.layer.{l}.attention.self."
@@ -90,7 +105,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         names={"qkv_w": "h.{l}.attn.c_attn.weight", "qkv_b": "h.{l}.attn.c_attn.bias",
                "o_w": "h.{l}.attn.c_proj.weight", "o_b": "h.{l}.attn.c_proj.bias",
                "ln_w": "h.{l}.ln_1.weight", "ln_b": "h.{l}.ln_1.bias"},
-        anchor="h.0.attn.c_attn.weight", placement="pre", causal=True, eps_default=1e-5),
+        anchor="h.0.attn.c_attn.weight", placement="pre", causal=True, eps_default=1e-5,
+        requires={"add_cross_attention": (False,)}, logit_scale=_gpt2_scale),
     "bert": Architecture(
         names={"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
                "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
@@ -101,7 +117,8 @@ ARCHITECTURES: dict[str, Architecture] = {
                "ln_w": "encoder.layer.{p}.output.LayerNorm.weight",
                "ln_b": "encoder.layer.{p}.output.LayerNorm.bias"},
         anchor=_BERT_SELF.format(l=0) + "query.weight", placement="post", causal=False,
-        eps_default=1e-12),
+        eps_default=1e-12, requires={"position_embedding_type": ("absolute",),
+                                     "is_decoder": (False,)}),
     "albert": Architecture(
         names={"q_w": _ALBERT_LAYER + "attention.query.weight",
                "q_b": _ALBERT_LAYER + "attention.query.bias",
@@ -117,7 +134,9 @@ ARCHITECTURES: dict[str, Architecture] = {
                "ln_w": _ALBERT_LAYER + "full_layer_layer_norm.weight",
                "ln_b": _ALBERT_LAYER + "full_layer_layer_norm.bias"},
         anchor=_ALBERT_LAYER + "attention.query.weight", placement="post", causal=False,
-        eps_default=1e-12, shared=True),
+        eps_default=1e-12, shared=True,
+        requires={"position_embedding_type": ("absolute",), "num_hidden_groups": (1,),
+                  "inner_group_num": (1,)}),
 }
 
 #: model types whose attention rotates queries and keys by position (no fixed D_h)
@@ -397,6 +416,10 @@ def load(path, arch: str | None = None, heads: int | None = None,
     _refuse_rotary(tensors, config, where)
     name, prefix = _detect(tensors, config, arch, where)
     spec = ARCHITECTURES[name]
+    for key, allowed in spec.requires.items():
+        if key in config and config[key] not in allowed:
+            raise ConfigError(f"{where}: config.json {key} = {config[key]!r}: the {name} mapping "
+                              f"holds for {' or '.join(repr(a) for a in allowed)} only")
     T = _Tensors(tensors, prefix, where)
     nm = spec.names
     H = int(_config_value(config, spec.heads_keys, "head count", heads, where))
@@ -437,22 +460,27 @@ def load(path, arch: str | None = None, heads: int | None = None,
             e, M, m = d, None, None
         gamma = T.get(nm[lw].format(**fmt), (e,))
         beta = T.get(nm[lb].format(**fmt), (e,))
-        out.append(_map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps))
+        scale = (spec.logit_scale or _default_scale)(config, ell, r)
+        out.append(_map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale))
     return ImportedModel(name, out, spec.causal, spec.placement, H, r, spec.shared,
                          "/".join(Path(str(where)).parts[-2:]), meta={"config": config})
 
 
-def _map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps) -> ImportedLayer:
+def _default_scale(config, layer, r) -> float:
+    return r ** -0.5
+
+
+def _map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale) -> ImportedLayer:
     """The exact mapping of one attention sub-layer [model §5c]: the LayerNorm output is
     ``G y + g`` with ``G = √e M diag(γ)``, ``g = M b + m`` (``M = I``, ``m = 0`` unless an
-    embedding projection follows the LayerNorm)."""
+    embedding projection follows the LayerNorm); ``scale`` is the logit factor (``1/√r``)."""
     e = gamma.shape[0]
     G = np.sqrt(e) * gamma[None, :] * (np.eye(e) if M is None else M)
     g = beta if M is None else M @ beta + m
     G = G - G.mean(axis=1, keepdims=True)  # G P₁: y lies in 1^⊥
     d = Wq.shape[0]
     r = d // H
-    s = r ** -0.25
+    s = np.sqrt(scale)
     # the key bias W_K g + b_K only shifts each query's logits by a constant: it cancels
     bq_t, bv_t = Wq @ g + bq, Wv @ g + bv
     A = (s * (Wq @ G)).reshape(H, r, e)
@@ -508,6 +536,9 @@ def attention_update(imported: ImportedModel, layer: int, X_hidden, tokens: bool
     """
     lay = imported.layers[layer]
     X = np.asarray(X_hidden, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != lay.d:
+        raise ConfigError(f"layer {layer}: hidden states of shape {X.shape}, expected "
+                          f"(n, {lay.d})")
     Y = X if tokens else tokens_from_hidden(X, lay.eps)
     n = Y.shape[0]
     out = np.broadcast_to(lay.drift, (n, lay.drift.shape[0])).copy()
