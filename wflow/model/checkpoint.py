@@ -193,7 +193,12 @@ class ImportedLayer:
     def beta(self) -> np.ndarray:
         """``β_h = ‖D_h‖₂``: the largest logit spread ``max |u_iᵀ D_h u_j|`` on the unit
         sphere, the effective inverse temperature of the head; shape (H,)."""
-        return np.array([np.linalg.norm(self.interaction(h), 2) for h in range(len(self.A))])
+        out = []
+        for h in range(len(self.A)):  # ‖A_hᵀB_h‖₂ = ‖R_A R_Bᵀ‖₂ from Aᵀ = Q_A R_A, Bᵀ = Q_B R_B
+            ra = np.linalg.qr(self.A[h].T, mode="r")
+            rb = np.linalg.qr(self.B[h].T, mode="r")
+            out.append(np.linalg.norm(ra @ rb.T, 2))
+        return np.array(out)
 
     def antisymmetry(self) -> np.ndarray:
         """``‖D_h − D_hᵀ‖_F / (2‖D_h‖_F)`` in [0, 1] (0: symmetric, 1: antisymmetric; NaN
@@ -426,6 +431,8 @@ def load(path, arch: str | None = None, heads: int | None = None,
     eps = float(_config_value(config, spec.eps_keys, "LayerNorm epsilon", None, where,
                               default=spec.eps_default))
     L = _layer_count(tensors, prefix, spec, config, layers, where)
+    if L < 1:
+        raise ConfigError(f"{where}: layer count {L}: must be at least 1")
     # the model width from the anchor: (d, 3d) fused Conv1D, (H r, d) Linear
     a0 = tensors[prefix + spec.anchor]
     d = int(a0.shape[0] if spec.fused_qkv else a0.shape[1])
