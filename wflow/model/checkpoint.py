@@ -243,6 +243,10 @@ class ImportedModel:
     source: str = ""
     meta: dict = field(default_factory=dict)
 
+    def mask(self, n: int) -> np.ndarray | None:
+        """The attention mask for ``n`` tokens: ``M_ij = [j ≤ i]`` (causal), or None."""
+        return np.tril(np.ones((n, n), dtype=bool)) if self.causal else None
+
     def table(self) -> str:
         """One row per layer and head: β_h, the antisymmetric fraction, ‖w_h‖ and ‖c‖."""
         rows = [f"{'layer':>5} {'head':>4} {'beta':>11} {'antisym':>9} {'|key_bias|':>11} "
@@ -549,7 +553,7 @@ def attention_update(imported: ImportedModel, layer: int, X_hidden, tokens: bool
     Y = X if tokens else tokens_from_hidden(X, lay.eps)
     n = Y.shape[0]
     out = np.broadcast_to(lay.drift, (n, lay.drift.shape[0])).copy()
-    mask = np.tril(np.ones((n, n), dtype=bool)) if imported.causal else None
+    mask = imported.mask(n)
     for h in range(len(lay.A)):
         S = (Y @ lay.A[h].T) @ (Y @ lay.B[h].T).T + (Y @ lay.key_bias[h])[None, :]
         if mask is not None:
