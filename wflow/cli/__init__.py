@@ -33,6 +33,7 @@ from wflow.cli.commands import (  # noqa: F401  (the commands, and helpers tests
     cmd_bench,
     cmd_experiments_list,
     cmd_experiments_run,
+    cmd_import_weights,
     cmd_info,
     cmd_plot,
     cmd_resume,
@@ -167,6 +168,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "independent: a seed per grid point from init.seed and its values")
     add_exec_options(r)
     r.set_defaults(func=cmd_sweep)
+
+    r = sub.add_parser("import-weights", parents=[common],
+                       help="map a safetensors checkpoint's attention (GPT-2, BERT, ALBERT) "
+                            "onto D_h, V_h, key weights and drift (docs/model.md §5c)")
+    r.add_argument("checkpoint", help=".safetensors file, or a folder with model.safetensors "
+                                      "and config.json")
+    r.add_argument("--arch", help="gpt2, bert or albert (default: config.json's model_type, "
+                                  "else the tensor names)")
+    r.add_argument("--heads", type=int, help="head count (default: config.json)")
+    r.add_argument("--layers", type=int, help="layer count (default: config.json or the "
+                                              "layers present)")
+    r.add_argument("-o", "--output", metavar="OUT.npz", required=True, help="array file")
+    r.set_defaults(func=cmd_import_weights)
 
     r = sub.add_parser("bench", parents=[common],
                        help="a quick table: wflow's field evaluation against NumPy (and PyTorch)",

@@ -423,6 +423,28 @@ def cmd_bench(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------- import-weights
+def cmd_import_weights(args) -> int:
+    """``wflow import-weights CKPT -o OUT.npz``: the attention layers of a safetensors
+    checkpoint mapped onto D_h, V_h, key logit weights and drift [model §5c]; prints
+    β_h and the antisymmetric fraction per layer and head."""
+    from wflow.model.checkpoint import load
+
+    out = Path(args.output)
+    if out.suffix.lower() != ".npz":
+        raise ConfigError(f"-o {out}: output suffix {out.suffix!r}: allowed is '.npz'")
+    imported = load(args.checkpoint, arch=args.arch, heads=args.heads, layers=args.layers)
+    _output_dir(out.parent)
+    imported.save(out)
+    print(f"{imported.source}: {imported.arch}, {len(imported.layers)} layers, "
+          f"{imported.heads} heads of width {imported.head_dim}, "
+          f"{'causal' if imported.causal else 'no mask'}, {imported.placement}-LN"
+          f"{', shared (frozen) layers' if imported.shared else ''}")
+    print(imported.table())
+    print(f"wrote {out}")
+    return 0
+
+
 # ---------------------------------------------------------------------- parser
 def cmd_study(args) -> int:
     from wflow.config import resolve
