@@ -202,3 +202,81 @@ def test_refusals():
         Factored(np.zeros((1, 4, 3)), np.zeros((1, 4, 3)))
     with pytest.raises(ValueError, match="interaction"):
         K.fused_pass(X, D, None, 1.0, 0, np.zeros(2, bool), False, True, interaction="x")
+
+
+# ------------------------------------------------------------------ configuration and runs
+
+SMALL = {"model": {"n": 12, "heads": 2, "interaction": "general"},
+         "init": {"weights": "gaussian"},
+         "solver": {"T": 0.05, "dt": 0.01, "record_every": 5, "paths": 2},
+         "diagnostics": {"w2": False}}
+
+
+def _cfg(**over):
+    import copy
+
+    cfg = copy.deepcopy(SMALL)
+    for key, val in over.items():
+        sec, k = key.split("__")
+        cfg.setdefault(sec, {})[k] = val
+    return cfg
+
+
+def test_config_refusals():
+    from wflow import config
+
+    ok = config.resolve(_cfg())
+    assert ok["diagnostics"]["ledger"] is False  # left out: no ledger for general D
+    assert config.resolve({})["diagnostics"]["ledger"] is True
+    for over, match in [
+        ({"diagnostics__ledger": True}, "diagnostics.ledger = true with model.interaction = "
+                                        "'general': the energy E"),
+        ({"solver__method": "jko"}, "solver.method = 'jko' with model.interaction"),
+        ({"weights__process": "oscillating", "weights__noise_var": 0.0},
+         "weights.process = 'oscillating'.*keeps D_h symmetric"),
+        ({"model__interaction": "symmetric"}, "init.weights = 'gaussian'.*needs "
+                                              "model.interaction = 'general'"),
+        ({"model__head_combine": "sum", "model__normalization": "joint"}, "weighted mean"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            config.resolve(_cfg(**over))
+
+
+def test_initial_weights_families():
+    from wflow.model.weights import GPT2_STD, initial_weights
+
+    rng = np.random.default_rng(0)
+    G = initial_weights("gaussian", 200, 8, rng)
+    assert not np.allclose(G, G.swapaxes(-1, -2))
+    assert abs(G.std() * np.sqrt(8) - 1) < 0.02
+    O = initial_weights("goe", 200, 8, rng)
+    np.testing.assert_array_equal(O, O.swapaxes(-1, -2))
+    off = O[:, ~np.eye(8, dtype=bool)]
+    assert abs(off.var() * 8 - 1) < 0.05 and abs(np.diagonal(O, 0, 1, 2).var() * 8 - 2) < 0.2
+    g = initial_weights("gpt2", 200, 8, rng)
+    assert abs(g.std() / GPT2_STD - 1) < 0.02
+
+
+def test_general_run_records_what_exists(tmp_path):
+    """A general run (OU with unsymmetrised noise): D(t) not symmetric, the Z- and v-based
+    series finite, the energy-based series NaN; summed heads; a general weight file."""
+    import wflow
+
+    res = wflow.simulate(_cfg(output__path=str(tmp_path / "g.h5"), output__store_weights=True,
+                              model__head_combine="sum"))
+    assert not np.allclose(res.D[-1], np.swapaxes(res.D[-1], -1, -2))
+    for name in ("G2", "int_G2"):
+        assert np.all(np.isfinite(res[name])), name
+    for name in ("energy", "dissipation", "ledger_residual"):
+        assert np.all(np.isnan(res[name])), name
+
+    W = np.random.default_rng(1).normal(size=(2, 3, 3))
+    np.savez(tmp_path / "w.npz", D=W)
+    with pytest.raises(ConfigError, match="not symmetric.*interaction = 'general'"):
+        wflow.simulate(_cfg(model__interaction="symmetric", init__weights="file",
+                            init__weights_file=str(tmp_path / "w.npz"),
+                            output__path=str(tmp_path / "s.h5")))
+    res = wflow.simulate(_cfg(init__weights="file", init__weights_file=str(tmp_path / "w.npz"),
+                              weights__process="frozen", output__path=str(tmp_path / "f.h5"),
+                              output__store_weights=True))
+    np.testing.assert_array_equal(res.D[-1, 0], W)
