@@ -280,3 +280,31 @@ def test_general_run_records_what_exists(tmp_path):
                               weights__process="frozen", output__path=str(tmp_path / "f.h5"),
                               output__store_weights=True))
     np.testing.assert_array_equal(res.D[-1, 0], W)
+
+
+def test_ou_general_noise_and_layers():
+    """OU under interaction = 'general': the noise is the unsymmetrised Ξ (variance g²Δt per
+    entry, EM), the symmetric form unchanged; layers take non-symmetric sets."""
+    from wflow.model.processes import make_process
+
+    spec = {"process": "ou", "rate": 1.0, "mean": 1.0, "noise_var": 2.0}
+    sym = make_process(spec, 2, 3, 0.01)
+    gen = make_process(spec, 2, 3, 0.01, interaction="general")
+    assert sym.symmetric and not gen.symmetric
+    D = np.broadcast_to(np.eye(3), (1, 2, 3, 3)).copy()
+    rs = [np.random.default_rng(3)]
+    rg = [np.random.default_rng(3)]
+    Ds, Dg = sym.step(D, 0.0, 0.01, rs), gen.step(D, 0.0, 0.01, rg)
+    np.testing.assert_array_equal(Ds, Ds.swapaxes(-1, -2))
+    xi = np.random.default_rng(3).standard_normal((2, 3, 3))
+    np.testing.assert_allclose(Dg[0], D[0] + np.sqrt(2.0) * np.sqrt(0.01) * xi, rtol=0,
+                               atol=1e-15)
+    np.testing.assert_allclose(Ds[0], D[0] + np.sqrt(2.0) * np.sqrt(0.01)
+                               * (xi + xi.swapaxes(-1, -2)) / 2, rtol=0, atol=1e-15)
+    W = np.random.default_rng(4).normal(size=(2, 3, 3))
+    lay = {"process": "layers", "layers": [{"duration": 0.02, "weights": W.tolist()}]}
+    with pytest.raises(ConfigError, match="not symmetric"):
+        make_process(lay, 2, 3, 0.01)
+    np.testing.assert_array_equal(make_process(lay, 2, 3, 0.01, interaction="general").sets[0], W)
+    with pytest.raises(ConfigError, match="keeps D_h symmetric"):
+        make_process({"process": "oscillating"}, 2, 3, 0.01, interaction="general")
