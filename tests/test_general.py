@@ -308,3 +308,48 @@ def test_ou_general_noise_and_layers():
     np.testing.assert_array_equal(make_process(lay, 2, 3, 0.01, interaction="general").sets[0], W)
     with pytest.raises(ConfigError, match="keeps D_h symmetric"):
         make_process({"process": "oscillating"}, 2, 3, 0.01, interaction="general")
+
+
+@pytest.mark.parametrize("vals", ["factored", "dense", "tied"])
+def test_factored_pass_matches_twin(vals):
+    """The numba backend's factored pass (rank r < d: r-dimensional projections) against the
+    twin: every normalisation, a Laplacian head, masses, the causal mask; the bits do not
+    depend on the path batch or the thread counts."""
+    import threadpoolctl
+
+    rng = np.random.default_rng(11)
+    P, n, d, H, r = 3, 530, 12, 2, 4  # n > ROW_BLOCK: two row blocks
+    X = sphere(rng, (P, n, d))
+    Df = Factored(rng.normal(size=(P, H, r, d)), rng.normal(size=(P, H, r, d)), np.sqrt(r))
+    V = {"factored": Factored.values(rng.normal(size=(H, d, r)), rng.normal(size=(H, r, d))),
+         "dense": rng.normal(size=(H, d, d)), "tied": None}[vals]
+    w = rng.uniform(0.2, 1.0, size=n)
+    w /= w.sum()
+    Dd = Df.dense()
+    for norm, causal, weights in (("head", False, None), ("joint", False, None),
+                                  ("none", False, None), ("joint", True, None), ("head", False, w)):
+        kw = dict(interaction="general", normalization=norm, laplacian_heads=(1,),
+                  causal=causal, values=V)
+        got = AttentionModel(**kw).evaluate(X, Df, weights=weights)
+        ref = AttentionModel(backend="numpy", **kw).evaluate(X, Df, weights=weights)
+        names = ("velocity", "partition") if causal else DEFINED
+        for p in range(P):  # within the conditioning bounds of tests/bounds.py
+            rp = {k: v[p] for k, v in ref.__dict__.items()}
+            full = rp if not causal else {k: v[p] for k, v in AttentionModel(
+                backend="numpy", **dict(kw, causal=False)).evaluate(X, Df).__dict__.items()}
+            Vp = None if V is None else V.dense() if isinstance(V, Factored) else V
+            b = field_bounds(X[p], Dd[p], 1.0, norm, (1,), Vp, causal, full, weights=weights,
+                             masked=rp if causal else None)
+            for name in names:
+                assert_within(name, getattr(got, name)[p], rp[name], b[name])
+        assert np.all(np.isnan(got.energy)) and np.all(np.isnan(got.gradient))
+    m = AttentionModel(interaction="general", laplacian_heads=(1,), values=V)
+    whole = m.evaluate(X, Df)
+    parts = [m.evaluate(X[s], Factored(Df.A[s], Df.B[s], Df.scale))
+             for s in (slice(0, 1), slice(1, 3))]
+    with threadpoolctl.threadpool_limits(2):
+        again = m.evaluate(X, Df)
+    for name in DEFINED:
+        a = getattr(whole, name)
+        assert a.tobytes() == np.concatenate([getattr(q, name) for q in parts]).tobytes()
+        assert a.tobytes() == getattr(again, name).tobytes()

@@ -193,6 +193,9 @@ class AttentionModel:
             if not general:
                 raise ValueError("a Factored D needs interaction = 'general' (A_hᵀB_h is not "
                                  "symmetric in general)")
+            if (self.backend == "numba" and self.precision == "float64"
+                    and DF.A.shape[-2] < DF.A.shape[-1]):  # rank r < d: the projections
+                return self._evaluate_factored(X, DF, weights, values)
             D = DF.dense()
             if D.ndim == 3:
                 D = np.broadcast_to(D, (X.shape[0],) + D.shape)
@@ -222,13 +225,7 @@ class AttentionModel:
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
                 weights=weights, interaction=self.interaction,
             )
-            F = Field(**out._asdict())
-            if self.head_combine == "sum":  # Σ_h = H × (1/H)Σ_h [model §1b]
-                F.velocity *= H
-                F.G2 *= H * H
-                F.G2_hm *= H * H
-                F.dissipation *= H
-            return F
+            return self._combine_heads(Field(**out._asdict()), H)
         from wflow.kernels.reference import field_reference
 
         Wb = None if weights is None else np.broadcast_to(np.asarray(weights, float), (P, n))
@@ -252,6 +249,35 @@ class AttentionModel:
         ]
         names = Field.__dataclass_fields__.keys()
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
+
+    def _combine_heads(self, F, H):
+        """Summed heads: Σ_h = H × (1/H)Σ_h [model §1b] (v, G², G²_hm, 𝒟 rescaled)."""
+        if self.head_combine == "sum":
+            F.velocity *= H
+            F.G2 *= H * H
+            F.G2_hm *= H * H
+            F.dissipation *= H
+        return F
+
+    def _evaluate_factored(self, X, DF, weights, values):
+        """The numba backend's factored D of rank r < d: :func:`wflow.kernels.factored.
+        factored_pass` (logits and factored values from the r-dimensional projections)."""
+        from wflow.kernels.factored import factored_pass
+
+        P, n, d = X.shape
+        H = DF.A.shape[-3]
+        vals = self.values if values is None else values
+        if vals is None:
+            Vs = ("factored", DF.A, DF.B, DF.scale)
+        elif isinstance(vals, Factored):
+            Vs = ("factored", vals.A, vals.B, vals.scale)
+        else:
+            Vs = ("dense", np.broadcast_to(np.asarray(vals, dtype=float), (P, H, d, d)))
+        lap = np.zeros(H, dtype=bool)
+        lap[list(self.laplacian_heads)] = True
+        out = factored_pass(X, DF.A, DF.B, DF.scale, Vs, float(self.beta), self.normalization,
+                            lap, bool(self.causal), weights)
+        return self._combine_heads(Field(**out._asdict()), H)
 
     def kernels_ready(self, X, D) -> bool:
         """Whether :meth:`evaluate` at (X (P, n, d); D (P, H, d, d)) runs without compiling
