@@ -64,11 +64,11 @@ class Factored:
 
     def left(self, X):
         r""":math:`X A_h^\top / \kappa` for X (n, d): (H, n, r) (the scaled queries)."""
-        return np.einsum("ia,hra->hir", X, self.A) / self.scale
+        return np.matmul(X, np.swapaxes(self.A, -1, -2)) / self.scale
 
     def right(self, X):
         r""":math:`X B_h^\top` for X (n, d): (H, n, r) (the keys)."""
-        return np.einsum("ia,hra->hir", X, self.B)
+        return np.matmul(X, np.swapaxes(self.B, -1, -2))
 
 
 def _logits(X, D, beta):
@@ -81,7 +81,7 @@ def _logits(X, D, beta):
 def _apply(V, X):
     """V_h x_j for every j: (H, n, d), through the projections when factored."""
     if isinstance(V, Factored):
-        return np.einsum("hjr,hra->hja", V.right(X), V.A) / V.scale
+        return np.matmul(V.right(X), V.A) / V.scale
     return np.einsum("hab,jb->hja", V, X)
 
 

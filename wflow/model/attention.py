@@ -452,9 +452,9 @@ def attention_update(X, D, V, *, beta=1.0, key_bias=None, drift=None, causal=Fal
     W = np.exp(S)
     Pi = W / W.sum(axis=2, keepdims=True)
     if isinstance(V, Factored):  # W_O,h (Π_h (X W_V,hᵀ)): r-dimensional
-        u = np.einsum("hir,hra->ia", np.matmul(Pi, V.right(X)), V.A) / V.scale
+        u = np.matmul(np.matmul(Pi, V.right(X)), V.A).sum(axis=0) / V.scale
     else:
-        u = np.einsum("hab,hib->ia", V, np.matmul(Pi, X))
+        u = np.matmul(np.matmul(Pi, X), np.swapaxes(V, -1, -2)).sum(axis=0)
     if drift is not None:
         c = np.asarray(drift, dtype=float)
         if c.shape != (d,):
