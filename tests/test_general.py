@@ -353,3 +353,13 @@ def test_factored_pass_matches_twin(vals):
         a = getattr(whole, name)
         assert a.tobytes() == np.concatenate([getattr(q, name) for q in parts]).tobytes()
         assert a.tobytes() == getattr(again, name).tobytes()
+
+
+def test_general_benchmark_suite_quick():
+    """The ``general`` benchmark suite (benchmarks/suites.py) runs and agrees with NumPy."""
+    from benchmarks import suites
+
+    rows = suites.general_suite(quick=True, torch=False, repeats=1)
+    assert {r["suite"] for r in rows} == {"general"} and len(rows) == 4
+    for r in rows[::2]:
+        assert r["ratio"] > 0 and r["data"]["rel_diff_v"] < 1e-12, r
