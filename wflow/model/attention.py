@@ -282,7 +282,7 @@ class AttentionModel:
     def kernels_ready(self, X, D) -> bool:
         """Whether :meth:`evaluate` at (X (P, n, d); D (P, H, d, d)) runs without compiling
         its numba kernels first (always True for the NumPy backend)."""
-        if self.backend != "numba":
+        if self.backend != "numba" or isinstance(D, Factored):  # (the factored pass: NumPy)
             return True
         from wflow import kernels as _kernels
 
