@@ -22,6 +22,11 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
 ``run``
     ``wflow run`` of the embedded default in a fresh process, with an empty numba cache
     (compiling) against a warm one.
+``general``
+    The general pass [model §1b] (non-symmetric D, untied values, the velocity only) against
+    a dense NumPy softmax attention and PyTorch SDPA when installed; the factored pass at a
+    trained-model shape against the whole attention block (projections, softmax, output
+    projection) in NumPy and in PyTorch when installed.
 ``contention`` (:mod:`benchmarks.contention`) and ``section6``
     Minutes each; run only when named.
 """
@@ -69,6 +74,10 @@ _ROUTE_NAMES = {"sym": "symmetric pass", "blas": "BLAS pair pass"}
 #: The paired goals: (the paper's regime, the large-n case).
 PAIRED_CASES = ((200, 100, 3, 10), (4096, 8, 3, 1))
 QUICK_PAIRED_CASES = ((40, 3, 3, 2), (96, 2, 3, 1))
+
+#: (n, H, d, P, r) of the general suite: r = 0 a dense non-symmetric D, else factored of rank r.
+GENERAL_CASES = ((4096, 8, 3, 1, 0), (200, 100, 3, 10, 0), (512, 12, 768, 1, 64))
+QUICK_GENERAL_CASES = ((64, 4, 3, 2, 0), (48, 2, 16, 1, 4))
 
 #: (n, H, d, P) of the full-step suite.
 STEP_CASES = ((200, 10, 3, 10), (200, 100, 3, 10), (4096, 8, 3, 1))
@@ -455,6 +464,100 @@ def section6_suite(quick=False, T=20.0, heads=(1, 10, 100), paths=10):
     return rows
 
 
+def _general_arrays(case, rng):
+    """Tokens, D (dense (P, H, d, d) or Factored), V (dense or Factored) of a general case."""
+    from wflow.model.attention import Factored
+
+    n, H, d, P, r = case
+    X = rng.normal(size=(P, n, d))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    if r == 0:
+        return X, rng.normal(size=(P, H, d, d)) / np.sqrt(d), rng.normal(size=(H, d, d))
+    WQ, WK, WV = 0.02 * rng.normal(size=(3, H, r, d))
+    WO = 0.02 * rng.normal(size=(H, d, r))
+    return X, Factored(WQ, WK, np.sqrt(r)), Factored.values(WO, WV)
+
+
+def _numpy_general(X, D, V):
+    """The dense NumPy baseline: per path Σ_h softmax(X D_h Xᵀ) X V_hᵀ (a dense D), or the
+    whole block W_O softmax(Q Kᵀ) X W_Vᵀ (a Factored D and V)."""
+    out = []
+    for p in range(X.shape[0]):
+        x = X[p]
+        if isinstance(V, np.ndarray):
+            S = np.matmul(x @ D[p], x.T)  # (H, n, n): x_iᵀ D_h x_j
+            Y = None
+        else:
+            S = np.matmul(D.left(x), np.swapaxes(D.right(x), -1, -2))
+            Y = V.right(x)
+        S -= S.max(axis=-1, keepdims=True)
+        np.exp(S, out=S)
+        S /= S.sum(axis=-1, keepdims=True)
+        if Y is None:
+            out.append(np.matmul(np.matmul(S, x), np.swapaxes(V, -1, -2)).sum(axis=0))
+        else:
+            out.append((np.matmul(np.matmul(S, Y), V.A) / V.scale).sum(axis=0))
+    return out
+
+
+def _torch_general(torch, X, D, V):
+    """The same in PyTorch float64: SDPA with queries x_i D_h, keys x_j, values x_j V_hᵀ,
+    or the whole block from the factored projections."""
+    Xt = torch.from_numpy(X)[:, None]  # (P, 1, n, d)
+    if isinstance(V, np.ndarray):
+        q = torch.matmul(Xt, torch.from_numpy(np.ascontiguousarray(D)))  # rows x_iᵀ D_h
+        k = Xt.expand(-1, D.shape[1], -1, -1)
+        v = torch.matmul(Xt, torch.from_numpy(np.ascontiguousarray(np.swapaxes(V, -1, -2))))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0).sum(1)
+    q = torch.matmul(Xt, torch.from_numpy(np.ascontiguousarray(np.swapaxes(D.A, -1, -2))))
+    k = torch.matmul(Xt, torch.from_numpy(np.ascontiguousarray(np.swapaxes(D.B, -1, -2))))
+    v = torch.matmul(Xt, torch.from_numpy(np.ascontiguousarray(np.swapaxes(V.B, -1, -2))))
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0 / D.scale)
+    return torch.matmul(y, torch.from_numpy(np.ascontiguousarray(V.A))).sum(1)
+
+
+def general_suite(quick=False, seed=0, cases=None, torch=True, repeats=None):
+    """The general and factored passes [model §1b] against NumPy (and PyTorch SDPA), the
+    velocity only (``want_ito=False``; the general pass reports no energy), interleaved.
+
+    Returns
+    -------
+    list of dict
+        Per case ``time: numpy ÷ wflow`` and, with PyTorch, ``time: torch ÷ wflow`` (goal
+        ≥ 2 for a dense D, ≥ 1 for the factored block: issue 36); ``data`` holds the relative
+        difference of the projected outputs.
+    """
+    from wflow.model.attention import AttentionModel
+
+    cases = cases or (QUICK_GENERAL_CASES if quick else GENERAL_CASES)
+    tm = import_torch() if torch else None
+    rng = np.random.default_rng(seed)
+    rows = []
+    for case in cases:
+        n, H, d, P, r = (int(c) for c in case)
+        X, D, V = _general_arrays((n, H, d, P, r), rng)
+        model = AttentionModel(interaction="general", values=V, head_combine="sum")
+        fns = [lambda X=X, D=D, m=model: m.evaluate(X, D, want_ito=False).velocity,
+               lambda X=X, D=D, V=V: _numpy_general(X, D, V)]
+        if tm is not None:
+            fns.append(lambda X=X, D=D, V=V: _torch_general(tm, X, D, V))
+        ts, outs = time_interleaved(fns, repeats or _repeats(float(P) * n * n * H))
+        u = np.stack(outs[1])
+        Pu = u - np.einsum("pia,pia->pi", u, X)[..., None] * X
+        label = case_label((n, H, d, P)) + (f" r={r}" if r else "")
+        goal = "≥ 2" if r == 0 else "≥ 1"
+        data = {"wflow_s": ts[0], "numpy_s": ts[1], "rel_diff_v": _rel(outs[0], Pu)}
+        rows.append(row("general", label, "time: numpy ÷ wflow", ts[1] / ts[0], seconds=ts[0],
+                        data=data))
+        if tm is not None:
+            rows.append(row("general", label, "time: torch ÷ wflow", ts[2] / ts[0], goal=goal,
+                            seconds=ts[0], data={"torch_s": ts[2], **data}))
+        else:
+            rows.append(row("general", label, "time: torch ÷ wflow", None, goal=goal,
+                            status="skipped: PyTorch is not installed"))
+    return rows
+
+
 def _contention(quick=False):
     return contention_rows(quick=quick)
 
@@ -462,7 +565,7 @@ def _contention(quick=False):
 #: The suites by name, in the order they run; :data:`DEFAULT_SUITES` run when none is named.
 SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
-          "contention": _contention, "section6": section6_suite}
+          "contention": _contention, "section6": section6_suite, "general": general_suite}
 DEFAULT_SUITES = ("field", "routes", "paired", "steps", "memory", "run")
 
 __all__ = ["SUITES", "DEFAULT_SUITES"]

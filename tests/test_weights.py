@@ -128,7 +128,7 @@ def test_check_weights_rejects(A, H, d, match):
 
 
 def test_initial_weights_unknown_kind():
-    one_line_error("allowed values", initial_weights, "gaussian", 1, 3, np.random.default_rng(0))
+    one_line_error("allowed values", initial_weights, "cauchy", 1, 3, np.random.default_rng(0))
 
 
 # --------------------------------------------------------------------------- Ornstein-Uhlenbeck

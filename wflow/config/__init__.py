@@ -70,10 +70,20 @@ from wflow.config.schema import (
 )
 from wflow.errors import ConfigError
 from wflow.geometry.circle_fv import LIMITERS
-from wflow.model.attention import BACKENDS, EXPS, MASKS, NORMALIZATIONS, PRECISIONS, SIGNS
+from wflow.model.attention import (
+    BACKENDS,
+    EXPS,
+    HEAD_COMBINES,
+    INTERACTIONS,
+    MASKS,
+    NO_ENERGY_GENERAL,
+    NORMALIZATIONS,
+    PRECISIONS,
+    SIGNS,
+)
 from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
 from wflow.model.processes import PROCESSES, get_process
-from wflow.model.weights import INITIAL_WEIGHTS
+from wflow.model.weights import GENERAL_INITIAL_WEIGHTS, INITIAL_WEIGHTS
 from wflow.stepping import density as _density
 from wflow.stepping.registry import SDE_ORDERS, STEPPERS
 
@@ -104,7 +114,8 @@ PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
               "mask": "model.mask", "backend": "solver.backend", "precision": "solver.precision",
               "fast_exp": "solver.exp", "d": "model.d", "method": "solver.method",
               "nu": "model.diffusion", "diffusion_scheme": "density.diffusion_scheme",
-              "diffusion_mobility": "density.diffusion_mobility"}
+              "diffusion_mobility": "density.diffusion_mobility",
+              "interaction": "model.interaction", "head_combine": "model.head_combine"}
 
 # --------------------------------------------------------------------------------------
 # Cross-key checks (referenced from the table)
@@ -175,6 +186,41 @@ def _method_rule(cfg):
     if s["method"] in ENERGY_METHODS and cfg["model"]["mask"] == "causal":
         raise error(f"solver.method = {s['method']!r} with model.mask = 'causal': "
                     "energy-based methods are refused under the causal mask")
+
+
+def _interaction_rule(cfg):
+    """``model.interaction = "general"`` [model §1b]: no energy (no ledger, no energy-based
+    method), a process with a general form, particles; non-symmetric initial weights need it."""
+    m = cfg["model"]
+    kind = cfg["init"]["weights"]
+    if m["interaction"] == "symmetric":
+        if kind in GENERAL_INITIAL_WEIGHTS:
+            raise bad("init.weights", kind, "is not symmetric: needs model.interaction = 'general'")
+        return
+    if cfg["diagnostics"]["ledger"]:
+        raise error(f"diagnostics.ledger = true with model.interaction = 'general': "
+                    f"{NO_ENERGY_GENERAL}")
+    if cfg["solver"]["method"] in ENERGY_METHODS:
+        raise error(f"solver.method = {cfg['solver']['method']!r} with model.interaction = "
+                    f"'general': {NO_ENERGY_GENERAL}")
+    if cfg["solver"]["representation"] != "particles":
+        raise bad("solver.representation", cfg["solver"]["representation"],
+                  "must be 'particles' with model.interaction = 'general'")
+    process = cfg["weights"]["process"]
+    if not getattr(get_process(process), "accepts_general", False):
+        raise bad("weights.process", process, "keeps D_h symmetric: with model.interaction = "
+                                              "'general' allowed are frozen, ou, layers, file")
+
+
+def _ledger_default(cfg):
+    """True, unless the energy does not exist (``model.interaction = "general"``)."""
+    return cfg["model"]["interaction"] == "symmetric"
+
+
+def _head_combine_rule(cfg):
+    if cfg["model"]["head_combine"] == "sum" and cfg["model"]["normalization"] == "joint":
+        raise error("model.head_combine = 'sum' with model.normalization = 'joint': the joint "
+                    "normalisation is a weighted mean of the heads by construction")
 
 
 def _representation_rule(cfg):
@@ -296,6 +342,12 @@ for _p in [
     Param("model.diffusion", 0.0, _NONNEG,
           "token diffusion ν: Brownian motion on the sphere, generator ν Δ_S [model §6b]",
           rule=_diffusion_rule),
+    Param("model.interaction", "symmetric", Choice(INTERACTIONS),
+          "symmetric: D_h ∈ Sym(d), the gradient flow; general: any real D_h, no energy, "
+          "no ledger [model §1b]", rule=_interaction_rule),
+    Param("model.head_combine", "mean", Choice(HEAD_COMBINES),
+          "mean: (1/H) Σ_h as in model.normalization; sum: Σ_h, multi-head attention "
+          "[model §1b]", rule=_head_combine_rule),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
           "sequence centre around its class centre, tokens around it); file; density only: "
@@ -324,7 +376,8 @@ for _p in [
     Param("init.class_kappa", 20.0, _POS, "classes: vMF concentration of a sequence centre "
           "around its class centre", applies=When("init.tokens", "classes")),
     Param("init.weights", "symmetric_gaussian", Choice(INITIAL_WEIGHTS),
-          "D_h(0): symmetric_gaussian Ξ + Ξᵀ (Ξ iid N(0, 1)), identity, file"),
+          "D_h(0): symmetric_gaussian Ξ + Ξᵀ (Ξ iid N(0, 1)), identity, file; goe "
+          "(Ξ + Ξᵀ)/√(2d); with model.interaction = 'general': gaussian Ξ/√d, gpt2 0.02 Ξ"),
     Param("init.seed", 0, Integer(lo=0), "seed of every random stream of the run"),
     Param("init.tokens_file", "", Path(),
           "token file: .npy holding the (n, d) array, or .npz/.h5 with the array 'X'",
@@ -400,7 +453,9 @@ for _p in [
           "b_hat: ν div(b̂ ∇ρ), b̂ = 1/Z̄ of the field (the gradient flow for 'joint'); "
           "explicit diffusion_scheme only [model §5b]",
           applies=When("solver.representation", "density")),
-    Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step)"),
+    Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step); "
+          "left out: true, false with model.interaction = 'general'",
+          default_from=_ledger_default),
     Param("diagnostics.clustering", True, Boolean(),
           "clusters, order parameter, smallest cosine, variance, spectrum"),
     Param("diagnostics.cluster_angle", 0.1, Interval(0, math.pi, "neither", hi_text="pi"),

@@ -25,7 +25,7 @@ import numpy as np
 
 from wflow.errors import ConfigError
 from wflow.geometry import sphere
-from wflow.model.weights import initial_weights, load_weight_file
+from wflow.model.weights import general_matrices, initial_weights, load_weight_file
 
 __all__ = ["Start", "draw", "perturb_tokens", "perturb_weights", "UNIT_TOL"]
 
@@ -84,18 +84,20 @@ def draw(cfg: dict, tokens=None) -> Start:
     # initial weights (shared by the paths unless asked per path), values
     rng_w = np.random.default_rng(stream(1))
     given = None
-    if ini["weights"] == "file":
-        given = load_weight_file(ini["weights_file"], key="init.weights_file")["D"]
-        if given.ndim == 4:
-            given = given[0]
-    wkind = "given" if ini["weights"] == "file" else ini["weights"]
-    shared_D0 = initial_weights(wkind, H, d, rng_w, given)
-    if ini.get("per_path_weights"):
-        D0 = np.stack([initial_weights(wkind, H, d, np.random.default_rng(stream(1, first + p)),
-                                       given)
-                       for p in range(P)])
-    else:
-        D0 = np.broadcast_to(shared_D0, (P, H, d, d)).copy()
+    # model.interaction = "general": weight files are any real matrices [model §1b]
+    with general_matrices(m.get("interaction", "symmetric") == "general"):
+        if ini["weights"] == "file":
+            given = load_weight_file(ini["weights_file"], key="init.weights_file")["D"]
+            if given.ndim == 4:
+                given = given[0]
+        wkind = "given" if ini["weights"] == "file" else ini["weights"]
+        shared_D0 = initial_weights(wkind, H, d, rng_w, given)
+        if ini.get("per_path_weights"):
+            D0 = np.stack([initial_weights(wkind, H, d,
+                                           np.random.default_rng(stream(1, first + p)), given)
+                           for p in range(P)])
+        else:
+            D0 = np.broadcast_to(shared_D0, (P, H, d, d)).copy()
     values = None
     if m["values"] == "identity":
         values = np.broadcast_to(np.eye(d), (H, d, d)).copy()

@@ -144,7 +144,8 @@ def estimate(cfg, keep_records=False) -> Estimate:
 
         plan = plan_shapes(n, d, H, P, single=s["precision"] == "float32",
                            fast_exp=s["exp"] == "fast", weighted=density,
-                           causal=m["mask"] == "causal")
+                           causal=m["mask"] == "causal",
+                           symmetric=m.get("interaction", "symmetric") == "symmetric")
         # with the ledger, the symmetric pass evaluates (X_{k+1}; D_k) and (X_{k+1}; D_{k+1})
         # as one batch of 2P paths (AttentionModel.evaluate_pair): twice the buffers
         Pk = 2 * P if ledger and plan.route.symmetric else P

@@ -237,10 +237,13 @@ class Simulation:
                 beta=float(m["beta"]), normalization=m["normalization"], sign=m["sign"],
                 laplacian_heads=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
                 values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
-                precision=s["precision"],
+                precision=s["precision"], interaction=m["interaction"],
+                head_combine=m["head_combine"],
             )
-        self.process = process if process is not None else make_process(w, self.H, self.d,
-                                                                         self.dt)
+        # E, g, 𝒟 and the ledger exist: symmetric D_h, no mask [model §1b, §2]
+        self._energy = m["mask"] != "causal" and m["interaction"] == "symmetric"
+        self.process = process if process is not None else make_process(
+            w, self.H, self.d, self.dt, interaction=m["interaction"])
         D0 = self.process.initial(D0)
         note = getattr(self.process, "rounding_note", "")
         if note:  # layer durations are rounded to whole steps [model §5]: say so
@@ -294,7 +297,7 @@ class Simulation:
             F.energy - state.E0 - self.model.sigma * row["int_G2"] - row["int_dEdt_drift"]
             - row["int_ito_expected"] - row["paper_martingale"]
         )
-        if not self.ledger or self.model.causal:
+        if not self.ledger or not self._energy:
             for k in _series.names(group="ledger") + (_series.names(group="token_noise")
                                                        if self.token_noise else ()):
                 row[k] = np.full(self.P, np.nan)
@@ -388,7 +391,7 @@ class Simulation:
                 F = self.model.evaluate(st.X, st.D, want_ito=want_ito)
             else:
                 F, F_next = F_next, None
-            if not self.model.causal:
+            if self._energy:
                 _check_finite(F.energy, "energy", k, t)
             if k == 0:
                 st.E0 = F.energy.copy()
@@ -431,7 +434,7 @@ class Simulation:
             c["int_ito_expected"] += dt * self.process.ito_rate(self.model.beta, F.ito_sum)
             c["paper_martingale"] += np.einsum("phab,phab->p", F.dE_dD, xi)
             # the exact ledger needs (X_{k+1}; D_k): a second pass
-            if self.ledger and not self.model.causal:
+            if self.ledger and self._energy:
                 if pair:
                     Fm, F_next = self.model.evaluate_pair(X1, Dk, D1, want_ito=(False, want_ito))
                 else:

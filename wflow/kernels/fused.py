@@ -77,7 +77,7 @@ def _columns(X, width, dtype=np.float64):
 
 
 def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
-               fast_exp=True, weights=None, route=None):
+               fast_exp=True, weights=None, route=None, interaction="symmetric"):
     r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
 
     With point masses :math:`w_j \ge 0` [model §5b] every token average becomes a weighted
@@ -96,7 +96,8 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     ----------
     X : (P, n, d) tokens (unit rows), float64, or float32 for the single-precision pair loop
         (d = 3 with ``fast_exp``; otherwise float32 inputs are promoted to float64).
-    D : (P, H, d, d) symmetric interaction matrices.
+    D : (P, H, d, d) interaction matrices: symmetric, or any real matrices with
+        ``interaction = "general"``.
     V : (P, H, d, d) value matrices (ignored when ``tied``; may be None then).
     beta : inverse temperature β > 0.
     norm : :class:`~wflow.kernels.routing.Norm`, or its name (``"head"``, ``"joint"``,
@@ -117,6 +118,13 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         ``"sym3-bands"``, ``"blas"``, ``"blas-combine"``, ``"rows32"``, ``"rows"``; a route
         whose conditions do not hold raises ValueError. Every route gives the same outputs
         up to rounding; the three symmetric forms give the same bits.
+    interaction : ``"symmetric"`` (D_h = D_hᵀ assumed, every output) or ``"general"``
+        [model §1b]: any real D_h, with the logits :math:`s_{ij} = \beta\langle x_i, D_h x_j\rangle`
+        (the passes compute :math:`q_i = \beta D_h^\top x_i` once per row, so they receive the
+        transposes :math:`D_h^\top`, and the tied values stay :math:`V_h = D_h`); the energy,
+        gradient, dissipation, ∂_D E and Itô sum are NaN (they do not exist for non-symmetric
+        D), velocity, partition, b̂, G² and G²_hm are computed. A symmetric D_h through the
+        general form takes the same route as through the symmetric one (the same velocity bits).
 
     Precision: with float32 ``X`` (d = 3, ``fast_exp``) the pair loop runs in float32
     (logits, exponentials and sums over chunks of 512 columns, 16 SIMD lanes); the chunk
@@ -137,12 +145,19 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     # another numba type and compile every kernel again
     X = _c_f64(X)
     D = _c_f64(D)
+    general = interaction == "general"
+    if not general and interaction != "symmetric":
+        raise ValueError(f"interaction = {interaction!r}: expected 'symmetric' or 'general'")
     if X.ndim != 3:
         raise ValueError(f"X has shape {X.shape}: expected (P, n, d)")
     P, n, d = X.shape
     if D.ndim != 4 or D.shape[0] != P or D.shape[2:] != (d, d):
         raise ValueError(f"D has shape {D.shape}: expected ({P}, H, {d}, {d})")
     H = D.shape[1]
+    if general:  # the passes' logits are ⟨β D x_i, x_j⟩: give them Dᵀ; the values keep D
+        V = D if tied or V is None else V
+        D = np.ascontiguousarray(np.swapaxes(D, -1, -2))
+        tied, want_ito = False, False
     if tied or V is None:
         V = D
     else:
@@ -221,6 +236,9 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     else:
         _row_pass(pl, X, D, V, beta, shift, lap, norm_code, causal, want_ito, bool(fast_exp), U,
                   threads, sums, outs)
+    if general:  # no energy for non-symmetric D [model §1b]
+        for a in (outs.grad, outs.energy, outs.diss, outs.dEdD, outs.ito):
+            a[...] = np.nan
     return _field_pass(want_ito, ito_all, ito_p, outs)
 
 

@@ -27,10 +27,17 @@ from dataclasses import field as dc_field
 import numpy as np
 
 from wflow.errors import ConfigError
-from wflow.kernels.reference import NORMALIZATIONS
+from wflow.kernels.reference import (
+    ENERGY_OUTPUTS,
+    HEAD_COMBINES,
+    INTERACTIONS,
+    NORMALIZATIONS,
+    Factored,
+)
 
-__all__ = ["AttentionModel", "Field", "field", "energy", "laplacian_indices", "NORMALIZATIONS",
-           "SIGNS", "MASKS", "BACKENDS", "PRECISIONS", "EXPS"]
+__all__ = ["AttentionModel", "Field", "field", "energy", "attention_update", "Factored",
+           "laplacian_indices", "NORMALIZATIONS", "SIGNS", "MASKS", "BACKENDS", "PRECISIONS",
+           "EXPS", "INTERACTIONS", "HEAD_COMBINES", "ENERGY_OUTPUTS", "NO_ENERGY_GENERAL"]
 
 # The allowed values of the model's options, defined once (wflow.config's schema imports them).
 # Errors of this module are plain ValueErrors naming the parameter (``beta = 0: must be > 0``);
@@ -40,6 +47,10 @@ MASKS = ("none", "causal")
 BACKENDS = ("numba", "numpy")
 PRECISIONS = ("float64", "float32")
 EXPS = ("fast", "libm")  # the kernels' exponential: fast_exp = (exp == "fast")
+#: why the energy-based quantities are refused for general D_h [model §1b]
+NO_ENERGY_GENERAL = ("the energy E, its gradient, the dissipation and the energy ledger exist "
+                     "only for symmetric D_h (docs/model.md §1b): with non-symmetric D_h the "
+                     "field is not a gradient")
 
 
 def _allowed(name, value, allowed):
@@ -120,6 +131,10 @@ class AttentionModel:
     precision : "float64" | "float32": float32 runs the pair loop of the numba kernel in single
         precision (d = 3 with the fast exponential; sums of each 512-column chunk in float32,
         everything after in float64); the state X, D stays float64.
+    interaction : "symmetric" (D_h = D_hᵀ, every quantity of §3–4) | "general" (any real D_h,
+        factored or dense; the energy-based outputs are NaN) [model §1b].
+    head_combine : "mean" (§2) | "sum" (the heads' outputs added, v = H·v_mean; not with
+        normalization "joint") [model §1b].
     """
 
     beta: float = 1.0
@@ -131,9 +146,16 @@ class AttentionModel:
     backend: str = "numba"
     fast_exp: bool = True
     precision: str = "float64"
+    interaction: str = "symmetric"
+    head_combine: str = "mean"
 
     def __post_init__(self):
         _allowed("normalization", self.normalization, NORMALIZATIONS)
+        _allowed("interaction", self.interaction, INTERACTIONS)
+        _allowed("head_combine", self.head_combine, HEAD_COMBINES)
+        if self.head_combine == "sum" and self.normalization == "joint":
+            raise ValueError("head_combine = 'sum' with normalization = 'joint': the joint "
+                             "normalisation is a weighted mean of the heads by construction")
         _allowed("sign", self.sign, tuple(SIGNS))
         _allowed("backend", self.backend, BACKENDS)
         _allowed("precision", self.precision, PRECISIONS)
@@ -144,26 +166,53 @@ class AttentionModel:
                              f"(got backend = {self.backend!r}, fast_exp = {self.fast_exp!r})")
 
     @property
+    def energy_defined(self) -> bool:
+        """Whether E, g, 𝒟, ∂_D E and the ledger exist: symmetric D_h and no causal mask
+        [model §1b, §2]."""
+        return self.interaction == "symmetric" and not self.causal
+
+    @property
     def sigma(self) -> float:
         """σ = −1 for descent, +1 for ascent."""
         return SIGNS[self.sign]
 
-    def evaluate(self, X, D, want_ito=True, weights=None) -> Field:
+    def evaluate(self, X, D, want_ito=True, weights=None, values=None) -> Field:
         """All field quantities at (X; D) for a batch: X (P, n, d), D (P, H, d, d).
 
+        ``D`` may be a :class:`Factored` stack (A, B of shape (P, H, r, d) or (H, r, d)),
+        with ``interaction = "general"``: the NumPy backend computes the logits from the
+        r-dimensional projections, the numba backend from the dense product.
         ``weights``: (P, n) or (n,) point masses w_j ≥ 0 [model §5b] (every token average
-        (1/n)Σ_j becomes Σ_j w_j), or None (uniform 1/n, the particle system)."""
+        (1/n)Σ_j becomes Σ_j w_j), or None (uniform 1/n, the particle system).
+        ``values``: value matrices for this call ((P, H, d, d), (H, d, d) or a
+        :class:`Factored` stack), in place of the model's ``values`` (time-dependent values)."""
         X = np.ascontiguousarray(X, dtype=float)
+        general = self.interaction == "general"
+        DF = D if isinstance(D, Factored) else None
+        if DF is not None:
+            if not general:
+                raise ValueError("a Factored D needs interaction = 'general' (A_hᵀB_h is not "
+                                 "symmetric in general)")
+            if (self.backend == "numba" and self.precision == "float64"
+                    and DF.A.shape[-2] < DF.A.shape[-1]):  # rank r < d: the projections
+                return self._evaluate_factored(X, DF, weights, values)
+            D = DF.dense()
+            if D.ndim == 3:
+                D = np.broadcast_to(D, (X.shape[0],) + D.shape)
         D = np.ascontiguousarray(D, dtype=float)
         P, n, d = X.shape
         H = D.shape[1]
         if self.precision == "float32" and d != 3:
             raise ValueError(f"precision = 'float32': needs d = 3 (got d = {d})")
-        if self.values is None:
+        vals = self.values if values is None else values
+        VF = vals if isinstance(vals, Factored) else None
+        if VF is not None:
+            vals = VF.dense()
+        if vals is None:
             V = D
             tied = True
         else:
-            V = np.ascontiguousarray(np.broadcast_to(self.values, D.shape), dtype=float)
+            V = np.ascontiguousarray(np.broadcast_to(vals, D.shape), dtype=float)
             tied = False
         lap = np.zeros(H, dtype=bool)
         lap[list(self.laplacian_heads)] = True
@@ -174,26 +223,66 @@ class AttentionModel:
             out = _kernels.fused_pass(
                 Xk, D, V, float(self.beta), self.normalization, lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
-                weights=weights,
+                weights=weights, interaction=self.interaction,
             )
-            return Field(**out._asdict())
+            return self._combine_heads(Field(**out._asdict()), H)
         from wflow.kernels.reference import field_reference
 
         Wb = None if weights is None else np.broadcast_to(np.asarray(weights, float), (P, n))
+
+        def path(F, p):  # path p of a Factored stack, or None
+            if F is None:
+                return None
+            if F.A.ndim == 3:
+                return F
+            return Factored(F.A[p], F.B[p], F.scale)
+
         res = [
             field_reference(
-                X[p], D[p], self.beta, self.normalization, self.laplacian_heads, self.causal,
-                None if tied else V[p], weights=None if Wb is None else Wb[p],
+                X[p], D[p] if DF is None else path(DF, p), self.beta, self.normalization,
+                self.laplacian_heads, self.causal,
+                None if tied else V[p] if VF is None else path(VF, p),
+                weights=None if Wb is None else Wb[p], interaction=self.interaction,
+                head_combine=self.head_combine,
             )
             for p in range(P)
         ]
         names = Field.__dataclass_fields__.keys()
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
 
+    def _combine_heads(self, F, H):
+        """Summed heads: Σ_h = H × (1/H)Σ_h [model §1b] (v, G², G²_hm, 𝒟 rescaled)."""
+        if self.head_combine == "sum":
+            F.velocity *= H
+            F.G2 *= H * H
+            F.G2_hm *= H * H
+            F.dissipation *= H
+        return F
+
+    def _evaluate_factored(self, X, DF, weights, values):
+        """The numba backend's factored D of rank r < d: :func:`wflow.kernels.factored.
+        factored_pass` (logits and factored values from the r-dimensional projections)."""
+        from wflow.kernels.factored import factored_pass
+
+        P, n, d = X.shape
+        H = DF.A.shape[-3]
+        vals = self.values if values is None else values
+        if vals is None:
+            Vs = ("factored", DF.A, DF.B, DF.scale)
+        elif isinstance(vals, Factored):
+            Vs = ("factored", vals.A, vals.B, vals.scale)
+        else:
+            Vs = ("dense", np.broadcast_to(np.asarray(vals, dtype=float), (P, H, d, d)))
+        lap = np.zeros(H, dtype=bool)
+        lap[list(self.laplacian_heads)] = True
+        out = factored_pass(X, DF.A, DF.B, DF.scale, Vs, float(self.beta), self.normalization,
+                            lap, bool(self.causal), weights)
+        return self._combine_heads(Field(**out._asdict()), H)
+
     def kernels_ready(self, X, D) -> bool:
         """Whether :meth:`evaluate` at (X (P, n, d); D (P, H, d, d)) runs without compiling
         its numba kernels first (always True for the NumPy backend)."""
-        if self.backend != "numba":
+        if self.backend != "numba" or isinstance(D, Factored):  # (the factored pass: NumPy)
             return True
         from wflow import kernels as _kernels
 
@@ -235,7 +324,7 @@ class AttentionModel:
         return self.evaluate(X, D, want_ito=False, weights=weights).velocity
 
 
-def _as_batch(X, D):
+def _as_batch(X, D, general=False):
     X = np.asarray(X, dtype=float)
     D = np.asarray(D, dtype=float)
     if X.ndim != 2:
@@ -249,13 +338,15 @@ def _as_batch(X, D):
         raise ConfigError("X and D must be finite")
     if np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)) > 1e-8:
         raise ConfigError("X: every token must lie on the unit sphere (use wflow.geometry.sphere.normalize)")
-    if np.max(np.abs(D - D.transpose(0, 2, 1))) > 1e-10 * max(1.0, np.max(np.abs(D))):
-        raise ConfigError("D: every D_h must be symmetric (docs/model.md §1); use values= for general V_h")
+    if not general and (np.max(np.abs(D - D.transpose(0, 2, 1)))
+                        > 1e-10 * max(1.0, np.max(np.abs(D)))):
+        raise ConfigError("D: every D_h must be symmetric (docs/model.md §1), or pass "
+                          "interaction='general' (no energy then, §1b); use values= for general V_h")
     return X[None], D[None]
 
 
 def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None,
-          backend="numba", fast_exp=True) -> Field:
+          backend="numba", fast_exp=True, interaction="symmetric", head_combine="mean") -> Field:
     r"""The attention field v of [model §2] and every diagnostic of §3–4 at (X; D).
 
     Parameters
@@ -267,6 +358,9 @@ def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none",
     laplacian_heads : list of 0-based indices, or an int k (the last k heads).
     mask : "none" | "causal".
     values : None (tied) or (H, d, d) value matrices.
+    interaction : "symmetric" | "general" (any real D_h; the energy-based outputs are NaN)
+        [model §1b].
+    head_combine : "mean" | "sum" [model §1b].
 
     Returns
     -------
@@ -274,17 +368,96 @@ def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none",
     ``energy``, ``dissipation``, ``G2``, ``G2_hm``, ``ito_sum`` (floats), ``dE_dD`` (H, d, d).
     Energy-based fields are NaN under the causal mask.
     """
-    Xb, Db = _as_batch(X, D)
+    _allowed("interaction", interaction, INTERACTIONS)
+    Xb, Db = _as_batch(X, D, general=(interaction == "general"))
     H = Db.shape[1]
     _allowed("mask", mask, MASKS)
     V = None if values is None else np.asarray(values, dtype=float).reshape(Db.shape[1:])
     model = AttentionModel(
         beta=float(beta), normalization=normalization, laplacian_heads=laplacian_indices(laplacian_heads, H),
         causal=(mask == "causal"), values=V, backend=backend, fast_exp=fast_exp,
+        interaction=interaction, head_combine=head_combine,
     )
     return model.evaluate(Xb, Db).path(0)
 
 
 def energy(X, D, beta=1.0) -> float:
-    r""":math:`E(X; D) = \frac{1}{2\beta H n^2}\sum_h\sum_{i,j}\exp(\beta\langle x_i, D_h x_j\rangle)`."""
+    r""":math:`E(X; D) = \frac{1}{2\beta H n^2}\sum_h\sum_{i,j}\exp(\beta\langle x_i, D_h x_j\rangle)`.
+
+    Symmetric D_h only: a non-symmetric D_h is a ConfigError saying why [model §1b]."""
+    D = np.asarray(D, dtype=float)
+    Dh = D[None] if D.ndim == 2 else D
+    if Dh.ndim == 3 and Dh.shape[1] == Dh.shape[2] and np.all(np.isfinite(Dh)) and (
+            np.max(np.abs(Dh - Dh.transpose(0, 2, 1))) > 1e-10 * max(1.0, np.max(np.abs(Dh)))):
+        raise ConfigError(f"energy of a non-symmetric D: {NO_ENERGY_GENERAL}")
     return field(X, D, beta=beta).energy
+
+
+def attention_update(X, D, V, *, beta=1.0, key_bias=None, drift=None, causal=False):
+    r"""The output of a multi-head attention sub-layer [model §1b]:
+
+    .. math::
+        u_i = c + \sum_h V_h \sum_j \pi^h_{ij} x_j, \qquad
+        \pi^h_{ij} = \frac{e^{\beta\langle x_i, D_h x_j\rangle + b_{hj}}}
+                          {\sum_{k} e^{\beta\langle x_i, D_h x_k\rangle + b_{hk}}},
+
+    heads summed, no tangent projection, the tokens taken as they are (hidden states need not
+    be unit vectors). With ``D = Factored(W_Q, W_K, sqrt(d_head))`` and
+    ``V = Factored.values(W_O, W_V)`` this is :math:`\sum_h W_{O,h}\,\mathrm{softmax}
+    (Q_h K_h^\top/\sqrt{d_{head}})\, X W_{V,h}^\top`, computed from the r-dimensional
+    projections (cost :math:`H n^2 r`). NumPy, float64.
+
+    Parameters
+    ----------
+    X : (n, d) tokens.
+    D : (H, d, d) interaction matrices (any real) or a :class:`Factored` stack ((H, r, d)).
+    V : (H, d, d) value matrices or a :class:`Factored` stack.
+    beta : β > 0 (1 for a transformer, whose 1/√d_head is the Factored scale).
+    key_bias : (H, n) per-key logit biases b_hj, (n,) shared by the heads, or None.
+    drift : (d,) constant vector c (the value and output biases), or None.
+    causal : token i attends to j ≤ i.
+
+    Returns
+    -------
+    (n, d) array u.
+    """
+    from wflow.kernels.reference import _logits
+
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"X has shape {X.shape}: expected (n, d)")
+    n, d = X.shape
+    if not isinstance(D, Factored):
+        D = np.asarray(D, dtype=float)
+    if not isinstance(V, Factored):
+        V = np.asarray(V, dtype=float)
+    for name, M in (("D", D), ("V", V)):
+        if len(M.shape) != 3 or M.shape[1:] != (d, d):
+            raise ValueError(f"{name} has shape {M.shape}: expected (H, {d}, {d}) (dense) or a "
+                             f"Factored stack of (H, r, {d})")
+    H = D.shape[0]
+    if V.shape[0] != H:
+        raise ValueError(f"V has {V.shape[0]} heads, D has {H}")
+    if not (np.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta = {beta!r}: must be > 0")
+    S = _logits(X, D, float(beta))  # (H, n, n)
+    if key_bias is not None:
+        b = np.asarray(key_bias, dtype=float)
+        if b.shape not in ((n,), (H, n)):
+            raise ValueError(f"key_bias has shape {b.shape}: expected ({H}, {n}) or ({n},)")
+        S = S + np.broadcast_to(b, (H, n))[:, None, :]
+    if causal:
+        S = np.where(np.tril(np.ones((n, n), dtype=bool)), S, -np.inf)
+    S = S - S.max(axis=2, keepdims=True)
+    W = np.exp(S)
+    Pi = W / W.sum(axis=2, keepdims=True)
+    if isinstance(V, Factored):  # W_O,h (Π_h (X W_V,hᵀ)): r-dimensional
+        u = np.matmul(np.matmul(Pi, V.right(X)), V.A).sum(axis=0) / V.scale
+    else:
+        u = np.matmul(np.matmul(Pi, X), np.swapaxes(V, -1, -2)).sum(axis=0)
+    if drift is not None:
+        c = np.asarray(drift, dtype=float)
+        if c.shape != (d,):
+            raise ValueError(f"drift has shape {c.shape}: expected ({d},)")
+        u = u + c
+    return u

@@ -18,11 +18,14 @@ path does not depend on how paths are batched.
 
 Symmetry of input weights is checked within a relative tolerance
 ``SYM_RTOL = 1e-10`` of the largest absolute entry of the whole array, and the
-array is then symmetrised as :math:`(A + A^T)/2`.
+array is then symmetrised as :math:`(A + A^T)/2`; inside :func:`general_matrices`
+(``model.interaction = "general"`` [model §1b]) any real matrices are taken as they are.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 
 import numpy as np
@@ -35,10 +38,17 @@ __all__ = [
     "check_weights",
     "load_weight_file",
     "WeightProcess",
+    "general_matrices",
+    "GENERAL_INITIAL_WEIGHTS",
+    "GPT2_STD",
 ]
 
 SYM_RTOL = 1e-10
-INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file")  # init.weights ("given": the API)
+INITIAL_WEIGHTS = ("symmetric_gaussian", "identity", "file", "gaussian", "goe", "gpt2")
+#: the initial weights that are not symmetric: model.interaction = "general" only [model §1b]
+GENERAL_INITIAL_WEIGHTS = ("gaussian", "gpt2")
+#: std of the entries of the "gpt2" initialisation (GPT-2's initializer_range)
+GPT2_STD = 0.02
 LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
 
@@ -58,6 +68,22 @@ def __getattr__(name):
 
 
 # --------------------------------------------------------------------------- validation
+
+
+#: whether weight inputs may be any real matrices (model.interaction = "general")
+_GENERAL = contextvars.ContextVar("wflow_general_matrices", default=False)
+
+
+@contextlib.contextmanager
+def general_matrices(general=True):
+    """Within the block, weight inputs (files, arrays, layers) are any real d×d matrices,
+    checked for shape and finiteness but neither for symmetry nor symmetrised [model §1b]
+    (``general=False``: the symmetric contract, as outside)."""
+    token = _GENERAL.set(bool(general))
+    try:
+        yield
+    finally:
+        _GENERAL.reset(token)
 
 
 def _sym(A):
@@ -81,12 +107,15 @@ def _validated(A, name, ndims=(3,), H=None, d=None):
         raise ConfigError(f"{name}: shape {A.shape}: expected {want}{sizes} (d >= 2)")
     if not np.all(np.isfinite(A)):
         raise ConfigError(f"{name}: contains NaN or inf: all entries must be finite")
+    if _GENERAL.get():  # any real matrices [model §1b]
+        return A
     scale = float(np.max(np.abs(A)))
     asym = float(np.max(np.abs(A - np.swapaxes(A, -1, -2))))
     if asym > SYM_RTOL * scale:
         raise ConfigError(
             f"{name}: not symmetric: max|A - A^T| = {asym:.3g} exceeds "
-            f"{SYM_RTOL:g} * max|A| = {SYM_RTOL * scale:.3g}"
+            f"{SYM_RTOL:g} * max|A| = {SYM_RTOL * scale:.3g} (model.interaction = 'general' "
+            "takes non-symmetric matrices)"
         )
     return _sym(A)
 
@@ -160,18 +189,23 @@ def initial_weights(kind, H, d, rng, given=None):
     .. math::
 
         \text{symmetric\_gaussian: } D_h(0) = \Xi_h + \Xi_h^T,\ \Xi_h \text{ iid } N(0, 1);
-        \qquad \text{identity: } D_h(0) = I .
+        \qquad \text{identity: } D_h(0) = I ;
+
+        \text{gaussian: } \Xi_h/\sqrt d;\qquad
+        \text{goe: } (\Xi_h + \Xi_h^T)/\sqrt{2d};\qquad
+        \text{gpt2: } 0.02\,\Xi_h \quad [\text{model §1b}].
 
     Parameters
     ----------
-    kind : {"symmetric_gaussian", "identity", "given", "file"}
+    kind : {"symmetric_gaussian", "identity", "given", "file", "gaussian", "goe", "gpt2"}
         ``symmetric_gaussian`` draws ``rng.standard_normal((H, d, d))`` (this draw
-        order, as the reference simulation); ``given``/``file`` validate ``given``
-        with :func:`check_weights`.
+        order, as the reference simulation), and so do ``gaussian``, ``goe`` and ``gpt2``;
+        ``given``/``file`` validate ``given`` with :func:`check_weights`. ``gaussian`` and
+        ``gpt2`` are not symmetric (``model.interaction = "general"``).
     H, d : int
         Number of heads and dimension.
     rng : numpy.random.Generator
-        Used only by ``symmetric_gaussian``.
+        Used only by the random kinds.
     given : array_like of shape (H, d, d), or str or os.PathLike, optional
         The weights, or a weight file (:func:`load_weight_file`; of a trajectory
         ``(K, H, d, d)`` the first set is used).
@@ -187,6 +221,13 @@ def initial_weights(kind, H, d, rng, given=None):
         return X + X.transpose(0, 2, 1)
     if kind == "identity":
         return np.tile(np.eye(d), (H, 1, 1))
+    if kind in ("gaussian", "goe", "gpt2"):
+        X = rng.standard_normal((H, d, d))
+        if kind == "gaussian":
+            return X / np.sqrt(d)
+        if kind == "goe":
+            return (X + X.transpose(0, 2, 1)) / np.sqrt(2 * d)
+        return GPT2_STD * X
     if kind in ("given", "file"):
         if given is None:
             raise ConfigError(f"init.weights = {kind!r}: needs the weights (array or file path)")
@@ -197,7 +238,8 @@ def initial_weights(kind, H, d, rng, given=None):
             given = given[0] if given.ndim == 4 else given
         return check_weights(given, H, d, name=name)
     raise ConfigError(
-        f"init.weights = {kind!r}: allowed values are symmetric_gaussian, identity, given, file"
+        f"init.weights = {kind!r}: allowed values are symmetric_gaussian, identity, given, file, "
+        "gaussian, goe, gpt2"
     )
 
 
@@ -283,12 +325,20 @@ class WeightProcess:
         deterministic oscillating process, which configurations state as 0).
     deterministic : bool
         True when a step draws no random numbers.
+    accepts_general : bool
+        The process has a form for any real D_h (``model.interaction = "general"``
+        [model §1b]); :func:`~wflow.model.processes.make_process` refuses the others then.
+    symmetric : bool
+        The process keeps D_h symmetric (True) or steps general matrices (False: set by
+        ``make_process(..., interaction="general")``).
     """
 
     name = "base"
     params: tuple = ()
     ignores: tuple = ()
     deterministic = True
+    accepts_general = False
+    symmetric = True
 
     @classmethod
     def from_config(cls, spec: dict, H: int, d: int, dt: float):

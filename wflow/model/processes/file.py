@@ -49,6 +49,7 @@ class FromFile(WeightProcess):
     """
 
     name = "file"
+    accepts_general = True
     params = (
         Param("file", "", Path(), "weight trajectory file (.npz/.h5, keys 'D' and 't')",
               rule=_file_rule),

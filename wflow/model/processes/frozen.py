@@ -20,6 +20,7 @@ class Frozen(WeightProcess):
     """
 
     name = "frozen"
+    accepts_general = True
     deterministic = True
 
     def drift(self, D, t):

@@ -98,6 +98,7 @@ class Layers(WeightProcess):
     """
 
     name = "layers"
+    accepts_general = True
     params = (
         Param("layers", [], Custom(_check_layers, "a list of tables {duration, weights, seed}"),
               "piecewise-constant weights: [[weights.layers]] tables", rule=_layers_rule),

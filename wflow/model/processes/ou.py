@@ -42,6 +42,10 @@ class OrnsteinUhlenbeck(WeightProcess):
 
     Stationary law :math:`M + G`, Var(G_aa) = g²/(2λ), Var(G_ab) = g²/(4λ).
 
+    **General matrices** (``symmetric = False``, ``model.interaction = "general"``
+    [model §1b]): :math:`S = \Xi` (the unsymmetrised :math:`dW`) and the step is not
+    symmetrised; the stationary law has iid entries of variance g²/(2λ).
+
     **Refined noise** (``refine`` = r > 1): a step of Δt draws r arrays
     :math:`\Xi_1, \dots, \Xi_r` in turn from the path's generator, one per sub-interval
     δ = Δt/r, and uses the innovation the r sub-steps would give,
@@ -72,6 +76,7 @@ class OrnsteinUhlenbeck(WeightProcess):
     """
 
     name = "ou"
+    accepts_general = True
     params = (
         Param("rate", 1.0, Interval(0, None, "neither"), "OU rate λ"),
         Param("mean", 1.0, Interval(), "OU mean M·I"),
@@ -149,15 +154,20 @@ class OrnsteinUhlenbeck(WeightProcess):
             r = self.refine
             if r == 1:
                 xi = np.stack([g.standard_normal((H, d, d)) for g in rngs])
-                out = out + np.sqrt(self.noise_var) * self.noise_scale(dt) * _sym(xi)
+                out = out + np.sqrt(self.noise_var) * self.noise_scale(dt) * self._noise(xi)
             else:  # r sub-interval draws per path, in order, combined as r sub-steps would
                 delta = dt / r
                 decay = (np.ones(r) if self.scheme == "euler_maruyama"
                          else np.exp(-self.rate * delta * np.arange(r - 1, -1, -1)))
                 xi = np.stack([sum(c * g.standard_normal((H, d, d)) for c in decay)
                                for g in rngs])
-                out = out + np.sqrt(self.noise_var) * self.noise_scale(delta) * _sym(xi)
-        return _sym(out)
+                out = out + np.sqrt(self.noise_var) * self.noise_scale(delta) * self._noise(xi)
+        return _sym(out) if self.symmetric else out
+
+    def _noise(self, xi):
+        """S = (Ξ + Ξᵀ)/2, or Ξ itself for general matrices [model §1b]."""
+        return _sym(xi) if self.symmetric else xi
+
 
     def noise_increment(self, D, D_next, t, dt):
         r""":math:`\xi = D' - D - \lambda(M - D)\Delta t`; exactly 0 if noise_var = 0 (EM)."""

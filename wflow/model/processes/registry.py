@@ -65,7 +65,7 @@ def get_process(name: str):
                      "or 'module:Class'")
 
 
-def make_process(spec, H, d, dt):
+def make_process(spec, H, d, dt, interaction="symmetric"):
     r"""Build the weight process of a ``[weights]`` table [model §10].
 
     .. math::
@@ -84,6 +84,10 @@ def make_process(spec, H, d, dt):
         Number of heads and dimension.
     dt : float
         Time step (layer rounding, default file times).
+    interaction : "symmetric" | "general" [model §1b]: with "general" the process reads
+        its weight inputs as any real matrices (:func:`~wflow.model.weights.general_matrices`)
+        and steps general matrices (``symmetric = False``); a process without that form
+        (``accepts_general`` False) is refused.
 
     Returns
     -------
@@ -100,4 +104,14 @@ def make_process(spec, H, d, dt):
         cls = get_process(kind)
     except ValueError as exc:
         raise ConfigError(f"weights.{exc}") from None
-    return cls.from_config(spec, H, d, dt)
+    if interaction == "symmetric":
+        return cls.from_config(spec, H, d, dt)
+    if not getattr(cls, "accepts_general", False):
+        raise ConfigError(f"weights.process = {kind!r} with model.interaction = 'general': this "
+                          "process keeps D_h symmetric; allowed: frozen, ou, layers, file")
+    from wflow.model.weights import general_matrices
+
+    with general_matrices():
+        proc = cls.from_config(spec, H, d, dt)
+    proc.symmetric = False
+    return proc
