@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wflow import config as _config
-from wflow.engine import initial
+from wflow.engine import adaptive_run, initial
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.engine.initial import UNIT_TOL, perturb_tokens, perturb_weights
@@ -244,7 +244,16 @@ class Simulation:
             log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
+        if s["record_times"] == "geometric":  # rounded to the step grid [model §6b]
+            self.record_steps = sorted({int(round(t / self.dt))
+                                        for t in adaptive_run.record_times(cfg)} | {self.nsteps})
         self._record_set = frozenset(self.record_steps)
+        # adaptive steps [model §6b]: an embedded pair per path; no ledger (its split assumes
+        # weights frozen within a step)
+        self.adaptive = bool(s["adaptive"])
+        if self.adaptive:
+            self.stepper = adaptive_run.make_solver(self)
+            self.ledger = self._step_ledger = False
 
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
@@ -317,6 +326,14 @@ class Simulation:
         (``checkpoint``); ``stop_after`` stops after that many steps (for tests).
         """
         rec = recorder if recorder is not None else ListRecorder()
+        if self.adaptive:  # from t = 0 (no intermediate checkpoints, [model §6b])
+            t_start = time.perf_counter()
+            stats = adaptive_run.run(self, rec)
+            self.elapsed = time.perf_counter() - t_start
+            if isinstance(rec, ListRecorder):
+                return Result(self.config, rec.arrays(),
+                              {"elapsed": self.elapsed, "adaptive": stats})
+            return rec
         st = state if state is not None else self.initial_state()
         rngs = []
         for s, stt in zip(self._path_seeds, st.rng_states):

@@ -21,6 +21,8 @@ class Frozen(WeightProcess):
 
     name = "frozen"
     deterministic = True
+    #: f = 0: adaptive steps skip integrating D ([model §6b])
+    piecewise_constant = True
 
     def drift(self, D, t):
         return np.zeros(np.shape(D))

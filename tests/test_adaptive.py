@@ -1,0 +1,150 @@
+"""Adaptive steps [model §6b]: the controller's global error against the tolerance, per-path
+independence, breakpoints hit exactly, record times, and the refusals."""
+
+import h5py
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import wflow
+from wflow.engine.adaptive_run import record_times
+from wflow.engine.driver import run_to_file
+from wflow.engine.run import Simulation
+from wflow.errors import ConfigError
+from wflow.model.attention import AttentionModel
+from wflow.stepping.adaptive import Adaptive, hermite
+from wflow.stepping.integrators import TABLEAUX
+
+BETA, T, THETA0 = 1.5, 3.0, 1.0
+BASE = ['solver.adaptive=true', 'solver.method="dopri5"', 'weights.process="frozen"',
+        'model.n=6', 'model.d=3', 'solver.T=1.0', 'solver.dt=0.01', 'solver.record_every=10',
+        'solver.backend="numpy"']
+
+
+def _two_tokens(name, tol, sigma=1.0):
+    """Two tokens, D = V = I, head normalisation: ρ = ⟨x₁, x₂⟩ obeys
+    dρ/dt = 2σ(1 − ρ²)/(1 + e^{β(1−ρ)}) [test_integrators]; |ρ(T) − ρ_exact(T)|."""
+    f = lambda t, r: 2 * sigma * (1 - r**2) / (1 + np.exp(BETA * (1 - r)))
+    ref = solve_ivp(f, (0, T), [np.cos(THETA0)], method="DOP853", rtol=1e-13,
+                    atol=1e-15).y[0, -1]
+    X0 = np.array([[[1.0, 0.0, 0.0], [np.cos(THETA0), np.sin(THETA0), 0.0]]])
+    M = AttentionModel(beta=BETA, backend="numpy")
+    sol = Adaptive(TABLEAUX[name], tol, tol, 0.01, 100_000)
+    Xr, _, st = sol.solve(lambda Y, D, t: sigma * M.velocity(Y, D), X0, np.eye(3)[None, None],
+                          T, [0.0, T])
+    return abs(Xr[-1, 0, 0] @ Xr[-1, 0, 1] - ref), st
+
+
+@pytest.mark.parametrize("name", ["bs32", "dopri5", "tsit5"])
+def test_global_error_tracks_tolerance(name):
+    """The global error at T against rtol = atol = tol over three decades (1e-4 … 1e-7):
+    log–log slope near 1 (0.6–1.3: a PI controller's error is proportional to tol only
+    asymptotically, measured 0.7–1.0), and the error never above 10·tol."""
+    tols = 10.0 ** -np.arange(4, 8)
+    errs = np.array([_two_tokens(name, tol)[0] for tol in tols])
+    slope = np.polyfit(np.log(tols), np.log(errs), 1)[0]
+    assert 0.6 < slope < 1.3, (errs, slope)
+    assert np.all(errs < 10 * tols), errs
+
+
+def test_hermite_is_cubic_exact():
+    """The dense output reproduces every cubic exactly (order 3)."""
+    p = np.poly1d([2.0, -1.0, 0.5, 3.0])
+    y = hermite(p(1.0), p(1.5), p.deriv()(1.0), p.deriv()(1.5), 0.5, 0.3)
+    assert y == pytest.approx(p(1.15), abs=1e-14)
+
+
+def test_path_alone_equals_path_in_batch():
+    """Each path is controlled on its own: path 2 of a batch of 4 (its own tokens) equals,
+    bit for bit, the run of that path alone (init.first_path = 2) — tokens, steps, counts."""
+    opts = BASE + ["init.per_path_tokens=true", 'init.tokens="uniform"', "model.beta=4.0"]
+    batch = wflow.simulate(overrides=opts + ["solver.paths=4"])
+    alone = wflow.simulate(overrides=opts + ["solver.paths=1", "init.first_path=2"])
+    np.testing.assert_array_equal(batch.X[:, 2], alone.X[:, 0])
+    for name in ("steps_accepted", "steps_rejected", "field_evals", "step_size", "energy"):
+        np.testing.assert_array_equal(batch[name][:, 2], alone[name][:, 0])
+    # the paths took different steps (else the test would not tell)
+    assert len(set(batch.steps_accepted[-1])) > 1
+
+
+def test_breakpoints_hit_exactly():
+    """Every jump time is a step end: the field is evaluated at t_b exactly (the last stage
+    of the step ending there with the old weights, the first of the next with the new), and
+    no stage elsewhere uses the weights of another layer."""
+    M = AttentionModel(beta=2.0, backend="numpy")
+    seen = []
+
+    def field(Y, D, t):
+        seen.extend(zip(t.tolist(), D[:, 0, 0, 0].tolist()))
+        return M.velocity(Y, D)
+
+    rng = np.random.default_rng(1)
+    X0 = wflow.geometry.sphere.normalize(rng.standard_normal((2, 5, 3)))
+    jumps = [0.3, 0.7 + 1e-9, 1.1]
+    value = lambda t: 1.0 + sum(t >= b for b in jumps)
+    reset = lambda t: value(t) * np.eye(3)[None]
+    sol = Adaptive(TABLEAUX["bs32"], 1e-6, 1e-8, 0.05, 10_000)
+    sol.solve(field, X0, np.broadcast_to(np.eye(3), (2, 1, 3, 3)), 1.5, [0.0, 1.5],
+              breakpoints=jumps, reset=reset)
+    for b in jumps:  # the last stage of the step ending at t_b (left limit), then the new
+        assert {D for t, D in seen if t == b} == {value(b) - 1, value(b)}, b
+    assert all(D == value(t) for t, D in seen if t not in jumps), "a stage crossed a jump"
+
+
+def test_layers_breakpoints_in_a_run():
+    """A layers run under adaptive steps records the new layer's weights from its start on."""
+    layers = ('weights.layers=[{duration = 0.35, weights = "identity"}, '
+              '{duration = 0.4, weights = "symmetric_gaussian", seed = 3}]')
+    r = wflow.simulate(overrides=BASE + ['weights.process="layers"', layers,
+                                         "output.store_weights=true", "solver.paths=1",
+                                         "solver.stop_at_records=true",
+                                         "solver.record_every=5"])
+    k = np.flatnonzero(np.isclose(r.t, 0.35))[0]
+    np.testing.assert_array_equal(r.D[k - 1, 0], r.D[0, 0])
+    assert not np.array_equal(r.D[k, 0], r.D[0, 0])
+    assert np.all(np.isfinite(r.X))
+
+
+def test_oscillating_weights_follow_their_ode():
+    """Oscillating weights are integrated with the tokens: D(t) against the exact solution
+    P(t) + e^{−t}(D(0) − P(0)) of dD/dt = F(t) − D, within a few tolerances."""
+    r = wflow.simulate(overrides=BASE + ['weights.process="oscillating"', "solver.paths=1",
+                                         "output.store_weights=true", "solver.rtol=1e-8",
+                                         "solver.atol=1e-10", "solver.stop_at_records=true"])
+    from wflow.model.processes import Oscillating
+
+    osc = Oscillating(3, 1)
+    D0 = r.D[0, 0]
+    for t, D in zip(r.t, r.D[:, 0]):
+        exact = osc.periodic_solution(t) + np.exp(-t) * (D0 - osc.periodic_solution(0.0))
+        np.testing.assert_allclose(D, exact, atol=1e-6)
+
+
+def test_geometric_record_times(tmp_path):
+    """Geometric records: the adaptive run records at t_j = t₁(T/t₁)^{j/(N−1)}; a fixed
+    stepper at the nearest steps; the file says which."""
+    geo = ['solver.record_times="geometric"', "solver.records=6", "solver.first_record=0.02"]
+    times = np.concatenate([[0.0], 0.02 * (1.0 / 0.02) ** (np.arange(6) / 5)])
+    r = wflow.simulate(overrides=BASE + geo)
+    np.testing.assert_allclose(r.t, times, rtol=1e-14)
+    fixed = [o for o in BASE if not o.startswith("solver.adaptive")] + geo
+    f = wflow.simulate(overrides=fixed)
+    np.testing.assert_allclose(f.t, np.round(times / 0.01) * 0.01, atol=1e-12)
+    path = run_to_file(overrides=fixed + ["solver.T=0.5"], path=tmp_path / "g.h5")
+    with h5py.File(path, "r") as h:
+        assert h.attrs["record_times"] == "geometric"
+    cfg = Simulation(None, fixed).config
+    assert record_times(cfg)[-1] == 1.0
+
+
+@pytest.mark.parametrize("extra, key", [
+    (['solver.method="rk4"'], "solver.method"),
+    (["solver.rtol=0"], "solver.rtol"),
+    (["solver.atol=1.0"], "solver.atol"),
+    (['solver.representation="density"', 'solver.method="ssprk3"', 'init.tokens="uniform"'],
+     "solver.method"),
+    (['weights.process="ou"', "weights.noise_var=1.0"], "weights.process"),
+])
+def test_refusals_name_the_key(extra, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        Simulation(None, BASE + extra)
