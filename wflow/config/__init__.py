@@ -91,6 +91,9 @@ REPRESENTATIONS = ("particles", "density")
 DENSITY_INITS = ("uniform", "vmf")
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 ENERGY_METHODS = ("jko",)
+#: solver.event: the per-path statistics an event may watch (the clustering series of §8)
+EVENT_SERIES = ("", "merged_fraction", "n_clusters", "order_parameter", "min_cosine",
+                "variance", "spectral_rank")
 #: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
 STEP_RTOL = 1e-9
 
@@ -353,6 +356,19 @@ for _p in [
     Param("solver.stop_at_records", False, Boolean(),
           "adaptive: end steps exactly on the record times (else dense output, order 3)",
           applies=When("solver.adaptive", True)),
+    Param("solver.event", "", Choice(EVENT_SERIES),
+          "adaptive: the per-path statistic whose first crossing of solver.event_threshold is "
+          "located ('' none) [model §6b]", applies=When("solver.adaptive", True)),
+    Param("solver.event_threshold", 0.5, Interval(None, None, "neither"),
+          "adaptive: the event's threshold", applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_direction", "up", Choice(("up", "down")),
+          "adaptive: up: the statistic >= threshold; down: <= threshold",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_stop", False, Boolean(),
+          "adaptive: a path stops at its event (the run ends when every path has)",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_tol", 1e-6, _POS, "adaptive: the event time's bisection tolerance",
+          applies=When("solver.event", EVENT_SERIES[1:])),
     Param("solver.record_times", "uniform", Choice(("uniform", "geometric")),
           "uniform: every record_every steps; geometric: solver.records times from "
           "solver.first_record to T (fixed steppers round them to the step grid)"),

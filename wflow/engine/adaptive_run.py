@@ -17,6 +17,7 @@ import numpy as np
 
 from wflow import config as _config
 from wflow.errors import ConfigError
+from wflow.model.diagnostics import clustering_series
 from wflow.stepping.adaptive import Adaptive
 from wflow.stepping.integrators import TABLEAUX
 
@@ -74,9 +75,27 @@ def run(sim, rec):
     if bps and hasattr(proc, "at"):
         def reset(t):
             return proc.at(t)
+    event = None
+    if s["event"]:
+        dg = sim.config["diagnostics"]
+        sign = 1.0 if s["event_direction"] == "up" else -1.0
+        thr = float(s["event_threshold"])
+
+        def event(X):  # g >= 0 at the event [model §6b]
+            stat = clustering_series(X, dg["cluster_angle"], dg["max_pairwise_n"],
+                                     dg["merge_cosine"])[s["event"]]
+            return sign * (stat - thr)
     Xr, Dr, stats = sim.stepper.solve(field, sim.X0, sim.D0, T, times, drift=drift,
                                       breakpoints=bps, reset=reset,
-                                      stop_at_records=bool(s["stop_at_records"]))
+                                      stop_at_records=bool(s["stop_at_records"]), event=event,
+                                      event_tol=float(s["event_tol"]),
+                                      event_stop=bool(s["event_stop"]))
+    if s["event"] and s["event_stop"] and np.all(np.isfinite(stats["event_time"][0])):
+        # every path stopped: the run ends at the last record at or after the last event
+        last = int(np.searchsorted(times, np.max(stats["event_time"][0]), side="left"))
+        keep = min(last + 1, len(times))
+        times, Xr, Dr = times[:keep], Xr[:keep], Dr[:keep]
+        stats = {k: v[:keep] for k, v in stats.items()}
     st = sim.initial_state()
     for k in st.cum:
         st.cum[k] = np.full(sim.P, np.nan)

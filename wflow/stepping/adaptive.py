@@ -38,6 +38,8 @@ ADAPTIVE_SERIES = (
     register_series("field_evals", "field evaluations of the path up to the end of the step "
                     "covering the record (adaptive)", "evaluations"),
     register_series("step_size", "the accepted step covering the record (adaptive)", "time"),
+    register_series("event_time", "the path's first crossing of solver.event (adaptive; NaN: "
+                    "none up to T)", "time"),
 )
 
 
@@ -58,6 +60,15 @@ def _rms(e, scale):
     """Per-path root mean square of e/scale over every axis but the first."""
     q = (e / scale).reshape(e.shape[0], -1)
     return np.sqrt(np.mean(q * q, axis=1))
+
+
+def _dense(x0, x1, k0, k1, d0, d1, g, h):
+    """θ -> (tokens, weights) of one path's step from its dense output (weights constant
+    when ``g`` is None, else the Hermite cubic of (d0, d1) with slopes g = (g0, g1))."""
+    def at(theta):
+        X = sphere.normalize(hermite(x0, x1, k0, k1, h, theta))
+        return X, (d1 if g is None else hermite(d0, d1, g[0], g[1], h, theta))
+    return at
 
 
 class Adaptive:
@@ -98,7 +109,7 @@ class Adaptive:
         return self.atol + self.rtol * np.maximum(np.abs(a), np.abs(b))
 
     def solve(self, field, X0, D0, T, record_times, drift=None, breakpoints=(), reset=None,
-              stop_at_records=False):
+              stop_at_records=False, event=None, event_tol=1e-6, event_stop=False):
         r"""Integrate every path from t = 0 to T; the state at ``record_times``.
 
         Parameters
@@ -110,6 +121,11 @@ class Adaptive:
         breakpoints : times in (0, T) the steps end on exactly; ``reset(t)`` gives the weights
             from a breakpoint on (broadcast to every path), or None to keep them.
         stop_at_records : also end steps exactly on the record times.
+        event : callable X (m, n, d) -> g (m,), or None. The event of a path is the first time
+            g ≥ 0, located within ``event_tol`` by bisection on the step's dense output
+            (g at step ends is checked; a crossing and recrossing inside one step is missed).
+            With ``event_stop`` the path stops there: its later records repeat its state at
+            the event and its counters stay.
 
         Returns
         -------
@@ -141,13 +157,19 @@ class Adaptive:
         sp = np.zeros(P, int)  # next stop of each path
         rp = np.zeros(P, int)  # next record of each path
         zero = np.zeros(P)
+        t_event, last_h = np.full(P, np.nan), np.full(P, np.nan)
+        stopped = np.zeros(P, dtype=bool)
+        if event is not None:  # an event at t = 0
+            fired = event(X) >= 0
+            t_event[fired] = 0.0
+            stopped = fired & bool(event_stop)
         K1 = field(X, D, zero)
         G1 = drift(D, zero) if drift is not None else None
         r0 = int(np.searchsorted(times, 0.0, side="right"))  # the records at t = 0
         Xr[:r0], Dr[:r0] = X, D
         stats["field_evals"][:r0] = 1
         rp[:] = r0
-        active = t < T
+        active = (t < T) & ~stopped
         while np.any(active):
             idx = np.flatnonzero(active)
             m = idx.size
@@ -197,11 +219,29 @@ class Adaptive:
                 j = int(idx[jj])
                 t0, t1 = ts[jj], (stop[jj] if land[jj] else ts[jj] + hh[jj])
                 acc[j] += 1
+                last_h[j] = hh[jj]
                 err_prev[j] = e_safe[jj]
                 X[j], D[j], t[j] = Xn[jj], Dn[jj], t1
                 K1[j] = K[-1][jj]
                 if G1 is not None:
                     G1[j] = G[-1][jj]
+                if event is not None and np.isnan(t_event[j]) and event(X[j : j + 1])[0] >= 0:
+                    dense = _dense(Xs[jj], Xn[jj], K[0][jj], K[-1][jj], Ds[jj], Dn[jj],
+                                   None if G is None else (G[0][jj], G[-1][jj]), hh[jj])
+                    lo, hi = 0.0, 1.0
+                    while (hi - lo) * hh[jj] > event_tol:
+                        mid = 0.5 * (lo + hi)
+                        if event(dense(mid)[0][None])[0] >= 0:
+                            hi = mid
+                        else:
+                            lo = mid
+                    t_event[j] = t0 + hi * hh[jj] if hi < 1.0 else t1
+                    if event_stop:
+                        stopped[j] = True
+                        if hi < 1.0:
+                            t1 = t[j] = t_event[j]
+                            X[j], D[j] = dense(hi)
+                            land[jj] = False
                 if land[jj]:
                     sp[j] += 1
                     if t1 in bp_set and reset is not None:  # the new weights from t1 on
@@ -225,5 +265,11 @@ class Adaptive:
                     stats["field_evals"][r, j] = evals[j]
                     stats["step_size"][r, j] = hh[jj]
                     rp[j] += 1
-            active = t < T
+            active = (t < T) & ~stopped
+        for j in np.flatnonzero(stopped):  # a stopped path keeps its state at the event
+            Xr[rp[j]:, j], Dr[rp[j]:, j] = X[j], D[j]
+            for name, v in (("steps_accepted", acc[j]), ("steps_rejected", rej[j]),
+                            ("field_evals", evals[j]), ("step_size", last_h[j])):
+                stats[name][rp[j]:, j] = v
+        stats["event_time"][:] = t_event
         return Xr, Dr, stats
