@@ -54,10 +54,12 @@ def test_hermite_is_cubic_exact():
     assert y == pytest.approx(p(1.15), abs=1e-14)
 
 
-def test_path_alone_equals_path_in_batch():
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_path_alone_equals_path_in_batch(backend):
     """Each path is controlled on its own: path 2 of a batch of 4 (its own tokens) equals,
     bit for bit, the run of that path alone (init.first_path = 2) — tokens, steps, counts."""
-    opts = BASE + ["init.per_path_tokens=true", 'init.tokens="uniform"', "model.beta=4.0"]
+    opts = BASE + ["init.per_path_tokens=true", 'init.tokens="uniform"', "model.beta=4.0",
+                   f'solver.backend="{backend}"']
     batch = wflow.simulate(overrides=opts + ["solver.paths=4"])
     alone = wflow.simulate(overrides=opts + ["solver.paths=1", "init.first_path=2"])
     np.testing.assert_array_equal(batch.X[:, 2], alone.X[:, 0])
@@ -190,3 +192,10 @@ def test_event_refusals():
     fixed = [o for o in BASE if not o.startswith("solver.adaptive")]
     with pytest.raises(ConfigError, match=r"solver\.event"):
         Simulation(None, fixed + ['solver.event="min_cosine"'])
+
+
+def test_max_steps_stops_the_run():
+    from wflow.errors import NumericalError
+
+    with pytest.raises(NumericalError, match=r"solver\.max_steps = 3"):
+        wflow.simulate(overrides=BASE + ["solver.max_steps=3", "solver.rtol=1e-9"])
