@@ -37,13 +37,14 @@ def _two_tokens(name, tol, sigma=1.0):
 
 @pytest.mark.parametrize("name", ["bs32", "dopri5", "tsit5"])
 def test_global_error_tracks_tolerance(name):
-    """The global error at T against rtol = atol = tol over three decades (1e-4 … 1e-7):
-    log–log slope near 1 (0.6–1.3: a PI controller's error is proportional to tol only
-    asymptotically, measured 0.7–1.0), and the error never above 10·tol."""
-    tols = 10.0 ** -np.arange(4, 8)
+    """The global error at T against rtol = atol = tol over four decades (1e-5 … 1e-9):
+    log–log slope near 1 (0.7–1.3: the error is proportional to tol only asymptotically, and
+    the fifth-order pairs take 12–34 steps here; measured bs32 0.98, dopri5 0.79, tsit5
+    0.84), and the error never above 10·tol."""
+    tols = 10.0 ** -np.arange(5, 10)
     errs = np.array([_two_tokens(name, tol)[0] for tol in tols])
     slope = np.polyfit(np.log(tols), np.log(errs), 1)[0]
-    assert 0.6 < slope < 1.3, (errs, slope)
+    assert 0.7 < slope < 1.3, (errs, slope)
     assert np.all(errs < 10 * tols), errs
 
 
