@@ -133,6 +133,7 @@ def test_geometric_record_times(tmp_path):
     fixed = [o for o in BASE if not o.startswith("solver.adaptive")] + geo
     f = wflow.simulate(overrides=fixed)
     np.testing.assert_allclose(f.t, np.round(times / 0.01) * 0.01, atol=1e-12)
+    assert np.all(np.isfinite(f.ledger_residual)) and "step_ledger_residual" not in f.keys()
     path = run_to_file(overrides=fixed + ["solver.T=0.5"], path=tmp_path / "g.h5")
     with h5py.File(path, "r") as h:
         assert h.attrs["record_times"] == "geometric"

@@ -247,6 +247,7 @@ class Simulation:
         if s["record_times"] == "geometric":  # rounded to the step grid [model §6b]
             self.record_steps = sorted({int(round(t / self.dt))
                                         for t in adaptive_run.record_times(cfg)} | {self.nsteps})
+            self._step_ledger = False  # its buffer holds record_every steps per record
         self._record_set = frozenset(self.record_steps)
         # adaptive steps [model §6b]: an embedded pair per path; no ledger (its split assumes
         # weights frozen within a step)
@@ -386,7 +387,8 @@ class Simulation:
                     F.energy - st.E0 - st.cum["weight_work"] - st.cum["token_work"]
                 )
                 j = (k - 1) % self.record_every  # slot of step k − 1 in the record interval
-                st.step_ledger[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
+                if self._step_ledger:  # (not kept under geometric record times)
+                    st.step_ledger[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
                                    st.pending["mart"], wpart - st.pending["drift"] - st.pending["mart"],
                                    st.pending["res"]], axis=-1)
                 st.pending = {}
