@@ -3,7 +3,8 @@ metastable case [model §6b].
 
     python experiments/adaptive_evals.py [--paths 8] [--T 100]
 
-n = 32 tokens on S¹ (d = 2), β = 6, head normalisation, D = I, uniform tokens, one
+n = 32 tokens on S¹ (d = 2), β = 6, head normalisation, ascent (the clustering
+sign, as the phase study), D = V = I, uniform tokens, one
 system per path. The error of a run is the largest distance |x − x_ref| between its final
 tokens and those of a tight reference (dopri5, rtol = atol = 1e-11; T is a step end), over
 tokens and paths (the chord equals the angle to O(angle³) and has no √ε floor). Prints one
@@ -23,6 +24,7 @@ import wflow
 
 def _run(over, T, paths):
     base = ["model.n=32", "model.d=2", "model.beta=6.0", 'model.normalization="head"',
+            'model.sign="ascent"', 'model.values="identity"',
             'init.tokens="uniform"', "init.per_path_tokens=true", 'init.weights="identity"',
             'weights.process="frozen"', f"solver.T={T}", "solver.dt=0.01",
             f"solver.record_every={int(round(T / 0.01))}", f"solver.paths={paths}",

@@ -3,7 +3,8 @@ metastable case of issue 38 (a quick version) [model §6b].
 
     python experiments/adaptive_events.py [--paths 8] [--T 300] [--record-every 10]
 
-n = 32 tokens on S¹ (d = 2), β = 6, head normalisation, D = I, uniform tokens, one system
+n = 32 tokens on S¹ (d = 2), β = 6, head normalisation, ascent (the clustering
+sign, as the phase study), D = V = I, uniform tokens, one system
 per path, frozen weights. The event is merged_fraction ≥ 1/2 (pairs with cosine > 0.999).
 Reference: dopri5 at rtol = atol = 1e-10 (event_tol 1e-8). Adaptive runs stop each path at
 its event (``solver.event_stop``); their cost is the mean ``field_evals`` per path. Euler at
@@ -24,6 +25,7 @@ import wflow
 
 def _base(T, P):
     return ["model.n=32", "model.d=2", "model.beta=6.0", 'model.normalization="head"',
+            'model.sign="ascent"', 'model.values="identity"',
             'init.tokens="uniform"', "init.per_path_tokens=true", 'init.weights="identity"',
             'weights.process="frozen"', f"solver.T={T}", "solver.dt=0.01", f"solver.paths={P}",
             "diagnostics.ledger=false"]
