@@ -85,6 +85,8 @@ BAD_SETS = [
     ("model.nonsense=1", "model.nonsense"),  # unknown key
     ("bogus.x=1", "bogus"),  # unknown section
     ("solver.T", "solver.T"),  # no '='
+    ("solver.adaptive=true", "solver.method"),  # euler has no error estimate [model §6d]
+    ("solver.event=energy", "solver.event"),  # not a per-path statistic
 ]
 
 

@@ -49,10 +49,16 @@ def _gamma(t):
     return g
 
 
-def _elementary_weight(tab, t):
+def _rational(tab):
+    """Whether every coefficient is a fraction with denominator ≤ 10⁶ (to the last bit)."""
+    rows = list(tab.A) + [tab.b] + ([tab.b_hat] if tab.b_hat else [])
+    return all(float(Fraction(x).limit_denominator(10**6)) == x for row in rows for x in row)
+
+
+def _elementary_weight(tab, t, b=None):
     """Φ(t) = bᵀ Π_children (A g(child)), in exact rational arithmetic from the tableau."""
     A = [[Fraction(a).limit_denominator(10**6) for a in row] for row in tab.A]
-    b = [Fraction(x).limit_denominator(10**6) for x in tab.b]
+    b = [Fraction(x).limit_denominator(10**6) for x in (tab.b if b is None else b)]
     s = len(b)
 
     def g(tree):
@@ -81,12 +87,51 @@ def test_tableau_order_conditions(name):
     for i in range(s):
         assert all(a == 0 for a in tab.A[i][i:]), "explicit: A strictly lower triangular"
         assert tab.c[i] == pytest.approx(sum(tab.A[i]), abs=1e-15), "row-sum condition c = A1"
-    for k in range(1, tab.order + 1):
-        for t in rooted_trees(k):
-            assert _elementary_weight(tab, t) == Fraction(1, _gamma(t)), (name, k, t)
-    above = [_elementary_weight(tab, t) == Fraction(1, _gamma(t))
-             for t in rooted_trees(tab.order + 1)]
-    assert not all(above), f"{name} also satisfies the order {tab.order + 1} conditions"
+    if not _rational(tab):
+        pytest.skip("decimal coefficients: test_tableau_order_conditions_float")
+    weights = [(tab.b, tab.order)] + ([(tab.b_hat, tab.order_hat)] if tab.embedded else [])
+    for b, order in weights:
+        for k in range(1, order + 1):
+            for t in rooted_trees(k):
+                assert _elementary_weight(tab, t, b) == Fraction(1, _gamma(t)), (name, k, t)
+        above = [_elementary_weight(tab, t, b) == Fraction(1, _gamma(t))
+                 for t in rooted_trees(order + 1)]
+        assert not all(above), f"{name} also satisfies the order {order + 1} conditions"
+
+
+def _float_weight(A, b, t):
+    """Φ(t) in floating point, from arrays A (s, s) and b (s,)."""
+    def g(tree):
+        out = np.ones(len(b))
+        for child in tree:
+            out = out * (A @ g(child))
+        return out
+
+    return float(b @ g(t))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, t in TABLEAUX.items() if t.embedded))
+def test_tableau_order_conditions_float(name):
+    """The order conditions of b (order p) and of the error weights b̂ (order p̂) in floating
+    point, for every embedded pair (Tsit5's decimal coefficients included). Tolerance from
+    conditioning: |Φ(t) − 1/γ(t)| ≤ 1e3·ε·Φ_abs(t), Φ_abs the same sum with |A|, |b| (the
+    round-off of the sum, and the published decimals' last digit, scale with it); an order
+    p + 1 condition must fail by more than that."""
+    tab = TABLEAUX[name]
+    A = np.array(tab.A, dtype=float)
+    eps = np.finfo(float).eps
+    for b, order in ((tab.b, tab.order), (tab.b_hat, tab.order_hat)):
+        b = np.array(b, dtype=float)
+        for k in range(1, order + 2):
+            viol = []
+            for t in rooted_trees(k):
+                err = abs(_float_weight(A, b, t) - 1.0 / _gamma(t))
+                tol = 1e3 * eps * _float_weight(np.abs(A), np.abs(b), t)
+                viol.append(err > tol)
+                if k <= order:
+                    assert err <= tol, (name, order, t, err, tol)
+            if k == order + 1:
+                assert any(viol), f"{name}: weights of order {order} satisfy order {k}"
 
 
 def rho_exact(rho0, T, beta, sigma):
@@ -118,14 +163,18 @@ def test_registered_solver_converges_at_declared_order(name, sigma):
     on the two-token ODE (θ₀ = 1, β = 1.5, T = 1). Step sizes are chosen from p so that the
     errors stay ≥ 1e-10 (measured: ≥ 4e-10 for RK4), far above the round-off and the
     reference's accuracy (~1e-14) they would otherwise meet: Δt = 2^{-k}·Δt₀, k = 0..3, with
-    Δt₀ = 0.1 for p ≤ 2 and 0.25 beyond."""
+    Δt₀ = 0.1 for p ≤ 2 and 0.25 beyond. Order 5 (the embedded pairs' b) would meet the
+    reference's accuracy there: T = 3, Δt = 0.5·2^{-k}, k = 0..2, and the slope may exceed p
+    by up to 1.3 (this scalar reduction lets some error terms cancel; measured 5.0–6.2)."""
     tab = TABLEAUX[name]
-    dt0 = 0.1 if tab.order <= 2 else 0.25
-    dts = dt0 / 2.0 ** np.arange(4)
-    errs = _two_token_errors(tab, sigma, dts)
+    if tab.order >= 5:
+        dts, kw, hi = 0.5 / 2.0 ** np.arange(3), {"T": 3.0}, 1.3
+    else:
+        dts, kw, hi = (0.1 if tab.order <= 2 else 0.25) / 2.0 ** np.arange(4), {}, 0.3
+    errs = _two_token_errors(tab, sigma, dts, **kw)
     assert np.all(errs > 1e-11), errs  # above round-off: the slope measures truncation
     slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
-    assert abs(slope - tab.order) < 0.3, (errs, slope)
+    assert tab.order - 0.3 < slope < tab.order + hi, (errs, slope)
 
 
 def test_euler_is_the_reference_update():

@@ -85,6 +85,7 @@ from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import GENERAL_INITIAL_WEIGHTS, INITIAL_WEIGHTS
 from wflow.stepping import density as _density
+from wflow.stepping.integrators import TABLEAUX
 from wflow.stepping.registry import SDE_ORDERS, STEPPERS
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
@@ -105,6 +106,9 @@ PERTURBED_INITS = ("uniform_mode", "uniform_noise")
 
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 ENERGY_METHODS = ("jko",)
+#: solver.event: the per-path statistics an event may watch (the clustering series of §8)
+EVENT_SERIES = ("", "merged_fraction", "n_clusters", "order_parameter", "min_cosine",
+                "variance", "spectral_rank")
 #: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
 STEP_RTOL = 1e-9
 
@@ -290,6 +294,38 @@ def _steps_rule(cfg):
                   f"must be a whole number of steps of solver.dt (T/dt = {ratio:.10g})")
 
 
+def _adaptive_rule(cfg):
+    """Adaptive steps [model §6d]: an embedded pair, particles, deterministic weights, no
+    token noise."""
+    s = cfg["solver"]
+    if not s["adaptive"]:
+        return
+    where = "with solver.adaptive = true"
+    tab = TABLEAUX.get(s["method"])
+    if tab is None or not tab.embedded:
+        pairs = tuple(n for n, t in TABLEAUX.items() if t.embedded)
+        raise bad("solver.method", s["method"], f"has no error estimate: allowed values {where} "
+                                                f"are {choices_text(pairs)}")
+    if s["representation"] != "particles":
+        raise bad("solver.representation", s["representation"],
+                  f"must be 'particles' {where} (the density's SSP substeps have no error "
+                  "estimate)")
+    proc = cfg["weights"]["process"]
+    if not getattr(get_process(proc), "deterministic", False):
+        raise bad("weights.process", proc,
+                  f"must be a deterministic process (frozen, oscillating, layers, file) {where}: "
+                  "noise would need a Brownian path queried at any time (not in wflow)")
+    diffusion = cfg["model"].get("diffusion", 0)
+    if diffusion:
+        raise bad("model.diffusion", diffusion, f"must be 0 {where} (token noise, [model §6d])")
+
+
+def _first_record_rule(cfg):
+    s = cfg["solver"]
+    if s["record_times"] == "geometric" and not first_record(cfg) < s["T"]:
+        raise bad("solver.first_record", s["first_record"], f"must be < solver.T = {s['T']!r}")
+
+
 def _record_default(cfg):
     """5, or the number of steps of a shorter run (a default never makes a run invalid)."""
     s = cfg["solver"]
@@ -418,6 +454,40 @@ for _p in [
           "steps between records (t = 0 is a record); left out: 5, or every step of a run "
           "of fewer than 5 steps",
           rule=_record_rule, default_from=_record_default),
+    Param("solver.adaptive", False, Boolean(),
+          "adaptive steps: an embedded pair (bs32, dopri5, tsit5) under a PI controller, each "
+          "path on its own, first step solver.dt [model §6d]", rule=_adaptive_rule),
+    Param("solver.rtol", 1e-6, Interval(0, 1, "neither"), "adaptive: relative tolerance",
+          applies=When("solver.adaptive", True)),
+    Param("solver.atol", 1e-8, Interval(0, 1, "neither"), "adaptive: absolute tolerance",
+          applies=When("solver.adaptive", True)),
+    Param("solver.max_steps", 10_000_000, Integer(lo=1),
+          "adaptive: attempted steps per path before the run stops",
+          applies=When("solver.adaptive", True)),
+    Param("solver.stop_at_records", False, Boolean(),
+          "adaptive: end steps exactly on the record times (else dense output, order 3)",
+          applies=When("solver.adaptive", True)),
+    Param("solver.event", "", Choice(EVENT_SERIES),
+          "adaptive: the per-path statistic whose first crossing of solver.event_threshold is "
+          "located ('' none) [model §6d]", applies=When("solver.adaptive", True)),
+    Param("solver.event_threshold", 0.5, Interval(None, None, "neither"),
+          "adaptive: the event's threshold", applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_direction", "up", Choice(("up", "down")),
+          "adaptive: up: the statistic >= threshold; down: <= threshold",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_stop", False, Boolean(),
+          "adaptive: a path stops at its event (the run ends when every path has)",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_tol", 1e-6, _POS, "adaptive: the event time's bisection tolerance",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.record_times", "uniform", Choice(("uniform", "geometric")),
+          "uniform: every record_every steps; geometric: solver.records times from "
+          "solver.first_record to T (fixed steppers round them to the step grid)"),
+    Param("solver.records", 200, Integer(lo=2), "geometric: number of positive record times",
+          applies=When("solver.record_times", "geometric")),
+    Param("solver.first_record", 0.0, _NONNEG,
+          "geometric: the first positive record time (0: record_every·dt)",
+          applies=When("solver.record_times", "geometric"), rule=_first_record_rule),
     Param("solver.paths", 1, Integer(lo=1), "Monte Carlo paths of the weight noise"),
     Param("solver.backend", "numba", Choice(BACKENDS),
           "numba: compiled kernels; numpy: the plain reference"),
@@ -488,6 +558,13 @@ def __getattr__(name):
 #: the embedded default run (wflow/data/default.toml): the reference setting of [model §9],
 #: shortened; every other key at its default
 DEFAULT_RUN = {"solver.T": 2.0, "solver.paths": 2}
+
+
+def first_record(cfg: dict) -> float:
+    """The first positive geometric record time: ``solver.first_record``, or (0) ``record_every``
+    steps of ``dt`` [model §6d]."""
+    s = cfg["solver"]
+    return float(s["first_record"]) or float(s["dt"]) * int(s["record_every"])
 
 
 def n_steps(cfg: dict) -> int:

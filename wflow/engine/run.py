@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wflow import config as _config
-from wflow.engine import initial
+from wflow.engine import adaptive_run, initial
 from wflow.engine import memory as _memory
 from wflow.engine import series as _series
 from wflow.engine.initial import UNIT_TOL, perturb_tokens, perturb_weights
@@ -271,7 +271,17 @@ class Simulation:
             log.warning(JKO_HEAD_WARNING, self.H)
         self.X0, self.D0, self.values = X0, D0, values
         self.record_steps = sorted(set(range(0, self.nsteps + 1, self.record_every)) | {self.nsteps})
+        if s["record_times"] == "geometric":  # rounded to the step grid [model §6d]
+            self.record_steps = sorted({int(round(t / self.dt))
+                                        for t in adaptive_run.record_times(cfg)} | {self.nsteps})
+            self._step_ledger = False  # its buffer holds record_every steps per record
         self._record_set = frozenset(self.record_steps)
+        # adaptive steps [model §6d]: an embedded pair per path; no ledger (its split assumes
+        # weights frozen within a step)
+        self.adaptive = bool(s["adaptive"])
+        if self.adaptive:
+            self.stepper = adaptive_run.make_solver(self)
+            self.ledger = self._step_ledger = False
 
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
@@ -350,6 +360,14 @@ class Simulation:
         (``checkpoint``); ``stop_after`` stops after that many steps (for tests).
         """
         rec = recorder if recorder is not None else ListRecorder()
+        if self.adaptive:  # from t = 0 (no intermediate checkpoints, [model §6d])
+            t_start = time.perf_counter()
+            stats = adaptive_run.run(self, rec)
+            self.elapsed = time.perf_counter() - t_start
+            if isinstance(rec, ListRecorder):
+                return Result(self.config, rec.arrays(),
+                              {"elapsed": self.elapsed, "adaptive": stats})
+            return rec
         st = state if state is not None else self.initial_state()
         rngs = []
         for s, stt in zip(self._path_seeds + self._token_seeds, st.rng_states):
@@ -404,7 +422,8 @@ class Simulation:
                     F.energy - st.E0 - st.cum["weight_work"] - st.cum["token_work"]
                 )
                 j = (k - 1) % self.record_every  # slot of step k − 1 in the record interval
-                st.step_ledger[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
+                if self._step_ledger:  # (not kept under geometric record times)
+                    st.step_ledger[j] = np.stack([wpart, st.pending["tok"], st.pending["drift"],
                                    st.pending["mart"], wpart - st.pending["drift"] - st.pending["mart"],
                                    st.pending["res"]], axis=-1)
                 st.pending = {}

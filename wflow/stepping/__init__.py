@@ -9,6 +9,7 @@ a step sees a velocity field, an energy and a mobility. May import ``wflow.geome
 # in this order (the order of solver.method's allowed values).
 # isort: off
 from wflow.stepping import integrators  # noqa: E402, F401  euler, heun, rk4
+from wflow.stepping import embedded  # noqa: E402, F401  bs32, dopri5, tsit5 (with error weights)
 from wflow.stepping import density  # noqa: E402, F401  ssprk3 (and the density stepper)
 from wflow.stepping import jko  # noqa: E402, F401  jko
 # isort: on

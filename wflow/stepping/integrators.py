@@ -43,8 +43,10 @@ __all__ = ["ButcherTableau", "RungeKutta", "EULER", "HEUN", "RK4", "TABLEAUX", "
 
 @dataclass(frozen=True)
 class ButcherTableau:
-    """An explicit Butcher tableau: ``A`` strictly lower triangular (s, s), weights ``b`` (s,),
-    nodes ``c`` (s,), and the classical ``order``."""
+    r"""An explicit Butcher tableau: ``A`` strictly lower triangular (s, s), weights ``b`` (s,),
+    nodes ``c`` (s,), and the classical ``order``; an embedded pair also has the error weights
+    ``b_hat`` (s,) of order ``order_hat`` (the estimate :math:`h\sum_i (b_i - \hat b_i) K_i`,
+    [model §6d])."""
 
     name: str
     A: tuple
@@ -52,10 +54,23 @@ class ButcherTableau:
     c: tuple
     order: int
     sde_order: int | None = None  # weak order with token noise [model §6b]; None: no noise
+    b_hat: tuple | None = None
+    order_hat: int | None = None
 
     @property
     def stages(self) -> int:
         return len(self.b)
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the tableau carries error weights (usable with ``solver.adaptive``)."""
+        return self.b_hat is not None
+
+    @property
+    def fsal(self) -> bool:
+        """First same as last: the last stage is evaluated at the new point (A_s = b, c_s = 1)."""
+        return tuple(self.A[-1][: self.stages - 1]) == tuple(self.b[:-1]) and self.b[-1] == 0 \
+            and self.c[-1] == 1
 
 
 #: solver.method -> ButcherTableau (the explicit schemes; data, as in scipy's solve_ivp)

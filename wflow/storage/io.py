@@ -268,6 +268,8 @@ class H5Recorder:
             a["status"] = RUNNING
             a["wflow_version"] = __version__
             a["config"] = _config_json(cfg)
+            # uniform or geometric record times [model §6d]
+            a["record_times"] = str(cfg.get("solver", {}).get("record_times", "uniform"))
             for key, value in self.header.items():
                 a[key] = value
             a["created"] = _now()

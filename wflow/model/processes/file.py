@@ -110,6 +110,10 @@ class FromFile(WeightProcess):
         i = self._interval(t)
         return (self.D[i + 1] - self.D[i]) / (self.times[i + 1] - self.times[i])
 
+    def jump_times(self):
+        """The knots: the slope of the interpolant jumps there (breakpoints, [model §6d])."""
+        return [float(x) for x in self.times]
+
     def drift(self, D, t):
         return np.broadcast_to(self.slope(t), np.shape(D)).copy()
 

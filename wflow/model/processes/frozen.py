@@ -22,6 +22,8 @@ class Frozen(WeightProcess):
     name = "frozen"
     accepts_general = True
     deterministic = True
+    #: f = 0: adaptive steps skip integrating D ([model §6d])
+    piecewise_constant = True
 
     def drift(self, D, t):
         return np.zeros(np.shape(D))

@@ -157,6 +157,13 @@ class Layers(WeightProcess):
         """The set active at time t, shape (H, d, d)."""
         return self.sets[self.index_at_step(round(t / self.dt))].copy()
 
+    #: f = 0 between jumps (adaptive steps skip integrating D, [model §6d])
+    piecewise_constant = True
+
+    def jump_times(self):
+        """The times the weights jump: the ends of the layers (whole steps of dt), but the last."""
+        return [float(e * self.dt) for e in self._ends[:-1]]
+
     def drift(self, D, t):
         return np.zeros(np.shape(D))
 
