@@ -166,7 +166,9 @@ def test_quick_writes_summary_and_figure(quick):
 @pytest.mark.parametrize("ell", [1, 2])
 def test_sphere_growth_rate_slow(ell):
     """S² (Voronoi N = 500 and 250, head, β = 2): the measured rate of degree ℓ within 3 SE
-    plus the N/2 → N change of the derived rate."""
+    plus the discretisation bound: the S² transport is first-order upwind, so the error falls
+    at least by 1/√2 when N doubles (h ∝ N^(-1/2)) and is at most Δ/(√2 − 1), Δ the change of
+    the rate from N/2 to N."""
     rates = {}
     for N in (250, 500):
         c = U._cfg(U.UNIFORM_BASE, model__d=3, init__mode=ell, density__cells=N)
@@ -179,4 +181,4 @@ def test_sphere_growth_rate_slow(ell):
         rates[N] = U.fit_rate(res.arrays["t"], A)
     lam = float(U.derived_rate(ell, 2.0, "head", d=3))
     rate, se, _ = rates[500]
-    assert abs(rate - lam) <= 3 * se + abs(rate - rates[250][0])
+    assert abs(rate - lam) <= 3 * se + abs(rate - rates[250][0]) / (np.sqrt(2) - 1)
