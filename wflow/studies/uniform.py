@@ -21,7 +21,7 @@ Parts (one density run per task unless said):
   N/2 cells and at Δt/2 for one (normalisation, β): the discretisation check.
 - ``critical``: mode 1 at :math:`\nu = \nu_c(1 + \delta)`, δ ∈ ``DELTAS``; the measured rates are
   fitted linearly in ν and :math:`\nu_c` is the zero crossing (standard error by the delta
-  method).
+  method); again at Δt/2, and the Richardson value (Heun: the rate's error is O(Δt²)).
 - ``sweep``: the stationary order parameter :math:`r = \lvert\int\rho\,e^{i\theta}\rvert` at
   time T from a near-uniform start (``uniform_mode`` 1, ε = 0.05) and from a clustered start
   (``vmf``, κ = 10) for ν across ν_c: the two branches, against the derived stationary branch
@@ -29,7 +29,8 @@ Parts (one density run per task unless said):
 - ``particles`` (full scale): n = 1024 noisy particles (projected Euler–Maruyama) at the same
   ν, uniform start, r over paths; and ν = 0 runs at large β, the cluster count at a moderate
   time against the fastest-growing mode :math:`k^* = \arg\max_k \lambda_k`.
-- ``sphere`` (full scale): S² coarse (Voronoi N = 500), ``head``, the degrees ℓ = 1, 2, 3.
+- ``sphere`` (full scale): S² coarse (Voronoi N = 250, 500, 1000), ``head``, β ∈ {2, 8},
+  the degrees ℓ = 1, 2, 3.
 
 Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep; the
 claims tested in ``tests/test_study_uniform.py``.
@@ -48,7 +49,7 @@ from wflow.analysis.results import load_source
 from wflow.studies._base import Study, register_study
 
 __all__ = ["Uniform", "derived_rate", "critical_nu", "mode_amplitude", "fit_rate",
-           "order_parameter", "stationary_branch", "UNIFORM_BASE"]
+           "order_parameter", "other_amplitude", "stationary_branch", "UNIFORM_BASE"]
 
 UNIFORM_BASE = {
     "model": {"d": 2, "n": 8, "beta": 2.0, "heads": 1, "normalization": "head",
@@ -156,15 +157,19 @@ def landau_beta_none():
 
 
 # ---------------------------------------------------------------------------- measured
-def mode_amplitude(rho, k, d=2, mesh=None):
+def mode_amplitude(rho, k, d=2, mesh=None, ref=None):
     r"""Relative amplitude of mode k of cell averages :math:`\rho_j` on S¹ (any phase):
 
     .. math:: A_k = \frac{2\,\lvert\sum_j \rho_j h\, e^{-ik\theta_j}\rvert}
                          {\operatorname{sinc}(kh/2)}
 
     (for :math:`\rho = \bar\rho(1 + a\cos k\theta)`, :math:`A_k = \lvert a\rvert`; the sinc undoes
-    the cell average). On S² (``mesh``): :math:`A_\ell = (\sum_m (\sum_j m_j\tilde Y_{\ell m}(c_j))^2
-    )^{1/2}` with the cell masses :math:`m_j = \rho_j\lvert K_j\rvert`.
+    the cell average). On S² (``mesh``): :math:`A_\ell = (\sum_m (\sum_j \delta m_j
+    \tilde Y_{\ell m}(c_j))^2)^{1/2}` with :math:`\delta m_j = (\rho_j - \rho^{\rm ref}_j)
+    \lvert K_j\rvert`, ``ref`` the run from the uniform start on the same mesh (on a Voronoi
+    mesh the discrete uniform state is not an exact equilibrium, and the quadrature of
+    :math:`\tilde Y` is not exactly 0: both are O(h²) and removed by the reference, to first
+    order); default the constant :math:`1/(4\pi)`.
     ``rho`` is (..., N); returns (...).
     """
     rho = np.asarray(rho, dtype=float)
@@ -176,9 +181,36 @@ def mode_amplitude(rho, k, d=2, mesh=None):
         return 2 * np.abs(z) / np.sinc(k * h / 2 / np.pi)
     from wflow.model.density import real_harmonic
 
-    m = rho * mesh.areas
+    m = (rho - (1 / (4 * np.pi) if ref is None else ref)) * mesh.areas
     Y = np.stack([real_harmonic(k, mm, mesh.centres) for mm in range(-k, k + 1)], axis=-1)
     return np.sqrt(np.sum((m @ Y) ** 2, axis=-1))
+
+
+def other_amplitude(rho, k, d=2, mesh=None, ref=None):
+    r"""The size of the perturbation outside mode k, relative to :math:`\bar\rho`.
+
+    S¹: :math:`(\sum_{j \ne 0, \pm k} \lvert\hat u_j\rvert^2)^{1/2}` of
+    :math:`u = \rho/\bar\rho - 1` (the root mean square over the circle, by Parseval); S²: the
+    area-weighted root mean square of u minus its projection on degree ℓ = k.
+    """
+    rho = np.asarray(rho, dtype=float)
+    if d == 2:
+        N = rho.shape[-1]
+        u = rho * 2 * np.pi - 1
+        c = np.fft.rfft(u, axis=-1) / N
+        c[..., 0] = 0
+        c[..., k] = 0
+        w = np.full(c.shape[-1], 2.0)
+        if N % 2 == 0:
+            w[-1] = 1.0
+        return np.sqrt(np.sum(w * np.abs(c) ** 2, axis=-1))
+    from wflow.model.density import real_harmonic
+
+    u = 4 * np.pi * (rho - (1 / (4 * np.pi) if ref is None else ref))
+    Y = np.stack([real_harmonic(k, mm, mesh.centres) for mm in range(-k, k + 1)], axis=-1)
+    a = (u * mesh.areas) @ Y / (4 * np.pi)
+    res = u - a @ Y.T
+    return np.sqrt(res**2 @ mesh.areas / (4 * np.pi))
 
 
 def order_parameter(rho):
@@ -186,9 +218,11 @@ def order_parameter(rho):
     return 0.5 * mode_amplitude(rho, 1)
 
 
-def fit_rate(t, A, cap=A_CAP, a_min=1e-12):
+def fit_rate(t, A, cap=A_CAP, a_min=1e-12, other=None):
     r"""Growth rate from the linear phase: least squares of :math:`\log A = \log A_0 + \lambda t`
-    over the records with ``a_min`` < A ≤ ``cap``.
+    over the first records with ``a_min`` < A ≤ ``cap`` and, if given, ``other`` ≤ A/10 (the
+    rest of the perturbation, :func:`other_amplitude`: modes seeded by round-off grow at their
+    own rates and, once comparable, feed mode k nonlinearly).
 
     Returns
     -------
@@ -199,6 +233,8 @@ def fit_rate(t, A, cap=A_CAP, a_min=1e-12):
     t = np.asarray(t, dtype=float)
     A = np.asarray(A, dtype=float)
     ok = (A <= cap) & (A > a_min)
+    if other is not None:
+        ok &= np.asarray(other, dtype=float) <= 0.1 * A
     # the linear phase is the first stretch: stop at the first record past the cap
     stop = np.argmax(~ok) if not ok.all() else len(ok)
     t, y = t[:stop], np.log(A[:stop])
@@ -296,10 +332,12 @@ class Uniform(Study):
             for dl in DELTAS:
                 nu = nuc * (1 + dl)
                 T = min(p["crit_T"], 4.0 / abs(dl * nuc))
-                c = _cfg(base, model__normalization=nm, model__beta=b, model__diffusion=nu,
-                         init__mode=1, init__amplitude=1e-3, density__diffusion_scheme="split")
-                _steps(c, T, p["steps"] // 2)
-                add(f"critical-{nm}-b{b:g}-d{dl:+g}", c)
+                for mult, tag in ((1, ""), (2, "-halfdt")):
+                    c = _cfg(base, model__normalization=nm, model__beta=b, model__diffusion=nu,
+                             init__mode=1, init__amplitude=1e-3,
+                             density__diffusion_scheme="split")
+                    _steps(c, T, mult * p["steps"] // 2)
+                    add(f"critical-{nm}-b{b:g}-d{dl:+g}{tag}", c)
         # (b) the sweep: near-uniform and clustered starts
         for nm, b in p["sweep"]:
             nuc = critical_nu(b, nm)
@@ -312,7 +350,13 @@ class Uniform(Study):
                     if start == "clustered":
                         for key in ("mode", "amplitude"):
                             c["init"].pop(key, None)
-                    _steps(c, p["sweep_T"], 5 * p["steps"] // 4)
+                    T = p["sweep_T"]
+                    if nm == "none" and b > 2.0:
+                        # fields ~ I_0(beta): the transport's CFL substeps cost ~ e^beta;
+                        # N/2 cells and a shorter T (rates ~ nu_c are larger too)
+                        c["density"]["cells"] = base["density"]["cells"] // 2
+                        T = 0.4 * T
+                    _steps(c, T, 5 * p["steps"] // 4)
                     add(f"sweep-{nm}-b{b:g}-f{f:g}-{start}", c)
                 if p["particles"] and nm == "head":
                     c = _cfg(base, model__normalization=nm, model__beta=b, model__diffusion=nuc * f,
@@ -343,10 +387,18 @@ class Uniform(Study):
             for b in (2.0, 8.0):
                 for ell in (1, 2, 3):
                     lam = float(derived_rate(ell, b, "head", d=3))
-                    c = _cfg(base, model__d=3, model__beta=b, init__mode=ell,
-                             density__cells=500)
-                    _steps(c, _T_for(lam, eps, A_CAP, 40.0), 200)
-                    add(f"sphere-head-b{b:g}-l{ell}", c)
+                    for Ns, tag in ((500, ""), (250, "-N250"), (1000, "-N1000")):
+                        T = _T_for(lam, eps, A_CAP, 40.0)
+                        for start in ("mode", "ref"):
+                            c = _cfg(base, model__d=3, model__beta=b, init__mode=ell,
+                                     density__cells=Ns)
+                            if start == "ref":  # the uniform start on the same mesh and steps
+                                c["init"]["tokens"] = "uniform"
+                                for key in ("mode", "amplitude"):
+                                    c["init"].pop(key, None)
+                            _steps(c, T, 200)
+                            add(f"sphere{'ref' if start == 'ref' else ''}-head-b{b:g}-l{ell}{tag}",
+                                c)
         return tasks
 
     # ------------------------------------------------------------------ data
@@ -355,7 +407,11 @@ class Uniform(Study):
         """Per task: the configuration keys and the measured statistic."""
         out = {}
         meshes = {}
+        refs = {name: path for path, (name, _) in zip(data.paths, data.tasks)
+                if name.startswith("sphereref")}
         for path, (name, _) in zip(data.paths, data.tasks):
+            if name.startswith("sphereref"):
+                continue
             cfg, arr = load_source(path)
             m, ini, s = cfg["model"], cfg["init"], cfg["solver"]
             t = np.asarray(arr["t"], dtype=float)
@@ -364,14 +420,17 @@ class Uniform(Study):
             if name.startswith(("growth", "critical", "sphere")):
                 rho = np.asarray(arr["rho"], dtype=float)[:, 0]
                 k = int(ini["mode"])
-                mesh = None
+                mesh = ref = None
                 if rec["d"] == 3:
                     from wflow.geometry.sphere_mesh import voronoi_mesh
 
                     N = rho.shape[-1]
                     mesh = meshes.setdefault(N, voronoi_mesh(N))
-                A = mode_amplitude(rho, k, rec["d"], mesh)
-                rate, se, npts = fit_rate(t, A)
+                    rpath = refs.get(name.replace("sphere-", "sphereref-", 1))
+                    if rpath is not None:
+                        ref = np.asarray(load_source(rpath)[1]["rho"], dtype=float)[:, 0]
+                A = mode_amplitude(rho, k, rec["d"], mesh, ref)
+                rate, se, npts = fit_rate(t, A, other=other_amplitude(rho, k, rec["d"], mesh, ref))
                 rec.update(k=k, N=rho.shape[-1], rate=rate, se=se, npts=npts, t=t, A=A,
                            derived=float(derived_rate(k, rec["beta"], rec["norm"], rec["nu"],
                                                       rec["d"])))
@@ -441,6 +500,10 @@ class Uniform(Study):
         for (nm, b), c in crit.items():
             lines.append(f"  {nm:>5} beta = {b:g}: measured {c['nu_c']:.5f} ± {c['se']:.1e}, "
                          f"derived {c['derived']:.5f}, slope {c['slope']:.4f} (derived -1)")
+            if "nu_c_halfdt" in c:
+                lines.append(f"        dt/2: {c['nu_c_halfdt']:.5f}, Richardson (order 2): "
+                             f"{c['nu_c_richardson']:.5f} (derived - Richardson "
+                             f"{c['derived'] - c['nu_c_richardson']:+.1e})")
         sw = {n: r for n, r in ms.items() if n.startswith("sweep")}
         if sw:
             lines += ["", "sweep: stationary r = |<e^{i theta}>| at T from a near-uniform and a "
@@ -474,10 +537,11 @@ class Uniform(Study):
                              f"k* = {winning_mode(r['beta'], 'head')}")
         sp = {n: r for n, r in ms.items() if n.startswith("sphere")}
         if sp:
-            lines += ["", "S2 coarse (Voronoi N = 500), head: rate of degree l"]
+            lines += ["", "S2 coarse (Voronoi N cells, first-order upwind), head: rate of degree l"]
             for r in sp.values():
-                lines.append(f"  beta = {r['beta']:g} l = {r['k']}: measured {r['rate']:.5f} ± "
-                             f"{r['se']:.1e}, derived {r['derived']:.5f}")
+                lines.append(f"  beta = {r['beta']:g} l = {r['k']} N = {r['N']}: measured "
+                             f"{r['rate']:.5f} ± {r['se']:.1e}, derived {r['derived']:.5f} "
+                             f"(rel. diff {(r['rate'] - r['derived']) / r['derived']:+.1e})")
         return "\n".join(lines), table
 
     @staticmethod
@@ -488,7 +552,8 @@ class Uniform(Study):
         groups = {}
         for n, r in ms.items():
             if n.startswith("critical"):
-                groups.setdefault((r["norm"], r["beta"]), []).append(r)
+                key = (r["norm"], r["beta"]) + (("halfdt",) if n.endswith("halfdt") else ())
+                groups.setdefault(key, []).append(r)
         out = {}
         for key, rs in groups.items():
             nu = np.array([r["nu"] for r in rs])
@@ -502,7 +567,12 @@ class Uniform(Study):
             g = np.array([-1 / b, a / b**2])
             out[key] = {"nu_c": float(-a / b), "se": float(np.sqrt(max(g @ cov @ g, 0.0))),
                         "slope": float(b), "derived": critical_nu(key[1], key[0])}
-        return out
+        for key in [k for k in out if len(k) == 2 and k + ("halfdt",) in out]:
+            # Heun: the rate's error is O(Δt²); Richardson from Δt and Δt/2
+            a, h = out[key]["nu_c"], out[key + ("halfdt",)]["nu_c"]
+            out[key]["nu_c_halfdt"] = h
+            out[key]["nu_c_richardson"] = h + (h - a) / 3
+        return {k: v for k, v in out.items() if len(k) == 2}
 
     def figures(self, data, outdir, formats):
         from wflow.figures import uniform as _fig
