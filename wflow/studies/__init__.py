@@ -64,6 +64,7 @@ from wflow.studies import phase  # noqa: E402,F401
 from wflow.studies import regimes  # noqa: E402,F401
 from wflow.studies import section6  # noqa: E402,F401
 from wflow.studies import stability  # noqa: E402,F401
+from wflow.studies import uniform  # noqa: E402,F401
 # isort: on
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",

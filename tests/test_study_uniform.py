@@ -1,0 +1,186 @@
+"""The ``uniform`` study [model §6c]: the uniform state's growth rates, ν_c and the transition.
+
+- the derived rate against a direct quadrature of the linearised field (S¹ and S²);
+- the quick study: every measured growth rate within 3 standard errors of its fit plus the
+  discretisation estimate (the change from N/2 to N cells and from Δt to Δt/2) of the
+  derived one; the winning mode; ν_c measured against derived; summary and figure written;
+- the stationary branch: continuous for ``none`` below β_* (I_2 = I_1/2), subcritical above,
+  β_* from the published threshold I_{d/2+1}/I_{d/2} = 1/d at d = 2; the clustered start's
+  stationary r on the derived branch;
+- slow: S² coarse, degrees 1 and 2, against the derived rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, optimize, special
+
+from wflow.engine.run import simulate
+from wflow.studies import available_studies, run_study
+from wflow.studies import uniform as U
+
+
+def test_registered():
+    assert "uniform" in available_studies()
+
+
+@pytest.mark.parametrize("norm", ["head", "none"])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_derived_rate_against_quadrature_s1(norm, k):
+    """λ_k from the field of ρ̄(1 + a cos kθ) by quadrature: -ρ̄ ∂_θ v_θ / (ρ̄ a cos kθ) at
+    θ = 0, a → 0 by a central difference in a (the quadrature is spectral: 1e-9)."""
+    beta = 1.7
+    M = 256
+    phi = 2 * np.pi * (np.arange(M) + 0.5) / M
+
+    def dv(a, th):
+        rho = (1 + a * np.cos(k * phi)) / (2 * np.pi)
+        w = np.exp(beta * np.cos(th - phi)) * rho * 2 * np.pi / M
+        Z, dZ = w.sum(), (w * beta * np.sin(phi - th)).sum()
+        return dZ / beta / (Z if norm == "head" else 1.0)
+
+    eps, hh = 1e-6, 1e-4
+    # d v / d theta at theta = 0, linear part in a
+    dvdth = [(dv(a, hh) - dv(a, -hh)) / (2 * hh) for a in (eps, -eps)]
+    lin = (dvdth[0] - dvdth[1]) / (2 * eps)  # ∂_θ v per unit a at θ = 0 (cos kθ = 1)
+    lam = -lin  # ∂_t (ρ̄ a) = -ρ̄ ∂_θ v
+    assert lam == pytest.approx(float(U.derived_rate(k, beta, norm)), rel=1e-5)
+
+
+@pytest.mark.parametrize("ell", [1, 2, 3])
+def test_funk_hecke_coefficient_s2(ell):
+    """2π ∫ e^{βt} P_ℓ(t) dt = 4π i_ℓ(β): the S² kernel coefficient of the derived rate."""
+    beta = 2.3
+    val = 2 * np.pi * integrate.quad(lambda t: np.exp(beta * t) * special.eval_legendre(ell, t),
+                                     -1, 1, epsabs=1e-13)[0]
+    assert val == pytest.approx(4 * np.pi * special.spherical_in(ell, beta), rel=1e-10)
+    assert U.critical_nu(beta, "none", d=3) == pytest.approx(special.spherical_in(1, beta) / beta)
+
+
+def test_published_threshold_matches_landau():
+    """β_* of Mun and Rosenzweig at d = 2, I_2/I_1 = 1/2, is the β where our Landau
+    coefficient 2 I_2 − I_1 changes sign; K_# = 1/(2 ν_c) of ``none`` in d = 2 and 3."""
+    b2 = optimize.brentq(lambda b: special.iv(2, b) / special.iv(1, b) - 0.5, 0.1, 20)
+    assert U.landau_beta_none() == pytest.approx(b2, rel=1e-10)
+    for d, b in ((2, 1.3), (3, 2.9)):
+        K = b ** (d / 2) / (2 ** (d / 2) * special.gamma(d / 2) * special.iv(d / 2, b))
+        assert K == pytest.approx(1 / (2 * U.critical_nu(b, "none", d=d)), rel=1e-12)
+
+
+def test_stationary_branch_continuous_below_discontinuous_above():
+    """``none``: the branch ν(r) starts below ν_c for β < β_* (supercritical), above for
+    β > β_* (subcritical: the hysteresis window); the small-r slope matches the Landau
+    expansion (ν/ν_c − 1 ≈ α_1²/8 (2I_2 − I_1)/(I_1 − I_2), α_1 = 2 I_1 r/(β ν))."""
+    r = np.array([0.01, 0.02])
+    for beta in (1.0, 4.0):
+        nuc = U.critical_nu(beta, "none")
+        x = U.stationary_branch(beta, "none", r) / nuc - 1
+        I1, I2 = special.iv(1, beta), special.iv(2, beta)
+        alpha = 2 * r  # 2 I_1 r / (β ν_c) = 2 r at ν = ν_c
+        pred = alpha**2 / 8 * (2 * I2 - I1) / (I1 - I2)
+        assert np.sign(x[0]) == np.sign(beta - U.landau_beta_none())
+        # the O(r^4) remainder: the ratio of the two points fixes it
+        assert x[1] == pytest.approx(pred[1], rel=0.05)
+
+
+def test_mode_amplitude_and_fit():
+    """A_k of the cell averages of ρ̄(1 + a cos(kθ + φ)) is |a| (sinc-corrected); fit_rate of
+    an exact exponential is exact, with a zero standard error."""
+    N, k, a = 64, 3, 0.02
+    h = 2 * np.pi / N
+    edges = np.arange(N + 1) * h
+    cells = (h + a / k * (np.sin(k * edges[1:] + 0.4) - np.sin(k * edges[:-1] + 0.4))) / (
+        2 * np.pi * h)
+    assert U.mode_amplitude(cells, k) == pytest.approx(a, rel=1e-12)
+    t = np.linspace(0, 3, 31)
+    rate, se, npts = U.fit_rate(t, 1e-4 * np.exp(0.7 * t))
+    assert rate == pytest.approx(0.7, rel=1e-12) and se < 1e-10 and npts == 31
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("uniform")
+    return run_study("uniform", out, scale="quick")
+
+
+def test_quick_growth_rates_match_derived(quick):
+    """|measured − derived| ≤ 3 SE + the discretisation estimate: the rate's change from N/2
+    to N cells (relative, per k; the error is O(h²), so the change bounds it by 3×) plus the
+    change from Δt to Δt/2; ``none`` takes the relative estimate of ``head`` (same operator
+    up to the factor I_0(β))."""
+    ms = U.Uniform.measure(quick.data)
+    g = {n: r for n, r in ms.items() if n.startswith("growth")}
+    rel = {}
+    for n, r in g.items():
+        if n.endswith("-halfN"):
+            r0 = g[n[: -len("-halfN")]]
+            rdt = g[n[: -len("-halfN")] + "-halfdt"]
+            rel[r0["k"]] = (abs(r0["rate"] - r["rate"]) + abs(r0["rate"] - rdt["rate"])) \
+                / r0["rate"]
+    assert set(rel) == {1, 2, 3}
+    for n, r in g.items():
+        if n.endswith(("halfN", "halfdt")):
+            continue
+        tol = 3 * r["se"] + rel[r["k"]] * abs(r["rate"])
+        assert abs(r["rate"] - r["derived"]) <= tol, (n, r["rate"], r["derived"], tol)
+        assert r["npts"] >= 20
+    # the winning mode among k = 1..3 at beta = 2 is the derived one (k* = 2)
+    for nm in ("head", "none"):
+        rs = {r["k"]: r["rate"] for n, r in g.items() if r["norm"] == nm and "-half" not in n}
+        assert max(rs, key=rs.get) == U.winning_mode(2.0, nm) == 2
+
+
+def test_quick_critical_nu(quick):
+    """ν_c measured (zero crossing of the mode-1 rate) against derived, within 3 SE plus the
+    k = 1 discretisation estimate (the rate's N/2 → N change; slope −1 carries a rate error
+    one to one into ν_c) plus the Δt estimate (Heun, order 2: 4/3 of the Δt → Δt/2 change)."""
+    ms = U.Uniform.measure(quick.data)
+    cr = U.Uniform.critical(ms)[("head", 2.0)]
+    d = abs(ms["growth-head-b2-k1"]["rate"] - ms["growth-head-b2-k1-halfN"]["rate"])
+    ddt = 4 / 3 * abs(cr["nu_c"] - cr["nu_c_halfdt"])
+    assert abs(cr["nu_c"] - cr["derived"]) <= 3 * cr["se"] + d + ddt
+    assert abs(cr["nu_c_richardson"] - cr["derived"]) <= 3 * cr["se"] + d + ddt
+    assert cr["slope"] == pytest.approx(-1.0, abs=3 * d)
+    assert "critical noise nu_c" in quick.text
+
+
+def test_quick_sweep_on_derived_branch(quick):
+    """The clustered start at ν = 0.7 ν_c ends on the derived stationary branch: within its
+    drift over the last 20% of T plus the O(h²) scale (2π/N)² r of the scheme."""
+    ms = U.Uniform.measure(quick.data)
+    r = ms["sweep-head-b2-f0.7-clustered"]
+    rv = np.linspace(0.01, 0.95, 60)
+    nu = U.stationary_branch(2.0, "head", rv)
+    ok = np.isfinite(nu)
+    rb = np.interp(r["nu"], nu[ok][::-1], rv[ok][::-1])
+    N = 64
+    assert abs(r["r"] - rb) <= 5 * abs(r["drift"]) + (2 * np.pi / N) ** 2 * rb
+
+
+def test_quick_writes_summary_and_figure(quick):
+    names = {p.name for p in quick.files}
+    assert {"summary.txt", "summary.csv", "uniform.png"} <= names
+    assert "(a) growth rates without noise" in quick.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ell", [1, 2])
+def test_sphere_growth_rate_slow(ell):
+    """S² (Voronoi N = 500 and 250, head, β = 2): the measured rate of degree ℓ within 3 SE
+    plus the discretisation bound: the S² transport is first-order upwind, so the error falls
+    at least by 1/√2 when N doubles (h ∝ N^(-1/2)) and is at most Δ/(√2 − 1), Δ the change of
+    the rate from N/2 to N."""
+    rates = {}
+    for N in (250, 500):
+        c = U._cfg(U.UNIFORM_BASE, model__d=3, init__mode=ell, density__cells=N)
+        lam = float(U.derived_rate(ell, 2.0, "head", d=3))
+        U._steps(c, U._T_for(lam, 1e-4, U.A_CAP, 40.0), 200)
+        res = simulate(c)
+        from wflow.geometry.sphere_mesh import voronoi_mesh
+
+        A = U.mode_amplitude(np.asarray(res.arrays["rho"])[:, 0], ell, 3, voronoi_mesh(N))
+        rates[N] = U.fit_rate(res.arrays["t"], A)
+    lam = float(U.derived_rate(ell, 2.0, "head", d=3))
+    rate, se, _ = rates[500]
+    assert abs(rate - lam) <= 3 * se + abs(rate - rates[250][0]) / (np.sqrt(2) - 1)

@@ -1,0 +1,594 @@
+r"""The uniform state: linear growth rates of its modes, the critical noise, the transition.
+
+Setting [model §6c]: one head, frozen :math:`D = V = I`, ascent (σ = +1), normalisation
+``head`` (SA) or ``none`` (USA), token diffusion ν; then the uniform density
+:math:`\bar\rho = 1/\lvert S^{d-1}\rvert` is an equilibrium, and a perturbation
+:math:`\bar\rho(1 + a\,\varphi_k)` (:math:`\varphi_k = \cos k\theta` on S¹, a spherical
+harmonic of degree ℓ on S²) grows at the derived rate
+
+.. math:: \lambda_k = k^2\Big(\frac{I_k(\beta)}{\beta\,c} - \nu\Big), \qquad
+          c = I_0(\beta)\ (\texttt{head}),\ 1\ (\texttt{none}),
+
+on S¹ (:math:`\ell(\ell+1)` and :math:`i_\ell(\beta)`, :math:`i_0(\beta)` on S²), so the uniform
+state is linearly unstable for :math:`\nu < \nu_c = I_1(\beta)/(\beta c)` (S²:
+:math:`i_1(\beta)/(\beta c)`).
+
+Parts (one density run per task unless said):
+
+- ``growth``: ν = 0, start ``uniform_mode`` k with ε = 1e-4; the rate is the least-squares
+  slope of :math:`\log A_k(t)` (the Fourier amplitude, :func:`mode_amplitude`) over the records
+  with :math:`A_k \le` ``A_CAP`` (the linear phase), with its standard error; repeated at
+  N/2 cells and at Δt/2 for one (normalisation, β): the discretisation check.
+- ``critical``: mode 1 at :math:`\nu = \nu_c(1 + \delta)`, δ ∈ ``DELTAS``; the measured rates are
+  fitted linearly in ν and :math:`\nu_c` is the zero crossing (standard error by the delta
+  method); again at Δt/2, and the Richardson value (Heun: the rate's error is O(Δt²)).
+- ``sweep``: the stationary order parameter :math:`r = \lvert\int\rho\,e^{i\theta}\rvert` at
+  time T from a near-uniform start (``uniform_mode`` 1, ε = 0.05) and from a clustered start
+  (``vmf``, κ = 10) for ν across ν_c: the two branches, against the derived stationary branch
+  (:func:`stationary_branch`); equal end states on both sides of ν_c mean no hysteresis.
+- ``particles`` (full scale): n = 1024 noisy particles (projected Euler–Maruyama) at the same
+  ν, uniform start, r over paths; and ν = 0 runs at large β, the cluster count at a moderate
+  time against the fastest-growing mode :math:`k^* = \arg\max_k \lambda_k`.
+- ``sphere`` (full scale): S² coarse (Voronoi N = 250, 500, 1000), ``head``, β ∈ {2, 8},
+  the degrees ℓ = 1, 2, 3.
+
+Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep; the
+claims tested in ``tests/test_study_uniform.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from scipy import optimize, special
+
+from wflow import config as _config
+from wflow.analysis.intervals import mean_interval
+from wflow.analysis.results import load_source
+from wflow.studies._base import Study, register_study
+
+__all__ = ["Uniform", "derived_rate", "critical_nu", "mode_amplitude", "fit_rate",
+           "order_parameter", "other_amplitude", "stationary_branch", "UNIFORM_BASE"]
+
+UNIFORM_BASE = {
+    "model": {"d": 2, "n": 8, "beta": 2.0, "heads": 1, "normalization": "head",
+              "sign": "ascent", "values": "identity", "diffusion": 0.0},
+    "init": {"tokens": "uniform_mode", "mode": 1, "amplitude": 1e-4, "weights": "identity",
+             "seed": 0},
+    "weights": {"process": "frozen"},
+    "solver": {"representation": "density", "method": "heun", "dt": 0.05, "T": 10.0,
+               "record_every": 2, "paths": 1},
+    "density": {"cells": 128},
+    "diagnostics": {"ledger": False, "clustering": False},
+    "output": {"store_tokens": True},
+}
+#: the linear phase: records with the relative amplitude at most this
+A_CAP = 1e-2
+#: ν = ν_c (1 + δ) in the critical-ν runs
+DELTAS = (-0.2, -0.1, 0.1, 0.2)
+
+
+# ---------------------------------------------------------------------------- derived
+def _coeff(ell, beta, d):
+    """Kernel coefficient: :math:`I_\\ell(\\beta)` (S¹), :math:`i_\\ell(\\beta)` (S²)."""
+    if d == 2:
+        return special.iv(ell, beta)
+    return special.spherical_in(ell, beta)
+
+
+def _eig(k, d):
+    return k * k if d == 2 else k * (k + 1)
+
+
+def derived_rate(k, beta, normalization="head", nu=0.0, d=2):
+    r"""Linear growth rate of mode k of the uniform state [model §6c].
+
+    .. math:: \lambda_k = \mu_k\Big(\frac{c_k(\beta)}{\beta\,c_0^{\,s}} - \nu\Big),\qquad
+              \mu_k = k^2\ (S^1),\ \ell(\ell+1)\ (S^2),
+
+    :math:`c_k = I_k` (S¹), :math:`i_\ell` (S², modified spherical Bessel), s = 1 for
+    ``head``, 0 for ``none``.
+    """
+    k = np.asarray(k)
+    c = _coeff(k, beta, d) / beta
+    if normalization == "head":
+        c = c / _coeff(0, beta, d)
+    return _eig(k, d) * (c - nu)
+
+
+def critical_nu(beta, normalization="head", d=2):
+    r""":math:`\nu_c = c_1(\beta)/(\beta c_0^{\,s})`: the largest ν with a growing mode (mode 1;
+    :math:`c_k` decreases in k)."""
+    return float(derived_rate(1, beta, normalization, 0.0, d) / _eig(1, d))
+
+
+def winning_mode(beta, normalization="head", kmax=60, d=2):
+    r""":math:`k^* = \arg\max_k \lambda_k(\beta)` at ν = 0."""
+    ks = np.arange(1, kmax + 1)
+    return int(ks[np.argmax(derived_rate(ks, beta, normalization, 0.0, d))])
+
+
+def stationary_branch(beta, normalization, r_values, K=16, M=1024):
+    r"""The derived non-uniform stationary states on S¹, parametrised by :math:`r = c_1`.
+
+    Stationary: :math:`\rho \propto e^{Z/(\beta\nu)}` (``none``),
+    :math:`\rho \propto Z^{1/(\beta\nu)}` (``head``), with
+    :math:`Z(\theta) = I_0 + 2\sum_k I_k(\beta)c_k\cos k\theta`, :math:`c_k = \int\rho\cos k\theta`
+    (an even state). For each r the unknowns ν and :math:`c_2..c_K` solve
+    :math:`c_k = \int\rho\cos k\theta`, k = 1..K (continuation in r).
+
+    Returns
+    -------
+    nu : (len(r_values),) array (NaN where the solve failed).
+    """
+    th = 2 * np.pi * (np.arange(M) + 0.5) / M
+    ks = np.arange(1, K + 1)
+    cos = np.cos(np.outer(ks, th))
+    Ik = special.iv(ks, beta)
+    nu0 = critical_nu(beta, normalization)
+
+    def resid(u, r):
+        nu = np.exp(u[0])
+        c = np.concatenate([[r], u[1:]])
+        Z = special.iv(0, beta) + 2 * (Ik * c) @ cos
+        if np.any(Z <= 0):
+            return np.full(K, 1e3)
+        psi = Z / (beta * nu) if normalization == "none" else np.log(Z) / (beta * nu)
+        w = np.exp(psi - psi.max())
+        rho = w / (w.sum() * 2 * np.pi / M)
+        cc = cos @ rho * 2 * np.pi / M
+        return cc - c
+
+    out = np.full(len(r_values), np.nan)
+    u = np.concatenate([[np.log(nu0)], np.zeros(K - 1)])
+    for i, r in enumerate(r_values):
+        sol, info, ier, _ = optimize.fsolve(resid, u, args=(r,), full_output=True, xtol=1e-12)
+        if ier == 1 and np.max(np.abs(info["fvec"])) < 1e-9:
+            out[i] = np.exp(sol[0])
+            u = sol
+    return out
+
+
+def landau_beta_none():
+    r"""The β where the ``none`` bifurcation on S¹ turns discontinuous: :math:`I_2(\beta) =
+    I_1(\beta)/2` (continuous below, subcritical above; [model §6c])."""
+    return float(optimize.brentq(lambda b: special.iv(2, b) - 0.5 * special.iv(1, b), 0.1, 20))
+
+
+# ---------------------------------------------------------------------------- measured
+def mode_amplitude(rho, k, d=2, mesh=None, ref=None):
+    r"""Relative amplitude of mode k of cell averages :math:`\rho_j` on S¹ (any phase):
+
+    .. math:: A_k = \frac{2\,\lvert\sum_j \rho_j h\, e^{-ik\theta_j}\rvert}
+                         {\operatorname{sinc}(kh/2)}
+
+    (for :math:`\rho = \bar\rho(1 + a\cos k\theta)`, :math:`A_k = \lvert a\rvert`; the sinc undoes
+    the cell average). On S² (``mesh``): :math:`A_\ell = (\sum_m (\sum_j \delta m_j
+    \tilde Y_{\ell m}(c_j))^2)^{1/2}` with :math:`\delta m_j = (\rho_j - \rho^{\rm ref}_j)
+    \lvert K_j\rvert`, ``ref`` the run from the uniform start on the same mesh (on a Voronoi
+    mesh the discrete uniform state is not an exact equilibrium, and the quadrature of
+    :math:`\tilde Y` is not exactly 0: both are O(h²) and removed by the reference, to first
+    order); default the constant :math:`1/(4\pi)`.
+    ``rho`` is (..., N); returns (...).
+    """
+    rho = np.asarray(rho, dtype=float)
+    if d == 2:
+        N = rho.shape[-1]
+        h = 2 * np.pi / N
+        th = (np.arange(N) + 0.5) * h
+        z = rho @ np.exp(-1j * k * th) * h
+        return 2 * np.abs(z) / np.sinc(k * h / 2 / np.pi)
+    from wflow.model.density import real_harmonic
+
+    m = (rho - (1 / (4 * np.pi) if ref is None else ref)) * mesh.areas
+    Y = np.stack([real_harmonic(k, mm, mesh.centres) for mm in range(-k, k + 1)], axis=-1)
+    return np.sqrt(np.sum((m @ Y) ** 2, axis=-1))
+
+
+def other_amplitude(rho, k, d=2, mesh=None, ref=None):
+    r"""The size of the perturbation outside mode k, relative to :math:`\bar\rho`.
+
+    S¹: :math:`(\sum_{j \ne 0, \pm k} \lvert\hat u_j\rvert^2)^{1/2}` of
+    :math:`u = \rho/\bar\rho - 1` (the root mean square over the circle, by Parseval); S²: the
+    area-weighted root mean square of u minus its projection on degree ℓ = k.
+    """
+    rho = np.asarray(rho, dtype=float)
+    if d == 2:
+        N = rho.shape[-1]
+        u = rho * 2 * np.pi - 1
+        c = np.fft.rfft(u, axis=-1) / N
+        c[..., 0] = 0
+        c[..., k] = 0
+        w = np.full(c.shape[-1], 2.0)
+        if N % 2 == 0:
+            w[-1] = 1.0
+        return np.sqrt(np.sum(w * np.abs(c) ** 2, axis=-1))
+    from wflow.model.density import real_harmonic
+
+    u = 4 * np.pi * (rho - (1 / (4 * np.pi) if ref is None else ref))
+    Y = np.stack([real_harmonic(k, mm, mesh.centres) for mm in range(-k, k + 1)], axis=-1)
+    a = (u * mesh.areas) @ Y / (4 * np.pi)
+    res = u - a @ Y.T
+    return np.sqrt(res**2 @ mesh.areas / (4 * np.pi))
+
+
+def order_parameter(rho):
+    r""":math:`r = \lvert\int\rho\,e^{i\theta}\rvert = A_1/2` of S¹ cell averages (..., N)."""
+    return 0.5 * mode_amplitude(rho, 1)
+
+
+def fit_rate(t, A, cap=A_CAP, a_min=1e-12, other=None):
+    r"""Growth rate from the linear phase: least squares of :math:`\log A = \log A_0 + \lambda t`
+    over the first records with ``a_min`` < A ≤ ``cap`` and, if given, ``other`` ≤ A/10 (the
+    rest of the perturbation, :func:`other_amplitude`: modes seeded by round-off grow at their
+    own rates and, once comparable, feed mode k nonlinearly).
+
+    Returns
+    -------
+    rate, se, npts : slope, its standard error :math:`s/\sqrt{\sum(t-\bar t)^2}` (residual
+    standard deviation s, n − 2 degrees of freedom; it measures the departure from
+    exponential growth, nonlinearity included), points used.
+    """
+    t = np.asarray(t, dtype=float)
+    A = np.asarray(A, dtype=float)
+    ok = (A <= cap) & (A > a_min)
+    if other is not None:
+        ok &= np.asarray(other, dtype=float) <= 0.1 * A
+    # the linear phase is the first stretch: stop at the first record past the cap
+    stop = np.argmax(~ok) if not ok.all() else len(ok)
+    t, y = t[:stop], np.log(A[:stop])
+    if len(t) < 3:
+        return float("nan"), float("nan"), len(t)
+    p, res, *_ = np.polyfit(t, y, 1, full=True)
+    s2 = float(res[0]) / (len(t) - 2) if len(res) else 0.0
+    se = np.sqrt(max(s2, 0.0) / np.sum((t - t.mean()) ** 2))
+    return float(p[0]), float(se), len(t)
+
+
+def _T_for(rate, eps, cap, Tmax):
+    """A run long enough for the amplitude to reach ``cap`` (or ``Tmax``)."""
+    if rate <= 0:
+        return Tmax
+    return float(min(Tmax, np.log(cap / eps) / rate))
+
+
+def _cfg(base, **keys):
+    c = copy.deepcopy(base)
+    for k, v in keys.items():
+        sec, name = k.split("__")
+        c.setdefault(sec, {})[name] = v
+    return c
+
+
+def _steps(c, T, nsteps):
+    """Set T and Δt = T/nsteps (T rounded to 3 significant digits)."""
+    T = float(f"{T:.3g}")
+    c["solver"]["T"] = T
+    c["solver"]["dt"] = T / nsteps
+    c["solver"]["record_every"] = max(1, nsteps // 100)
+    return c
+
+
+@register_study
+class Uniform(Study):
+    """Growth rates of the uniform state's modes, ν_c and the transition (S¹; S² coarse)."""
+
+    name = "uniform"
+    question = ("is the uniform state unstable, which mode wins, where is the critical noise "
+                "nu_c and is the transition continuous (frozen D = V = I, ascent)?")
+    quick = ("S1, N = 64, head and none at beta = 2, k = 1..3, nu_c of head: measured rates "
+             "and nu_c match the derived ones")
+    summary_columns = ()
+
+    def params(self, scale):
+        if scale == "quick":
+            return dict(N=64, norms=("head", "none"), betas=(2.0,), ks=(1, 2, 3),
+                        check=("head", 2.0), crit=(("head", 2.0),), steps=200, crit_T=20.0,
+                        sweep=(("head", 2.0),), sweep_f=(0.7,), sweep_T=20.0,
+                        particles=False, sphere=False)
+        return dict(N=128, norms=("head", "none"), betas=(1.0, 2.0, 4.0, 8.0), ks=tuple(range(1, 9)),
+                    check=("head", 4.0), crit=tuple((nm, b) for nm in ("head", "none")
+                                                    for b in (1.0, 4.0)),
+                    steps=400, crit_T=60.0, sweep=(("head", 1.0), ("none", 1.0), ("none", 4.0)),
+                    sweep_f=(0.5, 0.7, 0.85, 0.95, 1.02, 1.05, 1.1, 1.2), sweep_T=100.0,
+                    particles=True, sphere=True)
+
+    def base(self, scale):
+        c = copy.deepcopy(UNIFORM_BASE)
+        c["density"]["cells"] = self.params(scale)["N"]
+        return c
+
+    def variants(self, base, scale):
+        p = self.params(scale)
+        tasks = []
+        eps = base["init"]["amplitude"]
+
+        def add(name, c):
+            tasks.append((name, _config.validate(c)))
+
+        # (a) growth rates without noise
+        for nm in p["norms"]:
+            for b in p["betas"]:
+                if nm == "none" and b > 4.0:
+                    continue  # rates ~ e^beta: too stiff to be worth the steps
+                for k in p["ks"]:
+                    lam = float(derived_rate(k, b, nm))
+                    T = _T_for(lam, eps, A_CAP, 40.0)
+                    variants = [("", {})]
+                    if (nm, b) == p["check"]:
+                        variants += [("-halfN", {"density__cells": p["N"] // 2}),
+                                     ("-halfdt", {"steps": 2})]
+                    for tag, extra in variants:
+                        extra = dict(extra)
+                        mult = extra.pop("steps", 1)
+                        c = _cfg(base, model__normalization=nm, model__beta=b, init__mode=k,
+                                 **extra)
+                        _steps(c, T, p["steps"] * mult)
+                        add(f"growth-{nm}-b{b:g}-k{k}{tag}", c)
+        # (b) nu_c: mode 1 around the derived nu_c
+        for nm, b in p["crit"]:
+            nuc = critical_nu(b, nm)
+            for dl in DELTAS:
+                nu = nuc * (1 + dl)
+                T = min(p["crit_T"], 4.0 / abs(dl * nuc))
+                for mult, tag in ((1, ""), (2, "-halfdt")):
+                    c = _cfg(base, model__normalization=nm, model__beta=b, model__diffusion=nu,
+                             init__mode=1, init__amplitude=1e-3,
+                             density__diffusion_scheme="split")
+                    _steps(c, T, mult * p["steps"] // 2)
+                    add(f"critical-{nm}-b{b:g}-d{dl:+g}{tag}", c)
+        # (b) the sweep: near-uniform and clustered starts
+        for nm, b in p["sweep"]:
+            nuc = critical_nu(b, nm)
+            for f in p["sweep_f"]:
+                for start, ini in (("uniform", {"init__tokens": "uniform_mode", "init__mode": 1,
+                                                "init__amplitude": 0.05}),
+                                   ("clustered", {"init__tokens": "vmf", "init__kappa": 10.0})):
+                    c = _cfg(base, model__normalization=nm, model__beta=b,
+                             model__diffusion=nuc * f, density__diffusion_scheme="split", **ini)
+                    if start == "clustered":
+                        for key in ("mode", "amplitude"):
+                            c["init"].pop(key, None)
+                    T = p["sweep_T"]
+                    if nm == "none" and b > 2.0:
+                        # fields ~ I_0(beta): the transport's CFL substeps cost ~ e^beta;
+                        # N/2 cells and a shorter T (rates ~ nu_c are larger too)
+                        c["density"]["cells"] = base["density"]["cells"] // 2
+                        T = 0.4 * T
+                    _steps(c, T, 5 * p["steps"] // 4)
+                    add(f"sweep-{nm}-b{b:g}-f{f:g}-{start}", c)
+                if p["particles"] and nm == "head":
+                    c = _cfg(base, model__normalization=nm, model__beta=b, model__diffusion=nuc * f,
+                             model__n=512, init__tokens="uniform", init__per_path_tokens=True,
+                             solver__representation="particles", solver__method="euler",
+                             solver__paths=4, diagnostics__clustering=True)
+                    for key in ("mode", "amplitude"):
+                        c["init"].pop(key, None)
+                    c.pop("density")
+                    c["output"]["store_tokens"] = False
+                    _steps(c, p["sweep_T"] / 2, 1200)
+                    add(f"particles-{nm}-b{b:g}-f{f:g}", c)
+        # (a) cluster count of particles at large beta, nu = 0
+        if p["particles"]:
+            for b in (4.0, 9.0, 16.0, 25.0):
+                lam = float(np.max(derived_rate(np.arange(1, 40), b, "head")))
+                c = _cfg(base, model__beta=b, model__n=512, init__tokens="uniform",
+                         init__per_path_tokens=True, solver__representation="particles",
+                         solver__method="euler", solver__paths=4, diagnostics__clustering=True)
+                for key in ("mode", "amplitude"):
+                    c["init"].pop(key, None)
+                c.pop("density")
+                c["output"]["store_tokens"] = False
+                _steps(c, 12.0 / lam, 600)
+                add(f"clusters-head-b{b:g}", c)
+        # S^2 coarse: head, degrees 1..3
+        if p["sphere"]:
+            for b in (2.0, 8.0):
+                for ell in (1, 2, 3):
+                    lam = float(derived_rate(ell, b, "head", d=3))
+                    for Ns, tag in ((500, ""), (250, "-N250"), (1000, "-N1000")):
+                        T = _T_for(lam, eps, A_CAP, 40.0)
+                        for start in ("mode", "ref"):
+                            c = _cfg(base, model__d=3, model__beta=b, init__mode=ell,
+                                     density__cells=Ns)
+                            if start == "ref":  # the uniform start on the same mesh and steps
+                                c["init"]["tokens"] = "uniform"
+                                for key in ("mode", "amplitude"):
+                                    c["init"].pop(key, None)
+                            _steps(c, T, 200)
+                            add(f"sphere{'ref' if start == 'ref' else ''}-head-b{b:g}-l{ell}{tag}",
+                                c)
+        return tasks
+
+    # ------------------------------------------------------------------ data
+    @staticmethod
+    def measure(data):
+        """Per task: the configuration keys and the measured statistic."""
+        out = {}
+        meshes = {}
+        refs = {name: path for path, (name, _) in zip(data.paths, data.tasks)
+                if name.startswith("sphereref")}
+        for path, (name, _) in zip(data.paths, data.tasks):
+            if name.startswith("sphereref"):
+                continue
+            cfg, arr = load_source(path)
+            m, ini, s = cfg["model"], cfg["init"], cfg["solver"]
+            t = np.asarray(arr["t"], dtype=float)
+            rec = {"norm": m["normalization"], "beta": float(m["beta"]), "nu": float(m["diffusion"]),
+                   "d": int(m["d"]), "dt": float(s["dt"]), "T": float(s["T"])}
+            if name.startswith(("growth", "critical", "sphere")):
+                rho = np.asarray(arr["rho"], dtype=float)[:, 0]
+                k = int(ini["mode"])
+                mesh = ref = None
+                if rec["d"] == 3:
+                    from wflow.geometry.sphere_mesh import voronoi_mesh
+
+                    N = rho.shape[-1]
+                    mesh = meshes.setdefault(N, voronoi_mesh(N))
+                    rpath = refs.get(name.replace("sphere-", "sphereref-", 1))
+                    if rpath is not None:
+                        ref = np.asarray(load_source(rpath)[1]["rho"], dtype=float)[:, 0]
+                A = mode_amplitude(rho, k, rec["d"], mesh, ref)
+                rate, se, npts = fit_rate(t, A, other=other_amplitude(rho, k, rec["d"], mesh, ref))
+                rec.update(k=k, N=rho.shape[-1], rate=rate, se=se, npts=npts, t=t, A=A,
+                           derived=float(derived_rate(k, rec["beta"], rec["norm"], rec["nu"],
+                                                      rec["d"])))
+            elif name.startswith("sweep"):
+                rho = np.asarray(arr["rho"], dtype=float)[:, 0]
+                r = order_parameter(rho)
+                i8 = int(np.argmin(np.abs(t - 0.8 * t[-1])))
+                rec.update(start=name.rsplit("-", 1)[1], r=float(r[-1]), drift=float(r[-1] - r[i8]),
+                           t=t, rt=r)
+            else:  # particles
+                op = np.asarray(arr["order_parameter"], dtype=float)
+                nc = np.asarray(arr["n_clusters"], dtype=float)
+                rec.update(r=op[-1], nclusters=nc[-1], t=t, rt=op.mean(axis=1),
+                           nct=nc.mean(axis=1))
+            out[name] = rec
+        return out
+
+    # ------------------------------------------------------------------ summary
+    def summarize(self, data):
+        """Tables: growth rates (measured ± SE vs derived, discretisation check), ν_c, the
+        sweep's branches, particles and S²."""
+        ms = self.measure(data)
+        lines = ["Uniform state [model §6c]: frozen D = V = I, H = 1, ascent. Rates from the "
+                 f"linear phase (A_k <= {A_CAP:g}), ± one standard error of the slope."]
+        table = {k: [] for k in ("task", "norm", "d", "beta", "nu", "k", "N", "dt", "measured",
+                                 "se", "derived", "r", "drift")}
+
+        def row(name, rec):
+            for col, v in zip(table, (name, rec["norm"], rec["d"], rec["beta"], rec["nu"],
+                                      rec.get("k", 0), rec.get("N", 0), rec["dt"],
+                                      rec.get("rate", np.nan), rec.get("se", np.nan),
+                                      rec.get("derived", np.nan), np.mean(rec.get("r", np.nan)),
+                                      rec.get("drift", np.nan))):
+                table[col].append(v)
+
+        for name, rec in ms.items():
+            row(name, rec)
+        g = {n: r for n, r in ms.items() if n.startswith("growth")}
+        lines += ["", "(a) growth rates without noise, S1",
+                  f"{'norm':>5}{'beta':>6}{'k':>3}{'N':>5}{'measured':>12}{'se':>10}"
+                  f"{'derived':>12}{'rel.diff':>10}"]
+        for n, r in g.items():
+            if n.endswith(("halfN", "halfdt")):
+                continue
+            lines.append(f"{r['norm']:>5}{r['beta']:>6g}{r['k']:>3}{r['N']:>5}{r['rate']:>12.5f}"
+                         f"{r['se']:>10.1e}{r['derived']:>12.5f}"
+                         f"{(r['rate'] - r['derived']) / r['derived']:>10.1e}")
+        lines += ["", "winning mode k* = argmax_k lambda_k (derived; measured among the k run)"]
+        for nm in sorted({r["norm"] for r in g.values()}):
+            for b in sorted({r["beta"] for r in g.values() if r["norm"] == nm}):
+                rs = [r for n, r in g.items() if r["norm"] == nm and r["beta"] == b
+                      and not n.endswith(("halfN", "halfdt"))]
+                km = max(rs, key=lambda r: r["rate"])["k"]
+                lines.append(f"  {nm:>5} beta = {b:g}: derived k* = {winning_mode(b, nm)}, "
+                             f"measured k* = {km}")
+        lines += ["", "discretisation check: rate(N) - rate(N/2), rate(dt) - rate(dt/2)"]
+        for n, r in g.items():
+            for tag in ("halfN", "halfdt"):
+                if n.endswith(tag):
+                    r0 = g[n[: -len(tag) - 1]]
+                    lines.append(f"  {r0['norm']} beta = {r0['beta']:g} k = {r0['k']}: {tag}: "
+                                 f"{r0['rate'] - r['rate']:+.2e}  (rate {r0['rate']:.5f}, "
+                                 f"derived - measured {r0['derived'] - r0['rate']:+.2e})")
+        crit = self.critical(ms)
+        lines += ["", "(b) critical noise nu_c (mode 1: rates at nu_c(1+delta), linear fit, "
+                  "zero crossing ± delta-method SE)"]
+        for (nm, b), c in crit.items():
+            lines.append(f"  {nm:>5} beta = {b:g}: measured {c['nu_c']:.5f} ± {c['se']:.1e}, "
+                         f"derived {c['derived']:.5f}, slope {c['slope']:.4f} (derived -1)")
+            if "nu_c_halfdt" in c:
+                lines.append(f"        dt/2: {c['nu_c_halfdt']:.5f}, Richardson (order 2): "
+                             f"{c['nu_c_richardson']:.5f} (derived - Richardson "
+                             f"{c['derived'] - c['nu_c_richardson']:+.1e})")
+        sw = {n: r for n, r in ms.items() if n.startswith("sweep")}
+        if sw:
+            lines += ["", "sweep: stationary r = |<e^{i theta}>| at T from a near-uniform and a "
+                      "clustered start (drift: r(T) - r(0.8 T)); derived branch r(nu)"]
+            for key in sorted({(r["norm"], r["beta"]) for r in sw.values()}):
+                nuc = critical_nu(key[1], key[0])
+                lines.append(f"  {key[0]} beta = {key[1]:g} (nu_c = {nuc:.4f})")
+                for nu in sorted({r["nu"] for r in sw.values() if (r["norm"], r["beta"]) == key}):
+                    pair = {r["start"]: r for r in sw.values()
+                            if (r["norm"], r["beta"], r["nu"]) == (*key, nu)}
+                    u, c = pair.get("uniform"), pair.get("clustered")
+                    lines.append(f"    nu/nu_c = {nu / nuc:5.3f}: r uniform start {u['r']:.4f} "
+                                 f"(drift {u['drift']:+.1e}), clustered start {c['r']:.4f} "
+                                 f"(drift {c['drift']:+.1e})")
+            lines.append(f"  none: continuous for beta < {landau_beta_none():.4f} "
+                         "(I_2 = I_1/2), discontinuous above")
+        pa = {n: r for n, r in ms.items() if n.startswith("particles")}
+        if pa:
+            lines += ["", "particles n = 512 (4 paths), r at T/2 of the density sweep, mean "
+                      "[95% CI over paths]"]
+            for n, r in pa.items():
+                iv = mean_interval(r["r"], unit="paths")
+                lines.append(f"  {n}: r = {iv.fmt('.4f')}")
+        cl = {n: r for n, r in ms.items() if n.startswith("clusters")}
+        if cl:
+            lines += ["", "particles n = 512, nu = 0, head: clusters at t = 12/lambda_max "
+                      "(cluster_angle 0.1) against k*"]
+            for r in cl.values():
+                iv = mean_interval(r["nclusters"], unit="paths")
+                lines.append(f"  beta = {r['beta']:g}: clusters {iv.fmt('.3g')}, "
+                             f"k* = {winning_mode(r['beta'], 'head')}")
+        sp = {n: r for n, r in ms.items() if n.startswith("sphere")}
+        if sp:
+            lines += ["", "S2 coarse (Voronoi N cells, first-order upwind), head: rate of degree l"]
+            for r in sp.values():
+                lines.append(f"  beta = {r['beta']:g} l = {r['k']} N = {r['N']}: measured "
+                             f"{r['rate']:.5f} ± {r['se']:.1e}, derived {r['derived']:.5f} "
+                             f"(rel. diff {(r['rate'] - r['derived']) / r['derived']:+.1e})")
+        return "\n".join(lines), table
+
+    @staticmethod
+    def critical(ms):
+        r"""``{(norm, β): {"nu_c", "se", "slope", "derived"}}``: the least-squares line
+        rate = a + b ν through the critical runs; :math:`\nu_c = -a/b`, SE by the delta
+        method from the fit's covariance."""
+        groups = {}
+        for n, r in ms.items():
+            if n.startswith("critical"):
+                key = (r["norm"], r["beta"]) + (("halfdt",) if n.endswith("halfdt") else ())
+                groups.setdefault(key, []).append(r)
+        out = {}
+        for key, rs in groups.items():
+            nu = np.array([r["nu"] for r in rs])
+            lam = np.array([r["rate"] for r in rs])
+            X = np.stack([np.ones_like(nu), nu], axis=1)
+            coef, res, *_ = np.linalg.lstsq(X, lam, rcond=None)
+            dof = max(len(nu) - 2, 1)
+            s2 = float(res[0]) / dof if len(res) else 0.0
+            cov = s2 * np.linalg.inv(X.T @ X)
+            a, b = coef
+            g = np.array([-1 / b, a / b**2])
+            out[key] = {"nu_c": float(-a / b), "se": float(np.sqrt(max(g @ cov @ g, 0.0))),
+                        "slope": float(b), "derived": critical_nu(key[1], key[0])}
+        for key in [k for k in out if len(k) == 2 and k + ("halfdt",) in out]:
+            # Heun: the rate's error is O(Δt²); Richardson from Δt and Δt/2
+            a, h = out[key]["nu_c"], out[key + ("halfdt",)]["nu_c"]
+            out[key]["nu_c_halfdt"] = h
+            out[key]["nu_c_richardson"] = h + (h - a) / 3
+        return {k: v for k, v in out.items() if len(k) == 2}
+
+    def figures(self, data, outdir, formats):
+        from wflow.figures import uniform as _fig
+
+        ms = self.measure(data)
+        branches = {}
+        for n, r in ms.items():
+            if n.startswith("sweep"):
+                key = (r["norm"], r["beta"])
+                if key not in branches:
+                    rv = np.linspace(0.01, 0.95, 60)
+                    branches[key] = (rv, stationary_branch(key[1], key[0], rv),
+                                     critical_nu(key[1], key[0]))
+        curves = {}
+        for nm in ("head", "none"):
+            for b in sorted({r["beta"] for r in ms.values() if r["norm"] == nm}):
+                ks = np.arange(1, 13)
+                curves[(nm, b)] = (ks, derived_rate(ks, b, nm))
+        return _fig.plot_uniform(ms, curves, branches, self.critical(ms), outdir, formats)
