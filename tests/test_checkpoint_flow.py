@@ -238,6 +238,29 @@ def test_missing_arrays_and_tokens_off_the_layernorm_sphere(tmp_path, capsys):
         Simulation(None, _sets(npz, tmp_path / "raw.npz"))
 
 
+def test_shared_layers_are_frozen_weights(tmp_path):
+    """ALBERT-shaped: layer 0 on the embeddings (width E = 4 != d = 8) is left out, the shared
+    layer is frozen weights (no switch)."""
+    rng = np.random.default_rng(9)
+    d, E, H, r = 8, 4, 2, 4
+
+    def lay(e):
+        return ck.ImportedLayer(rng.normal(size=(H, r, e)), rng.normal(size=(H, r, e)),
+                                rng.normal(size=(H, r, e)), rng.normal(size=(H, d, r)),
+                                rng.normal(size=(H, e)), rng.normal(size=d), 0.0)
+
+    shared = lay(d)
+    imp = ck.ImportedModel("albert", [lay(E), shared, shared], causal=False, placement="post",
+                           heads=H, head_dim=r, shared=True)
+    npz = imp.save(tmp_path / "albert.npz")
+    tok, U = _tokens(tmp_path, 6, d)
+    sim = Simulation(None, _sets(npz, tok, causal=False))
+    assert sim.process.jump_times() == [] and len(sim.process.sets) == 1
+    for t in (0.0, 1.5, 2.9):
+        v = sim.model.evaluate(U[None], sim.process.at(t)[None]).velocity[0]
+        assert _rel(v, _flow_velocity(ck.read_imported(npz), 1, U)) < TOL
+
+
 # ---------------------------------------------------------------------- transformers
 def test_euler_step_of_the_imported_flow_is_a_gpt2_layer(tmp_path):
     """With a tiny random GPT-2 of `transformers` (float64, random biases and gains): one Euler

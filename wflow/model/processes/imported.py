@@ -70,7 +70,7 @@ class ImportedLayers(Layers):
     durations 1 (``solver.dt`` must divide 1: every jump on a step); the values, key logit
     weights and drift are a function of the weight state (the layer whose :math:`D` it
     holds, found bit for bit). Layers of another width than the hidden size (ALBERT's layer
-    0, on the embeddings) are left out.
+    0, on the embeddings) are left out; a shared-layer model is its one layer, frozen.
 
     Parameters
     ----------
@@ -113,6 +113,8 @@ class ImportedLayers(Layers):
         kept = [ell for ell, lay in enumerate(imported.layers) if lay.d == d_out]
         if not kept:
             raise ConfigError(f"{where}: no layer acts on the hidden size {d_out}")
+        if imported.shared:  # one set of weights for every layer: frozen, no switches
+            kept = kept[:1]
         if H is not None and imported.heads != H:
             raise ConfigError(f"{where}: {imported.heads} heads, model.heads = {H}: set "
                               f"model.heads = {imported.heads}")
