@@ -245,6 +245,10 @@ class Simulation:
         self.process = process if process is not None else make_process(
             w, self.H, self.d, self.dt, interaction=m["interaction"])
         D0 = self.process.initial(D0)
+        attach = getattr(self.process, "attach_model", None)
+        if attach is not None:  # values, key weights, drift from the weight state [model §5c]
+            with _config.config_errors():
+                self.model = attach(self.model, cfg, X0)
         note = getattr(self.process, "rounding_note", "")
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)

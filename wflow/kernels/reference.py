@@ -86,7 +86,8 @@ def _apply(V, X):
 
 
 def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), causal=False,
-                    V=None, weights=None, interaction="symmetric", head_combine="mean"):
+                    V=None, weights=None, interaction="symmetric", head_combine="mean",
+                    key_bias=None):
     r"""Every field quantity of [model §2–4] from dense matrices.
 
     .. math::
@@ -112,6 +113,9 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
         :data:`ENERGY_OUTPUTS` are NaN (velocity, partition, b̂, G², G²_hm remain).
     head_combine : "mean" (§2) | "sum" (:math:`\sum_h` in place of :math:`\frac1H\sum_h`;
         refused with ``normalization = "joint"``).
+    key_bias : (H, n) per-head key logit terms :math:`b_{hj}` [model §1b, §5c], or None:
+        :math:`s^h_{ij} + b_{hj}` in the softmax and in :math:`Z_h` (a column weight
+        :math:`e^{b_{hj}}` per head); ``interaction = "general"`` only.
 
     Returns
     -------
@@ -140,6 +144,10 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
     u = None if weights is None else n * np.asarray(weights, dtype=float).reshape(n)
 
     S = _logits(X, D, beta)  # (H, n, n)
+    if key_bias is not None:  # per-head column weights e^{b_hj} [model §5c]
+        if not general:
+            raise ValueError("key_bias needs interaction = 'general' (no energy with it)")
+        S = S + np.broadcast_to(np.asarray(key_bias, dtype=float), (H, n))[:, None, :]
     E_full = np.exp(S)  # unshifted: fine for moderate logits (tests)
     # masked softmax, stabilised by the row maximum
     if causal:

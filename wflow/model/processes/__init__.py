@@ -22,7 +22,7 @@ from wflow.model.processes.registry import (
 
 __all__ = ["PROCESSES", "ENTRY_POINT_GROUP", "register_process", "get_process", "make_process",
            "Frozen", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments", "Oscillating",
-           "Layers", "FromFile", "PHASES", "TARGETS"]
+           "Layers", "FromFile", "ImportedLayers", "PHASES", "TARGETS"]
 
 # The built-in processes register themselves on import: one line each, in this order (the
 # order of the allowed values and of their keys in the table).
@@ -32,4 +32,5 @@ from wflow.model.processes.ou import DrivenOU, OrnsteinUhlenbeck, brownian_incre
 from wflow.model.processes.oscillating import PHASES, TARGETS, Oscillating  # noqa: E402
 from wflow.model.processes.layers import Layers  # noqa: E402
 from wflow.model.processes.file import FromFile  # noqa: E402
+from wflow.model.processes.imported import ImportedLayers  # noqa: E402
 # isort: on
