@@ -60,6 +60,7 @@ from wflow.studies import jko_study  # noqa: E402,F401
 from wflow.studies import laplacian  # noqa: E402,F401
 from wflow.studies import meanfield  # noqa: E402,F401
 from wflow.studies import meanfield_s2  # noqa: E402,F401
+from wflow.studies import metastability  # noqa: E402,F401
 from wflow.studies import phase  # noqa: E402,F401
 from wflow.studies import regimes  # noqa: E402,F401
 from wflow.studies import section6  # noqa: E402,F401
