@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from test_io import crash_in_checkpoint
 
 from wflow.cli import main
 from wflow.engine.run import Simulation, simulate
@@ -169,19 +170,8 @@ def test_resume_across_a_layer_switch_is_bit_identical(tmp_path, monkeypatch):
     cfg = _sets(npz, tok, **{"solver.T": 2.0, "output.checkpoint_every": 7,
                              "output.store_weights": "true"})
     ref = driver.run_to_file(None, tmp_path / "ref.h5", overrides=cfg)
-    calls = {"n": 0}
-    real = io._mark_complete
-
-    def mark(g):
-        calls["n"] += 1
-        if calls["n"] == 3:  # k = 0, 7 complete; killed writing k = 14
-            raise RuntimeError("killed")
-        real(g)
-
-    monkeypatch.setattr(io, "_mark_complete", mark)
-    with pytest.raises(RuntimeError, match="killed"):
-        driver.run_to_file(None, tmp_path / "r.h5", overrides=cfg)
-    monkeypatch.setattr(io, "_mark_complete", real)
+    # checkpoints k = 0, 7 complete; killed writing k = 14
+    crash_in_checkpoint(monkeypatch, None, tmp_path / "r.h5", 3, overrides=cfg)
     got = driver.resume(tmp_path / "r.h5")
     assert got.action == "resumed" and got.from_step == 7
     _, a, _ = io.read(ref)

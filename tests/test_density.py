@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.special import i0e, i1e
+from test_io import crash_in_checkpoint
 
 from wflow.engine.run import simulate
 from wflow.errors import ConfigError, NumericalError
@@ -266,23 +267,10 @@ def test_resume_is_bit_identical(tmp_path, monkeypatch):
     import h5py
 
     from wflow.engine import driver
-    from wflow.storage import io
 
     cfg = density_cfg(solver__T=0.3, solver__record_every=3, output__checkpoint_every=4)
     ref = driver.run_to_file(cfg, tmp_path / "ref.h5")
-    calls = {"n": 0}
-    real = io._mark_complete
-
-    def mark(g):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("killed")
-        real(g)
-
-    monkeypatch.setattr(io, "_mark_complete", mark)
-    with pytest.raises(RuntimeError, match="killed"):
-        driver.run_to_file(cfg, tmp_path / "r.h5")
-    monkeypatch.setattr(io, "_mark_complete", real)
+    crash_in_checkpoint(monkeypatch, cfg, tmp_path / "r.h5", 3)
     assert driver.resume(tmp_path / "r.h5").action == "resumed"
     with h5py.File(ref, "r") as a, h5py.File(tmp_path / "r.h5", "r") as b:
         for name in ("rho", "series/energy", "series/ledger_residual", "series/mass"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_io import crash_in_checkpoint
 
 from wflow.cli import main
 from wflow.engine.run import Simulation, simulate
@@ -285,24 +286,11 @@ def test_resume_with_diffusion_is_bit_identical(tmp_path, monkeypatch):
     import h5py
 
     from wflow.engine import driver
-    from wflow.storage import io
 
     c = cfg(density__diffusion_scheme="split", weights__process="ou", solver__T=0.3,
             solver__record_every=3, output__checkpoint_every=4)
     ref = driver.run_to_file(c, tmp_path / "ref.h5")
-    calls = {"n": 0}
-    real = io._mark_complete
-
-    def mark(g):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("killed")
-        real(g)
-
-    monkeypatch.setattr(io, "_mark_complete", mark)
-    with pytest.raises(RuntimeError, match="killed"):
-        driver.run_to_file(c, tmp_path / "r.h5")
-    monkeypatch.setattr(io, "_mark_complete", real)
+    crash_in_checkpoint(monkeypatch, c, tmp_path / "r.h5", 3)
     assert driver.resume(tmp_path / "r.h5").action == "resumed"
     with h5py.File(ref, "r") as a, h5py.File(tmp_path / "r.h5", "r") as b:
         for name in ("rho", "series/free_energy", "series/free_energy_residual",

@@ -7,6 +7,7 @@ import numba
 import numpy as np
 import pytest
 from bounds import assert_within, field_bounds
+from test_io import crash_in_checkpoint
 
 from wflow import kernels as K
 from wflow.errors import ConfigError
@@ -371,24 +372,11 @@ def test_general_resume_is_bit_identical(tmp_path, monkeypatch):
     import h5py
 
     from wflow.engine import driver
-    from wflow.storage import io
 
     cfg = _cfg(solver__T=0.12, solver__record_every=3, output__checkpoint_every=4,
                output__store_weights=True)
     ref = driver.run_to_file(cfg, tmp_path / "ref.h5")
-    calls = {"n": 0}
-    real = io._mark_complete
-
-    def mark(g):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("killed")
-        real(g)
-
-    monkeypatch.setattr(io, "_mark_complete", mark)
-    with pytest.raises(RuntimeError, match="killed"):
-        driver.run_to_file(cfg, tmp_path / "r.h5")
-    monkeypatch.setattr(io, "_mark_complete", real)
+    crash_in_checkpoint(monkeypatch, cfg, tmp_path / "r.h5", 2)
     assert driver.resume(tmp_path / "r.h5").action == "resumed"
     with h5py.File(ref, "r") as a, h5py.File(tmp_path / "r.h5", "r") as b:
         for name in ("X", "D", "series/G2"):

@@ -217,9 +217,10 @@ class Boom(BaseException):
     """Stands for a SIGKILL in the middle of a checkpoint write."""
 
 
-def crash_in_checkpoint(monkeypatch, cfg, path, nth):
+def crash_in_checkpoint(monkeypatch, cfg, path, nth, **kw):
     """Run ``cfg`` into ``path`` and die while writing the ``nth`` checkpoint (data written,
-    completeness mark missing), as a SIGKILL at that moment would."""
+    completeness mark missing), as a SIGKILL at that moment would. ``kw``: more arguments of
+    :func:`wflow.engine.driver.run_to_file` (e.g. ``overrides``)."""
     calls = {"n": 0}
     real = io._mark_complete
 
@@ -231,7 +232,7 @@ def crash_in_checkpoint(monkeypatch, cfg, path, nth):
 
     monkeypatch.setattr(io, "_mark_complete", mark)
     with pytest.raises(Boom):
-        driver.run_to_file(cfg, path)
+        driver.run_to_file(cfg, path, **kw)
     monkeypatch.setattr(io, "_mark_complete", real)
 
 

@@ -10,6 +10,7 @@ bands are 5 standard errors of the number of independent samples, on several see
 import numpy as np
 import pytest
 from conftest import small_config
+from test_io import crash_in_checkpoint
 
 import wflow
 from wflow import config as wconfig
@@ -157,23 +158,10 @@ def test_noise_resumes_from_a_file_checkpoint(tmp_path, monkeypatch):
     import h5py
 
     from wflow.engine import driver
-    from wflow.storage import io
 
     cfg = small_config(**{"model.diffusion": 0.2, "output.checkpoint_every": 4})
     ref = driver.run_to_file(cfg, tmp_path / "ref.h5")
-    calls = {"n": 0}
-    real = io._mark_complete
-
-    def mark(g):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("killed")
-        real(g)
-
-    monkeypatch.setattr(io, "_mark_complete", mark)
-    with pytest.raises(RuntimeError, match="killed"):
-        driver.run_to_file(cfg, tmp_path / "r.h5")
-    monkeypatch.setattr(io, "_mark_complete", real)
+    crash_in_checkpoint(monkeypatch, cfg, tmp_path / "r.h5", 3)
     assert driver.resume(tmp_path / "r.h5").action == "resumed"
     with h5py.File(ref, "r") as a, h5py.File(tmp_path / "r.h5", "r") as b:
         for name in ("X", "series/energy", "series/token_martingale",
