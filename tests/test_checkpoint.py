@@ -152,8 +152,10 @@ def test_albert_shared_layers_match_transformers(hf, tmp_path):
 
 
 # ---------------------------------------------------------------------- no torch needed
-def _write_gpt2(tmp_path, d=8, H=2, L=2, seed=0, drop=None, reshape=None, config=True):
-    """A random GPT-2-named checkpoint written with safetensors.numpy."""
+def _write_gpt2(tmp_path, d=8, H=2, L=2, seed=0, drop=None, reshape=None, config=True,
+                zero_bias=False):
+    """A random GPT-2-named checkpoint written with safetensors.numpy (``zero_bias``: query
+    and LayerNorm biases zero, so no per-key logit term)."""
     st = pytest.importorskip("safetensors.numpy")
     rng = np.random.default_rng(seed)
     t = {}
@@ -164,6 +166,9 @@ def _write_gpt2(tmp_path, d=8, H=2, L=2, seed=0, drop=None, reshape=None, config
         t[f"h.{ell}.attn.c_proj.bias"] = rng.normal(size=d)
         t[f"h.{ell}.ln_1.weight"] = 1 + 0.3 * rng.normal(size=d)
         t[f"h.{ell}.ln_1.bias"] = rng.normal(size=d)
+        if zero_bias:
+            t[f"h.{ell}.attn.c_attn.bias"][:d] = 0.0
+            t[f"h.{ell}.ln_1.bias"][:] = 0.0
     if drop:
         del t[drop]
     if reshape:

@@ -5,10 +5,9 @@ layer switches, the CLI run and the bad inputs."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
+from test_checkpoint import _write_gpt2
 from test_io import crash_in_checkpoint
 
 from wflow.cli import main
@@ -28,27 +27,11 @@ def _rel(a, b) -> float:
 
 
 def _gpt2_npz(tmp_path, d=8, H=2, L=3, seed=0, zero_bias=False):
-    """A random GPT-2-named checkpoint (safetensors.numpy), imported to ``w.npz``."""
-    st = pytest.importorskip("safetensors.numpy")
-    rng = np.random.default_rng(seed)
-    t = {}
-    for ell in range(L):
-        t[f"h.{ell}.attn.c_attn.weight"] = rng.normal(size=(d, 3 * d))
-        t[f"h.{ell}.attn.c_attn.bias"] = rng.normal(size=3 * d)
-        t[f"h.{ell}.attn.c_proj.weight"] = rng.normal(size=(d, d))
-        t[f"h.{ell}.attn.c_proj.bias"] = rng.normal(size=d)
-        t[f"h.{ell}.ln_1.weight"] = 1 + 0.3 * rng.normal(size=d)
-        t[f"h.{ell}.ln_1.bias"] = rng.normal(size=d)
-        if zero_bias:  # no per-key logit term: query bias and LayerNorm bias zero
-            t[f"h.{ell}.attn.c_attn.bias"][:d] = 0.0
-            t[f"h.{ell}.ln_1.bias"][:] = 0.0
-    folder = tmp_path / f"ckpt{seed}"
-    folder.mkdir()
-    st.save_file(t, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(
-        {"model_type": "gpt2", "n_head": H, "layer_norm_epsilon": 0.0}))
-    out = ck.load(folder).save(tmp_path / f"w{seed}.npz")
-    return out
+    """A random GPT-2-named checkpoint (test_checkpoint's), imported to ``w{seed}.npz``."""
+    root = tmp_path / f"ckpt{seed}"
+    root.mkdir()
+    folder, _ = _write_gpt2(root, d, H, L, seed, zero_bias=zero_bias)
+    return ck.load(folder).save(tmp_path / f"w{seed}.npz")
 
 
 def _tokens(tmp_path, n, d, seed=1):
