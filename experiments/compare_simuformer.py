@@ -22,7 +22,6 @@ Nothing is written; the numbers go to standard output. Needs torch (CPU) and tqd
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import types
 from pathlib import Path

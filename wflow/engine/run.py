@@ -63,10 +63,10 @@ from wflow.geometry import sphere
 from wflow.geometry.circle_fv import CircleGrid
 from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.kernels import spin_us
+from wflow.model import layernorm as _layernorm
 from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
-from wflow.model import layernorm as _layernorm
 from wflow.model.processes import make_process
 from wflow.stepping.density import DensityStepper
 from wflow.stepping.integrators import TABLEAUX
