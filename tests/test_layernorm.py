@@ -187,6 +187,18 @@ def test_trajectory_order(placement, method, order):
     assert abs(slope - order) < 0.25, (slope, err)
 
 
+def test_order_figure(tmp_path):
+    """The figure's fitted slope is the exponent of e = C Δt^p (exact data), and it writes
+    one file per format."""
+    from wflow.figures.layernorm import fitted_order, plot_placement_orders
+
+    dts = np.array([0.1, 0.05, 0.025])
+    assert abs(fitted_order(dts, 3.0 * dts**2) - 2.0) < 1e-12
+    paths = plot_placement_orders({"pre-LN, heun": (dts, 3.0 * dts**2, 2),
+                                   "pre-LN, euler": (dts, dts, 1)}, tmp_path)
+    assert [p.name for p in paths] == ["placement_orders.png"] and paths[0].stat().st_size > 0
+
+
 # ------------------------------------------------------------------ state across a checkpoint
 def test_resume_across_checkpoint_keeps_the_radius(tmp_path, monkeypatch):
     """Killed while writing a checkpoint and resumed: every record, the radii included, is the
