@@ -82,6 +82,7 @@ from wflow.model.attention import (
     SIGNS,
 )
 from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
+from wflow.model.layernorm import PLACEMENTS
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import GENERAL_INITIAL_WEIGHTS, INITIAL_WEIGHTS
 from wflow.stepping import density as _density
@@ -217,8 +218,51 @@ def _interaction_rule(cfg):
 
 
 def _ledger_default(cfg):
-    """True, unless the energy does not exist (``model.interaction = "general"``)."""
-    return cfg["model"]["interaction"] == "symmetric"
+    """True, unless the energy does not exist (``model.interaction = "general"``) or the
+    layer-norm placement rescales the speeds (``model.layernorm`` other than "post")."""
+    return cfg["model"]["interaction"] == "symmetric" and cfg["model"]["layernorm"] == "post"
+
+
+#: the unprojected output u of [model §1c] is computed for the model of §2 (no key biases,
+#: no drift): the weight processes whose model it does not describe
+_NO_OUTPUT_PROCESSES = ("imported",)
+
+
+def _layernorm_rule(cfg):
+    """``model.layernorm`` other than "post" [model §1c]: particles, an explicit tableau with
+    fixed steps, no token noise, no ledger; the unprojected step is the post-LN block."""
+    m, s = cfg["model"], cfg["solver"]
+    place, method = m["layernorm"], s["method"]
+    process = cfg["weights"]["process"]
+    if method == "euler_unprojected" and process in _NO_OUTPUT_PROCESSES:
+        raise error(f"solver.method = 'euler_unprojected' with weights.process = {process!r}: "
+                    "its attention output carries key biases and a drift (docs/model.md §5c); "
+                    "use euler")
+    if place == "post":
+        return
+    where = f"with model.layernorm = {place!r}"
+    if s["representation"] != "particles":
+        raise bad("solver.representation", s["representation"],
+                  f"must be 'particles' {where}: a density carries no radius and no |u| per "
+                  "point (docs/model.md §1c)")
+    if method == "euler_unprojected":
+        raise bad("solver.method", method, f"is the post-LN block: not allowed {where}; allowed "
+                                           f"are {choices_text(tuple(TABLEAUX))}")
+    if method not in TABLEAUX:
+        raise bad("solver.method", method, f"must be an explicit tableau {where} (the placements "
+                                           "are not gradient flows of E): allowed are "
+                                           f"{choices_text(tuple(TABLEAUX))}")
+    if s["adaptive"]:
+        raise bad("solver.adaptive", True, f"must be false {where}")
+    if m["diffusion"] != 0:
+        raise bad("model.diffusion", m["diffusion"], f"must be 0 {where}: no SDE order is "
+                                                     "stated for the placements")
+    if process in _NO_OUTPUT_PROCESSES:
+        raise bad("weights.process", process, f"is not allowed {where}: its attention output "
+                                              "carries key biases and a drift (docs/model.md §5c)")
+    if cfg["diagnostics"]["ledger"]:
+        raise error(f"diagnostics.ledger = true {where}: the ledger is not derived for a "
+                    "per-token speed factor (docs/model.md §1c); set it to false")
 
 
 def _head_combine_rule(cfg):
@@ -384,6 +428,16 @@ for _p in [
     Param("model.head_combine", "mean", Choice(HEAD_COMBINES),
           "mean: (1/H) Σ_h as in model.normalization; sum: Σ_h, multi-head attention "
           "[model §1b]", rule=_head_combine_rule),
+    Param("model.layernorm", "post", Choice(PLACEMENTS),
+          "layer-norm placement: post (the flow on the sphere), pre (residual z = r x, "
+          "ż = σu), peri (ż = σu/|u|), mix (post until model.mix_switch, then pre), ngpt "
+          "(ẋ = α σ P_x u/|u|) [model §1c]", rule=_layernorm_rule),
+    Param("model.ngpt_alpha", 0.2, Interval(0, 1, "right"),
+          "nGPT's step size α: ẋ = α σ P_x u/|u| [model §1c]",
+          applies=When("model.layernorm", "ngpt")),
+    Param("model.mix_switch", 5.0, _NONNEG,
+          "Mix-LN: the time t_s of the switch from post-LN to pre-LN (on the step grid) "
+          "[model §1c]", applies=When("model.layernorm", "mix")),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
           "sequence centre around its class centre, tokens around it); file; density only: "
@@ -524,7 +578,8 @@ for _p in [
           "explicit diffusion_scheme only [model §5b]",
           applies=When("solver.representation", "density")),
     Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step); "
-          "left out: true, false with model.interaction = 'general'",
+          "left out: true, false with model.interaction = 'general' or model.layernorm "
+          "other than 'post'",
           default_from=_ledger_default),
     Param("diagnostics.clustering", True, Boolean(),
           "clusters, order parameter, smallest cosine, variance, spectrum"),

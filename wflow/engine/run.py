@@ -63,11 +63,14 @@ from wflow.geometry import sphere
 from wflow.geometry.circle_fv import CircleGrid
 from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.kernels import spin_us
+from wflow.model import layernorm as _layernorm
 from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
 from wflow.model.processes import make_process
 from wflow.stepping.density import DensityStepper
+from wflow.stepping.integrators import TABLEAUX
+from wflow.stepping.layernorm import placement_step
 from wflow.stepping.registry import StepContext, get_stepper
 
 log = logging.getLogger(__name__)
@@ -91,7 +94,9 @@ class State:
     the paths, then (with token noise) their token-noise streams; ``pending`` the ledger pieces of the last
     step, finished at the next pass; ``stepper_info`` the stepper's series of its last step;
     ``step_ledger`` the per-step ledger of the open record interval (record_every, P, 6);
-    ``w2_prev`` the last recorded snapshot and its time (for ``w2_step``).
+    ``w2_prev`` the last recorded snapshot and its time (for ``w2_step``); ``radius`` the
+    radii r_i (P, n) of the residual stream under the pre-, peri- and mix-LN placements
+    (None otherwise, [model §1c]).
     """
 
     k: int
@@ -104,6 +109,7 @@ class State:
     stepper_info: dict = field(default_factory=dict)
     step_ledger: np.ndarray | None = None
     w2_prev: tuple | None = None  # (X (P, n, d), t)
+    radius: np.ndarray | None = None  # (P, n) [model §1c]
 
     def to_checkpoint(self) -> dict:
         """A plain mapping of arrays for the storage layer (the file layout of
@@ -113,6 +119,8 @@ class State:
             memo["step_ledger"] = self.step_ledger
         if self.w2_prev is not None:
             memo["w2_prev_X"], memo["w2_prev_t"] = self.w2_prev[0], np.array(self.w2_prev[1])
+        if self.radius is not None:
+            memo["radius"] = self.radius
         return {"k": np.int64(self.k), "X": self.X, "D": self.D, "E0": self.E0,
                 "cum": self.cum, "pending": self.pending, "memo": memo,
                 "rng_states": self.rng_states}
@@ -124,9 +132,10 @@ class State:
         w2 = None
         if "w2_prev_X" in memo:
             w2 = (memo.pop("w2_prev_X"), float(memo.pop("w2_prev_t")))
+        radius = memo.pop("radius", None)
         return cls(k=int(c["k"]), X=c["X"], D=c["D"], rng_states=c["rng_states"], cum=c["cum"],
                    E0=c["E0"], pending=c.get("pending", {}), stepper_info=memo,
-                   step_ledger=led, w2_prev=w2)
+                   step_ledger=led, w2_prev=w2, radius=radius)
 
 
 class Result:
@@ -253,6 +262,11 @@ class Simulation:
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
         self.method = s["method"]
+        # the layer-norm placement [model §1c] (the config refuses what it cannot apply to)
+        with _config.config_errors():
+            self.placement = _layernorm.Placement(
+                m["layernorm"], float(m.get("ngpt_alpha", 0.2)), float(m.get("mix_switch", 5.0)))
+        self._post = self.placement.name == "post"
         if self.density:
             dn = cfg["density"]
             with _config.config_errors():
@@ -291,9 +305,10 @@ class Simulation:
     def initial_state(self) -> State:
         rngs = [np.random.default_rng(s) for s in self._path_seeds + self._token_seeds]
         zeros = {k: np.zeros(self.P) for k in self._cum_names}
+        radius = np.ones((self.P, self.n)) if self.placement.has_radius else None
         return State(k=0, X=self.X0.copy(), D=self.D0.copy(),
                      rng_states=[r.bit_generator.state for r in rngs], cum=zeros,
-                     E0=np.full(self.P, np.nan))
+                     E0=np.full(self.P, np.nan), radius=radius)
 
     def _row(self, state: State, F: Field, t: float):
         """One record: every active series of :data:`wflow.engine.series.SERIES`."""
@@ -311,6 +326,10 @@ class Simulation:
             F.energy - state.E0 - self.model.sigma * row["int_G2"] - row["int_dEdt_drift"]
             - row["int_ito_expected"] - row["paper_martingale"]
         )
+        if not self._post:  # its balance assumes the field σv [model §1c]
+            row["paper_residual"] = np.full(self.P, np.nan)
+        if state.radius is not None:
+            row["radius"] = state.radius.copy()
         if not self.ledger or not self._energy:
             for k in _series.names(group="ledger") + (_series.names(group="token_noise")
                                                        if self.token_noise else ()):
@@ -442,7 +461,13 @@ class Simulation:
             if token_rngs:  # [model §6b]: one (n, d) draw per path and step
                 ctx.noise = noise_scale * np.stack(
                     [r.standard_normal((self.n, self.d)) for r in token_rngs])
-            X1, info = self.stepper.step(ctx)
+            place = "post" if self._post else self.placement.at(t, dt)
+            if place == "post":
+                X1, info = self.stepper.step(ctx)
+            else:  # [model §1c]
+                X1, st.radius = placement_step(TABLEAUX[self.method], place, st.X, st.radius, dt,
+                                               ctx.output, self.placement.alpha)
+                info = {}
             st.stepper_info.update(info)
             _check_finite(X1, "tokens X", k + 1, t + dt)
 
@@ -511,10 +536,14 @@ class Simulation:
             G = self.model.evaluate(Y[None], Dk[p : p + 1], want_ito=False)
             return float(G.energy[0]), G.gradient[0] / n
 
+        def output(Y):  # σ u(Y; D_k), the output before the projection [model §1c]
+            return sigma * _layernorm.output(self.model, Y, Dk, F.velocity if Y is X else None)
+
         b = np.ones_like(F.b_hat) if self.model.normalization == "none" else F.b_hat
         return StepContext(X=X, dt=self.dt, sigma=sigma,
                            velocity=lambda Y: sigma * self.model.velocity(Y, Dk),
-                           k1=sigma * F.velocity, energy_grad=energy_grad, mobility=b)
+                           k1=sigma * F.velocity, energy_grad=energy_grad, mobility=b,
+                           output=output)
 
 
 def _given_tokens(tokens, P, n, d):

@@ -26,7 +26,8 @@ ledger, [model §6b]), ``stepper`` (declared beside the stepper with
 :func:`wflow.stepping.registry.register_series`, e.g. JKO's),
 ``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
 ``rho`` instead of ``X``), ``density`` (density runs), ``free_energy`` (density runs with
-``model.diffusion`` > 0: the free energy, its rate and its ledger), ``user`` (added with
+``model.diffusion`` > 0: the free energy, its rate and its ledger), ``radius`` (the radii of
+the residual stream under ``model.layernorm`` "pre", "peri", "mix", [model §1c]), ``user`` (added with
 :func:`add_series`: recorded by every run while registered).
 
 Adding a diagnostic is one call::
@@ -260,3 +261,6 @@ add_series("rho", "snapshot", "density: cell averages rho_k on the circle grid",
            group="tokens", dims=("record", "path", "cell"))
 add_series("D", "snapshot", "weight matrices D_h", "dimensionless", group="weights",
            dims=("record", "path", "head", "coord", "coord2"))
+add_series("radius", "snapshot", "radii r_i = |z_i| of the residual stream under the pre-, peri- "
+           "and mix-LN placements (docs/model.md §1c)", "dimensionless", group="radius",
+           dims=("record", "path", "token"))

@@ -12,4 +12,5 @@ from wflow.stepping import integrators  # noqa: E402, F401  euler, heun, rk4
 from wflow.stepping import embedded  # noqa: E402, F401  bs32, dopri5, tsit5 (with error weights)
 from wflow.stepping import density  # noqa: E402, F401  ssprk3 (and the density stepper)
 from wflow.stepping import jko  # noqa: E402, F401  jko
+from wflow.stepping import layernorm  # noqa: E402, F401  euler_unprojected (the post-LN block)
 # isort: on

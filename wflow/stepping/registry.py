@@ -42,6 +42,9 @@ class StepContext:
     noise : (P, n, d) the ambient token-noise increment :math:`\sqrt{2\nu\Delta t}\,\xi`
         of the step (ξ standard normal, one array per path), or None without token noise
         ([model §6b]); a stepper projects it onto the tangent spaces itself.
+    output : callable Y (P, n, d) -> σ u(Y; D_k), the combined attention output before the
+        tangent projection (:math:`P_y u = v`, [model §1c]), or None (a density); costs one
+        more pass per call (steppers of the unprojected block use it).
     """
 
     X: np.ndarray
@@ -53,6 +56,7 @@ class StepContext:
     mobility: np.ndarray | None = None
     max_dt: np.ndarray | None = None
     noise: np.ndarray | None = None
+    output: Callable | None = None
 
 
 class Stepper(Protocol):
