@@ -17,6 +17,9 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
 ``steps``
     A full simulation step (Euler, OU weights, every diagnostic, the exact ledger) on the
     numba backend against the NumPy reference backend.
+``noise``
+    A step with token noise (particles) and with diffusion (the S² density) against the
+    same step without it [model §5b, §6b].
 ``memory``
     One step at n = 100 000 in a fresh process: seconds and peak resident memory.
 ``run``
@@ -367,6 +370,104 @@ def steps_suite(quick=False, steps=5, numpy_steps=2, cases=None, repeats=3):
     return rows
 
 
+# ---------------------------------------------------------------------- noise
+#: (n, H, d, P) of the token-noise rows: the paper's regime and large n [model §6b].
+NOISE_CASES = ((200, 10, 3, 10), (4096, 8, 3, 1))
+QUICK_NOISE_CASES = ((32, 2, 3, 2),)
+#: S² density cells of the diffusion rows, and the quick size [model §5b].
+DIFFUSION_CELLS = 4096
+QUICK_DIFFUSION_CELLS = 256
+#: Token diffusion ν of both kinds of rows.
+NOISE_NU = 0.1
+
+
+def _density_config(cells, nu, dt, scheme="explicit"):
+    return {"model": {"d": 3, "heads": 1, "diffusion": nu},
+            "solver": {"representation": "density", "method": "ssprk3", "dt": dt, "T": 64 * dt,
+                       "record_every": 1},
+            "density": {"cells": cells, "diffusion_scheme": scheme},
+            "init": {"tokens": "vmf"}, "diagnostics": {"ledger": False}}
+
+
+def _density_runner(cfg):
+    """A function that times ``k`` steps of a density run from its start, warm; and the CFL
+    substeps its first step takes."""
+    sim = internals.simulation(cfg)
+    first = sim.run(stop_after=1)
+
+    def steps(k):
+        st = sim.initial_state()
+        t0 = time.perf_counter()
+        sim.run(state=st, stop_after=k)
+        return (time.perf_counter() - t0) / k
+    return steps, int(first["cfl_substeps"][-1, 0])
+
+
+def noise_suite(quick=False, steps=5, repeats=5, cases=None, cells=None, nu=NOISE_NU):
+    r"""The cost of noise on the tokens, interleaved with the noiseless run in each round.
+
+    Particles [model §6b]: a full step (projected Euler–Maruyama, OU weights, every
+    diagnostic, the exact ledger with its token-noise split) at ν = ``nu`` against the same
+    step at ν = 0; the noise adds O(nd) work to the O(n²Hd) field, goal ≤ 1.05.
+    Density on S² [model §5b]: one SSP-RK3 step of ``cells`` Voronoi cells with the diffusion
+    flux against the step without it, (a) explicit diffusion at the largest Δt (halved from
+    0.0025) at which the diffusive step needs one substep — the step the scheme allows,
+    :math:`\Delta t \lesssim h^2/(4\nu)` — and (b) Strang-split diffusion at the transport's
+    Δt = 0.0025; goal ≤ 1.5 each.
+
+    Returns
+    -------
+    list of dict
+        One row per particle case and two density rows; ``data`` holds the seconds per step
+        and the substeps.
+    """
+    cases = cases or (QUICK_NOISE_CASES if quick else NOISE_CASES)
+    cells = int(cells or (QUICK_DIFFUSION_CELLS if quick else DIFFUSION_CELLS))
+    rows = []
+    for case in cases:
+        case = tuple(int(c) for c in case)
+        runners = []
+        for diff in (nu, 0.0):
+            cfg = _step_config(*case, "numba")
+            cfg["model"]["diffusion"] = diff
+            sim = internals.simulation(cfg)
+            sim.run(stop_after=1)  # compilation
+
+            def timed(k, sim=sim):
+                st = sim.initial_state()
+                t0 = time.perf_counter()
+                sim.run(state=st, stop_after=k)
+                return (time.perf_counter() - t0) / k
+            runners.append(timed)
+        ts, _ = time_interleaved([lambda f=f: f(steps) for f in runners], repeats, [])
+        rows.append(row("noise", case_label(case), f"time per step: ν = {nu:g} ÷ ν = 0",
+                        ts[0] / ts[1], goal="≤ 1.05", seconds=ts[0],
+                        data={"noisy_step_s": ts[0], "noiseless_step_s": ts[1]}))
+    dt = 0.0025
+    while True:
+        with_nu, sub = _density_runner(_density_config(cells, nu, dt))
+        if sub == 1 or dt < 1e-6:
+            break
+        dt /= 2
+    without, sub0 = _density_runner(_density_config(cells, 0.0, dt))
+    split, sub_s = _density_runner(_density_config(cells, nu, 0.0025, "split"))
+    plain, sub_p = _density_runner(_density_config(cells, 0.0, 0.0025))
+    ts, _ = time_interleaved([lambda: with_nu(steps), lambda: without(steps),
+                              lambda: split(steps), lambda: plain(steps)], repeats, [])
+    label = f"S², N = {cells}"
+    rows.append(row("noise", label, f"density step, explicit diffusion ν = {nu:g} ÷ none "
+                                    f"(Δt = {dt:g}, its one-substep step)",
+                    ts[0] / ts[1], goal="≤ 1.5", seconds=ts[0],
+                    data={"dt": dt, "diffusive_s": ts[0], "plain_s": ts[1],
+                          "substeps": [sub, sub0]}))
+    rows.append(row("noise", label, f"density step, split diffusion ν = {nu:g} ÷ none "
+                                    "(Δt = 0.0025, the transport's)",
+                    ts[2] / ts[3], goal="≤ 1.5", seconds=ts[2],
+                    data={"dt": 0.0025, "diffusive_s": ts[2], "plain_s": ts[3],
+                          "substeps": [sub_s, sub_p]}))
+    return rows
+
+
 # ---------------------------------------------------------------------- memory
 _MEMORY_CHILD = (
     "import json, resource, sys, time\n"
@@ -565,7 +666,8 @@ def _contention(quick=False):
 #: The suites by name, in the order they run; :data:`DEFAULT_SUITES` run when none is named.
 SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
-          "contention": _contention, "section6": section6_suite, "general": general_suite}
-DEFAULT_SUITES = ("field", "routes", "paired", "steps", "memory", "run")
+          "contention": _contention, "section6": section6_suite, "general": general_suite,
+          "noise": noise_suite}
+DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "memory", "run")
 
 __all__ = ["SUITES", "DEFAULT_SUITES"]

@@ -127,6 +127,18 @@ def test_paired_medians_inside_quartiles():
         assert 0 < lo <= r["ratio"] <= hi and r["goal"] == "≥ 0.9"
 
 
+def test_noise_suite_quick_steps_on_the_one_substep_density_step():
+    rows = suites.noise_suite(quick=True, steps=1, repeats=1)
+    _check_rows(rows)
+    assert [r["suite"] for r in rows] == ["noise"] * 3
+    assert rows[0]["goal"] == "≤ 1.05" and rows[1]["goal"] == rows[2]["goal"] == "≤ 1.5"
+    # the explicit row is timed where the diffusive step takes one CFL substep, as its
+    # noiseless twin does; the split row at the transport's step
+    assert rows[1]["data"]["substeps"] == [1, 1] and rows[1]["data"]["dt"] <= 0.0025
+    assert rows[2]["data"]["dt"] == 0.0025
+    assert all(r["ratio"] > 0 for r in rows)
+
+
 def test_section6_suite_quick():
     rows = suites.section6_suite(quick=True)
     _check_rows(rows)
