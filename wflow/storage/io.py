@@ -415,7 +415,7 @@ class H5Recorder:
                     del f.attrs["error"]
                 f.attrs["finished"] = _now()
                 if elapsed is not None:
-                    f.attrs["elapsed_last_session"] = float(elapsed)
+                    f.attrs["elapsed_last_invocation"] = float(elapsed)
                 f.flush()
                 f.attrs["status"] = COMPLETE
                 f.flush()

@@ -15,7 +15,7 @@ For each case and each of Euler, Heun, RK4 and JKO over Δt, the error at T
 
 against RK4 at :math:`\Delta t_{\mathrm{ref}}` (:attr:`Jko.ref_dt`), its fitted order
 (least-squares slope of log e on log Δt over the asymptotic errors, below :data:`ASYMPTOTIC`),
-the time of each run's stepping loop (the file's ``elapsed_last_session``), and the
+the time of each run's stepping loop (the file's ``elapsed_last_invocation``), and the
 Lyapunov curves :math:`E(X_k)` at the largest Δt, where Euler's energy may rise and JKO's
 cannot (the JKO inequality :math:`E(X_{k+1}) + \mathrm{cost}/(2\tau) \le E(X_k)`).
 The resolution check of the reference: RK4 at :math:`2\Delta t_{\mathrm{ref}}` against it.
@@ -124,7 +124,7 @@ class Jko(Study):
 def jko_data(data):
     r"""``{case: {"ref": (t, X, E), "refcheck": error, "clusters_0", "clusters_T", "runs": {method:
     [(dt, error, wall, t, E, clusters_T)]}}}`` from the result files; ``wall`` is the time in
-    the stepping loop (the file's ``elapsed_last_session``: steps and records, not the set-up
+    the stepping loop (the file's ``elapsed_last_invocation``: steps and records, not the set-up
     or the file; else the sweep summary's ``wall_time``); X (records, n, d) of path 0, E the
     energy (records,), clusters_T the
     number of clusters (angle 0.1) at T."""
@@ -137,7 +137,7 @@ def jko_data(data):
     for path, (name, _) in zip(data.paths, data.tasks):
         cfg, arr, attrs = read(path)
         # the time in the stepping loop (steps and records; not the set-up, not the file)
-        wall = attrs.get("elapsed_last_session")
+        wall = attrs.get("elapsed_last_invocation")
         if wall is None and "wall_time" in data.summary:
             wall = np.sum(data.column("wall_time", name))
         case, tag, _ = name.split("-", 2)

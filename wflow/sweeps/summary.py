@@ -111,7 +111,7 @@ def summary_rows(points, rows, failed, keys=None, columns=()):
                 if r["action"].startswith("skipped") and b is not None:
                     r = {**r, "elapsed": b["elapsed"], "worker": b["worker"]}
                 elif r["action"].startswith("skipped") and len(pt.batches) == 1:
-                    r = {**r, "elapsed": attrs.get("elapsed_last_session", np.nan),
+                    r = {**r, "elapsed": attrs.get("elapsed_last_invocation", np.nan),
                          "worker": attrs.get("sweep_worker", "")}
                 for p in range(a, a + k):
                     per_path[p] = r
