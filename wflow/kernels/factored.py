@@ -38,8 +38,15 @@ def _per_path(M, P):
     return np.broadcast_to(M, (P,) + M.shape[-3:]) if M.ndim == 3 else M
 
 
-def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights=None):
+def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights=None,
+                  key_bias=None):
     r"""Velocity, partition, b̂, G² and G²_hm of factored D_h = A_hᵀB_h/κ [model §1b].
+
+    .. math::
+        s^h_{ij} = \tfrac{\beta}{\kappa}\langle A_h x_i, B_h x_j\rangle + b_{hj},\qquad
+        Z_h(x_i) = \frac1n\sum_j u_j e^{s^h_{ij}},
+
+    with the per-head key logit terms :math:`b_{hj}` (``key_bias``, 0 when None).
 
     Parameters
     ----------
@@ -50,6 +57,8 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
     beta : β > 0; norm : "head" | "joint" | "none"; laplacian_mask : (H,) bool.
     causal : token i attends to j ≤ i (b̂, G², G²_hm are then NaN, as for the other passes).
     weights : (P, n) or (n,) point masses, or None (1/n).
+    key_bias : (P, H, n) or (H, n) per-head key logit terms :math:`b_{hj}` [model §1b], or
+        None; added to every row of the head's logits before the row maximum.
 
     Returns
     -------
@@ -69,6 +78,13 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
     U = None
     if weights is not None:
         U = n * np.broadcast_to(np.asarray(weights, dtype=float), (P, n))
+    kb = None
+    if key_bias is not None:
+        kb = np.asarray(key_bias, dtype=float)
+        if kb.shape not in ((H, n), (P, H, n)):
+            raise ValueError(f"key_bias has shape {kb.shape}: expected ({H}, {n}) or "
+                             f"({P}, {H}, {n})")
+        kb = np.broadcast_to(kb, (P, H, n))
     c = float(beta) / float(scale)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
@@ -94,6 +110,8 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
                     i1 = min(n, i0 + ROW_BLOCK)
                     m = i1 if causal else n
                     L = Q[i0:i1] @ K[:m].T
+                    if kb is not None:
+                        L += kb[p, h, :m]
                     if causal:
                         L[np.triu_indices(i1 - i0, k=i0 + 1, m=m)] = -np.inf
                     mx = L.max(axis=1)
