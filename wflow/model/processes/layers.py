@@ -115,8 +115,10 @@ class Layers(WeightProcess):
     name = "layers"
     accepts_general = True
     params = (
-        Param("layers", [], Custom(_check_layers, "a list of tables {duration, weights, seed}"),
-              "piecewise-constant weights: [[weights.layers]] tables", rule=_layers_rule),
+        Param("layers", [], Custom(_check_layers,
+                                   "a list of tables {duration, weights, values, seed}"),
+              "piecewise-constant weights: [[weights.layers]] tables; a layer's values "
+              "(default tied: V = D) [model §1b]", rule=_layers_rule),
     )
     deterministic = True
 
