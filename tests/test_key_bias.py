@@ -7,17 +7,46 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_checkpoint_flow import _gpt2_npz, _rel, _sets, _tokens
+from test_checkpoint import _write_gpt2
 
 from wflow.engine.run import Simulation
 from wflow.kernels import fused_pass, get_num_threads, set_num_threads
 from wflow.kernels.factored import factored_pass
 from wflow.kernels.reference import Factored, field_reference
+from wflow.model import checkpoint as ck
 
 # float64 round-off of a softmax over n <= 50 keys and a few products of width <= 8, relative
 # to the output's size: the passes sum in another order than the twin (measured <= 3e-15)
 TOL = 1e-12
 OUTPUTS = ("velocity", "partition", "b_hat", "G2", "G2_hm")
+
+
+def _rel(a, b) -> float:
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def _imported(tmp_path, causal, d=8, H=2, L=3, n=6, seed=7):
+    """A random GPT-2-named checkpoint with key biases, imported (with or without its causal
+    mask), its tokens file and the overrides of a run of it (tests/test_checkpoint_flow.py)."""
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    folder, _ = _write_gpt2(root, d, H, L, seed)
+    npz = ck.load(folder).save(tmp_path / "w.npz")
+    if not causal:
+        data = dict(np.load(npz))
+        data["causal"] = np.array(False)
+        npz = tmp_path / "bi.npz"
+        np.savez(npz, **data)
+    U = ck.tokens_from_hidden(np.random.default_rng(1).normal(size=(n, d)))
+    np.savez(tmp_path / "tokens.npz", X=U)
+    sets = {"weights.process": "imported", "weights.imported": str(npz),
+            "model.interaction": "general", "model.head_combine": "sum",
+            "model.sign": "ascent", "model.mask": "causal" if causal else "none",
+            "model.n": n, "model.d": d, "model.heads": H, "init.tokens": "file",
+            "init.tokens_file": str(tmp_path / "tokens.npz"), "solver.dt": 0.1,
+            "solver.T": 2.0, "solver.record_every": 1, "solver.paths": 1,
+            "solver.method": "euler", "diagnostics.ledger": "false"}
+    return npz, U, sets
 
 
 def _case(seed, P=3, n=29, H=3, d=5, r=2):
@@ -133,19 +162,14 @@ def test_key_bias_needs_the_general_interaction():
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_imported_model_with_key_weights_on_numba_is_the_numpy_backend(tmp_path, causal):
-    npz = _gpt2_npz(tmp_path, seed=7)
-    from wflow.model import checkpoint as ck
-
+    npz, U, sets = _imported(tmp_path, causal)
     assert any(np.any(lay.key_bias != 0) for lay in ck.read_imported(npz).layers)
-    tok, U = _tokens(tmp_path, 6, 8)
-    if not causal:
-        data = dict(np.load(npz))
-        data["causal"] = np.array(False)
-        npz = tmp_path / "bi.npz"
-        np.savez(npz, **data)
-    more = {"solver.T": 2.0, "diagnostics.ledger": "false"}
-    a = Simulation(None, _sets(npz, tok, causal=causal, **{"solver.backend": "numba", **more}))
-    b = Simulation(None, _sets(npz, tok, causal=causal, **more))
+
+    def sim(backend):
+        return Simulation(None, [f"{k}={v}" for k, v in {**sets,
+                                                         "solver.backend": backend}.items()])
+
+    a, b = sim("numba"), sim("numpy")
     for t in (0.0, 1.0, 1.5):
         D = a.process.at(t)[None]
         Fa, Fb = a.model.evaluate(U[None], D), b.model.evaluate(U[None], D)

@@ -11,17 +11,19 @@ with factored values :math:`V_h = W_{O,h} W_{V,h}` applied as
 per head instead of :math:`n^2 d` or :math:`n d^2`. Only the quantities of Z and v exist
 for general D (velocity, partition, b̂, G², G²_hm); the others are NaN.
 
-Per path: each head (an item) projects and averages by blocks of rows; the heads' averages :math:`\bar Y_h = \Pi_h Y_h` (for a Laplacian head
-:math:`Y_h - \bar Y_h`) are weighted by the head weights :math:`c_h(x_i)` of §2 and go
-through one output product :math:`[c_1\bar Y_1, \dots, c_H\bar Y_H]\,[W_{O,1}; \dots;
-W_{O,H}]^\top/\kappa_V` (items of :data:`OUT_BLOCK` rows), and the tangent projection,
-linear, is applied once: :math:`v_i = P_{x_i} u_i`.
+Per path: each head (an item) projects and averages by blocks of rows; the heads' averages
+:math:`\bar Y_h = \Pi_h Y_h` (for a Laplacian head :math:`Y_h - \bar Y_h`) are weighted by
+the head weights :math:`c_h(x_i)` of §2 and go through one output product
+:math:`[c_1\bar Y_1, \dots, c_H\bar Y_H]\,[W_{O,1}; \dots; W_{O,H}]^\top/\kappa_V` (items of
+:data:`OUT_BLOCK` rows), and the tangent projection, linear, is applied once:
+:math:`v_i = P_{x_i} u_i`.
 
 Determinism: per path, items of a fixed size (heads, blocks of output rows) on
 :func:`~wflow.kernels.pool.get_num_threads` Python threads, each item's arithmetic the same
-on any of them, blocks of :data:`ROW_BLOCK` rows, single-threaded BLAS (threadpoolctl) and NumPy reductions in a
-fixed order: the bits do not depend on the thread counts or on the path batch. Rows are
-shifted by their maxima (no overflow of the softmax; Z itself is the unshifted mean).
+on any of them, blocks of :data:`ROW_BLOCK` rows, single-threaded BLAS (threadpoolctl) and
+NumPy reductions in a fixed order: the bits do not depend on the thread counts or on the
+path batch. Rows are shifted by their maxima (no overflow of the softmax; Z itself is the
+unshifted mean).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
     X = np.ascontiguousarray(X, dtype=float)
     P, n, d = X.shape
     A, B = _per_path(A, P), _per_path(B, P)
-    H, r = A.shape[1], A.shape[2]
+    H = A.shape[1]
     lap = np.zeros(H, dtype=bool)
     lap[:] = np.asarray(laplacian_mask, dtype=bool).reshape(-1) if np.size(laplacian_mask) else False
     dense_v = V[0] == "dense"
