@@ -631,7 +631,7 @@ def general_suite(quick=False, seed=0, cases=None, torch=True, repeats=None):
     from wflow.model.attention import AttentionModel
 
     cases = cases or (QUICK_GENERAL_CASES if quick else GENERAL_CASES)
-    tm = import_torch() if torch else None
+    tm, reason = import_torch() if torch else (None, "torch left out")
     rng = np.random.default_rng(seed)
     rows = []
     for case in cases:
@@ -655,7 +655,7 @@ def general_suite(quick=False, seed=0, cases=None, torch=True, repeats=None):
                             seconds=ts[0], data={"torch_s": ts[2], **data}))
         else:
             rows.append(row("general", label, "time: torch ÷ wflow", None, goal=goal,
-                            status="skipped: PyTorch is not installed"))
+                            status=f"skipped: {reason}"))
     return rows
 
 

@@ -169,7 +169,6 @@ def test_resume_across_a_layer_switch_is_bit_identical(tmp_path, monkeypatch):
     ({"model.head_combine": "mean"}, "model.head_combine = 'mean' with weights.process = "
                                      "'imported': allowed is 'sum'"),
     ({"model.mask": "none"}, "causal mask"),
-    ({"solver.backend": "numba"}, "solver.backend = 'numpy'"),
     ({"solver.dt": 0.3}, "the step must divide 1"),
     ({"model.heads": 3}, "set model.heads = 2"),
 ])

@@ -366,6 +366,17 @@ def test_general_benchmark_suite_quick():
         assert r["ratio"] > 0 and r["data"]["rel_diff_v"] < 1e-12, r
 
 
+def test_general_benchmark_suite_times_torch():
+    """With PyTorch installed the ``torch ÷ wflow`` rows carry a ratio (not skipped)."""
+    pytest.importorskip("torch")
+    from benchmarks import suites
+
+    rows = suites.general_suite(quick=True, repeats=1, cases=((48, 2, 16, 1, 4),))
+    torch_rows = [r for r in rows if r["what"] == "time: torch ÷ wflow"]
+    assert len(torch_rows) == 1 and torch_rows[0]["status"] == "ok", torch_rows
+    assert torch_rows[0]["ratio"] > 0 and torch_rows[0]["data"]["torch_s"] > 0
+
+
 def test_general_resume_is_bit_identical(tmp_path, monkeypatch):
     """A general run (OU with unsymmetrised noise) that dies while writing a checkpoint
     resumes from it with records bit-identical to an uninterrupted run."""

@@ -25,6 +25,7 @@ import numpy as np
 
 from wflow.errors import ConfigError
 from wflow.geometry import sphere
+from wflow.model.processes.values import fixed_values
 from wflow.model.weights import general_matrices, initial_weights, load_weight_file
 
 __all__ = ["Start", "draw", "perturb_tokens", "perturb_weights", "UNIT_TOL"]
@@ -98,16 +99,9 @@ def draw(cfg: dict, tokens=None) -> Start:
                            for p in range(P)])
         else:
             D0 = np.broadcast_to(shared_D0, (P, H, d, d)).copy()
-    values = None
-    if m["values"] == "identity":
-        values = np.broadcast_to(np.eye(d), (H, d, d)).copy()
-    elif m["values"] == "minus_identity":
-        values = -np.broadcast_to(np.eye(d), (H, d, d)).copy()
-    elif m["values"] == "gaussian":  # after the shared D(0) draw, whatever per_path_weights
-        values = rng_w.standard_normal((H, d, d)) / np.sqrt(d)
-    elif m["values"] == "symmetric_gaussian":  # (Ξ + Ξᵀ)/√(2d): Var V_aa = 2/d, V_ab = 1/d
-        xi = rng_w.standard_normal((H, d, d))
-        values = (xi + xi.transpose(0, 2, 1)) / np.sqrt(2 * d)
+    # the values: drawn (gaussian, symmetric_gaussian) after the shared D(0) draw, whatever
+    # per_path_weights [model §1b]
+    values = fixed_values(m["values"], H, d, rng_w)
 
     # initial tokens
     if ini["tokens"] == "classes":

@@ -68,6 +68,7 @@ from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.diagnostics import clustering_series
 from wflow.model.processes import make_process
+from wflow.model.processes import values as _values
 from wflow.stepping.density import DensityStepper
 from wflow.stepping.integrators import TABLEAUX
 from wflow.stepping.layernorm import placement_step
@@ -258,6 +259,12 @@ class Simulation:
         if attach is not None:  # values, key weights, drift from the weight state [model §5c]
             with _config.config_errors():
                 self.model = attach(self.model, cfg, X0)
+        # time-dependent values V(t) of the weight process [model §1b]: the model of step k
+        # is the run's model with V(t_k) (model_at)
+        self._time_values = bool(getattr(self.process, "time_values", False))
+        self._at = None  # (V, the model with V) of the last model_at
+        if self._time_values and process is not None:  # (the configuration checks its own)
+            _values.check_run(cfg, "the weight process's values")
         note = getattr(self.process, "rounding_note", "")
         if note:  # layer durations are rounded to whole steps [model §5]: say so
             log.warning("weights.layers: %s", note)
@@ -301,6 +308,17 @@ class Simulation:
             self.stepper = adaptive_run.make_solver(self)
             self.ledger = self._step_ledger = False
 
+    def model_at(self, t: float):
+        r"""The attention model at time t: the run's model with the weight process's values
+        :math:`V(t)` [model §1b] (the run's model itself without time-dependent values). The
+        token step from :math:`t_k` uses :math:`V(t_k)` throughout, as it uses :math:`D_k`."""
+        if not self._time_values:
+            return self.model
+        V = self.process.values_at(t)
+        if self._at is None or V is not self._at[0]:
+            self._at = (V, _values.model_at(self.model, V))
+        return self._at[1]
+
     # ------------------------------------------------------------------ state
     def initial_state(self) -> State:
         rngs = [np.random.default_rng(s) for s in self._path_seeds + self._token_seeds]
@@ -313,7 +331,7 @@ class Simulation:
     def _row(self, state: State, F: Field, t: float):
         """One record: every active series of :data:`wflow.engine.series.SERIES`."""
         ctx = _series.RecordContext(X=state.X, D=state.D, t=t, field=F,
-                                    drift=self.process.drift(state.D, t), model=self.model,
+                                    drift=self.process.drift(state.D, t), model=self.model_at(t),
                                     process=self.process, config=self.config)
         row = {"t": t}
         for name, s in _series.SERIES.items():
@@ -423,13 +441,15 @@ class Simulation:
         # the ledger's (X_{k+1}; D_k) and the next step's (X_{k+1}; D_{k+1}) in one call where
         # that gives the same bits as two (AttentionModel.evaluate_pair); a resumed run
         # evaluates its first step alone, to the same bits
-        pair = not self.density and hasattr(self.model, "evaluate_pair")
+        pair = (not self.density and hasattr(self.model, "evaluate_pair")
+                and not self._time_values)  # (V(t_k) and V(t_{k+1}): two models)
         F_next = None
         while True:
             k = st.k
             t = k * dt
+            model = self.model_at(t)
             if F_next is None:
-                F = self.model.evaluate(st.X, st.D, want_ito=want_ito)
+                F = model.evaluate(st.X, st.D, want_ito=want_ito)
             else:
                 F, F_next = F_next, None
             if self._energy:
@@ -457,7 +477,7 @@ class Simulation:
 
             # token step with weights frozen at D_k
             Dk = st.D
-            ctx = self._step_context(st.X, Dk, F)
+            ctx = self._step_context(st.X, Dk, F, model)
             if token_rngs:  # [model §6b]: one (n, d) draw per path and step
                 ctx.noise = noise_scale * np.stack(
                     [r.standard_normal((self.n, self.d)) for r in token_rngs])
@@ -486,7 +506,7 @@ class Simulation:
                 if pair:
                     Fm, F_next = self.model.evaluate_pair(X1, Dk, D1, want_ito=(False, want_ito))
                 else:
-                    Fm = self.model.evaluate(X1, Dk, want_ito=False)
+                    Fm = model.evaluate(X1, Dk, want_ito=False)
                 tok = Fm.energy - F.energy
                 res = tok - sigma * dt * 0.5 * (F.dissipation + Fm.dissipation)
                 c["token_work"] += tok
@@ -523,25 +543,27 @@ class Simulation:
             return Result(self.config, arrays, {"elapsed": self.elapsed})
         return rec
 
-    def _step_context(self, X, Dk, F: Field) -> StepContext:
-        """What a stepper may use at step k: the field with weights frozen at D_k, its first
-        stage, and for energy-based steppers E, ∇E and the mobility — b̂ (head, joint) or
-        1 (none), frozen at X_k [model §7]."""
-        sigma, n = self.model.sigma, self.n
+    def _step_context(self, X, Dk, F: Field, model=None) -> StepContext:
+        """What a stepper may use at step k: the field with weights frozen at D_k (and the
+        values of ``model``, :meth:`model_at` t_k), its first stage, and for energy-based
+        steppers E, ∇E and the mobility — b̂ (head, joint) or 1 (none), frozen at X_k
+        [model §7]."""
+        model = self.model if model is None else model
+        sigma, n = model.sigma, self.n
         if self.density:  # the rate of the cell averages, its CFL step
             return StepContext(X=X, dt=self.dt, sigma=sigma, k1=F.rate, max_dt=F.max_dt,
-                               velocity=lambda rho: self.model.rate(rho, Dk))
+                               velocity=lambda rho: model.rate(rho, Dk))
 
         def energy_grad(p, Y):
-            G = self.model.evaluate(Y[None], Dk[p : p + 1], want_ito=False)
+            G = model.evaluate(Y[None], Dk[p : p + 1], want_ito=False)
             return float(G.energy[0]), G.gradient[0] / n
 
         def output(Y):  # σ u(Y; D_k), the output before the projection [model §1c]
-            return sigma * _layernorm.output(self.model, Y, Dk, F.velocity if Y is X else None)
+            return sigma * _layernorm.output(model, Y, Dk, F.velocity if Y is X else None)
 
-        b = np.ones_like(F.b_hat) if self.model.normalization == "none" else F.b_hat
+        b = np.ones_like(F.b_hat) if model.normalization == "none" else F.b_hat
         return StepContext(X=X, dt=self.dt, sigma=sigma,
-                           velocity=lambda Y: sigma * self.model.velocity(Y, Dk),
+                           velocity=lambda Y: sigma * model.velocity(Y, Dk),
                            k1=sigma * F.velocity, energy_grad=energy_grad, mobility=b,
                            output=output)
 

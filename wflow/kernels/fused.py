@@ -11,6 +11,7 @@ between calls (:mod:`.workspace`) where every slot is rewritten.
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 import numpy as np
@@ -77,7 +78,7 @@ def _columns(X, width, dtype=np.float64):
 
 
 def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
-               fast_exp=True, weights=None, route=None, interaction="symmetric"):
+               fast_exp=True, weights=None, route=None, interaction="symmetric", key_bias=None):
     r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
 
     With point masses :math:`w_j \ge 0` [model §5b] every token average becomes a weighted
@@ -118,6 +119,10 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         ``"sym3-bands"``, ``"blas"``, ``"blas-combine"``, ``"rows32"``, ``"rows"``; a route
         whose conditions do not hold raises ValueError. Every route gives the same outputs
         up to rounding; the three symmetric forms give the same bits.
+    key_bias : (P, H, n) or (H, n) per-head key logit terms :math:`b_{hj}` [model §1b], or
+        None: the logits are :math:`s^h_{ij} + b_{hj}` (softmax and :math:`Z_h`);
+        ``interaction = "general"`` only. Computed head by head (:func:`_key_bias_pass`):
+        the masses of head h are :math:`w_j e^{b_{hj} - \max_k b_{hk}}`.
     interaction : ``"symmetric"`` (D_h = D_hᵀ assumed, every output) or ``"general"``
         [model §1b]: any real D_h, with the logits :math:`s_{ij} = \beta\langle x_i, D_h x_j\rangle`
         (the passes compute :math:`q_i = \beta D_h^\top x_i` once per row, so they receive the
@@ -148,6 +153,11 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     general = interaction == "general"
     if not general and interaction != "symmetric":
         raise ValueError(f"interaction = {interaction!r}: expected 'symmetric' or 'general'")
+    if key_bias is not None:  # per-head column weights e^{b_hj} [model §1b]
+        if not general:
+            raise ValueError("key_bias needs interaction = 'general' (no energy with it)")
+        return _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp,
+                              weights, route, key_bias)
     if X.ndim != 3:
         raise ValueError(f"X has shape {X.shape}: expected (P, n, d)")
     P, n, d = X.shape
@@ -240,6 +250,86 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         for a in (outs.grad, outs.energy, outs.diss, outs.dEdD, outs.ito):
             a[...] = np.nan
     return _field_pass(want_ito, ito_all, ito_p, outs)
+
+
+def _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp, weights,
+                   route, key_bias):
+    r"""The general pass with per-head key logit terms :math:`b_{hj}` [model §1b], head by head.
+
+    .. math::
+        Z_h(x_i) = e^{B_h}\sum_j w_j e^{b_{hj} - B_h} e^{s^h_{ij}},\quad
+        B_h = \max_j b_{hj},\qquad
+        v_i = \tfrac1H\sum_h w_h,\ \frac{\sum_h Z_h w_h}{\sum_h Z_h},\
+        \tfrac1H\sum_h Z_h w_h ,
+
+    each head a one-head :func:`fused_pass` with the masses :math:`w_j e^{b_{hj} - B_h}`
+    (the softmax is unchanged by the shift :math:`B_h`, which keeps the masses ≤ w_j); the
+    heads are combined path by path in head order, and b̂, G², G²_hm from the combined v as
+    in :func:`~wflow.kernels.reference.field_reference`. Every part is a deterministic pass
+    or a per-path NumPy expression: the bits do not depend on the thread count or on the
+    path batch. Returns a :class:`FieldPass` whose energy-based outputs are NaN.
+    """
+    X = np.asarray(X)
+    P, n, d = X.shape
+    D = _c_f64(D)
+    if D.ndim != 4 or D.shape[0] != P or D.shape[2:] != (d, d):
+        raise ValueError(f"D has shape {D.shape}: expected ({P}, H, {d}, {d})")
+    H = D.shape[1]
+    V = D if tied or V is None else _c_f64(V)
+    if V.shape != D.shape:
+        raise ValueError(f"V has shape {V.shape}: expected {D.shape}")
+    kb = np.asarray(key_bias, dtype=float)
+    if kb.shape not in ((H, n), (P, H, n)):
+        raise ValueError(f"key_bias has shape {kb.shape}: expected ({H}, {n}) or ({P}, {H}, {n})")
+    kb = np.broadcast_to(kb, (P, H, n))
+    if not np.all(np.isfinite(kb)):
+        raise ValueError("key_bias: every term must be finite")
+    w = (np.full((P, n), 1.0 / n) if weights is None
+         else np.broadcast_to(np.asarray(weights, dtype=float), (P, n)))
+    lap = np.zeros(H, dtype=np.bool_)
+    lap[:] = (np.asarray(laplacian_mask, dtype=np.bool_).reshape(-1)
+              if np.size(laplacian_mask) else False)
+    code = Norm.of(norm)
+    wh = np.empty((H, P, n, d))
+    part = np.empty((P, H, n))
+    for h in range(H):
+        top = kb[:, h].max(axis=1)  # B_h per path
+        mass = w * np.exp(kb[:, h] - top[:, None])
+        one = fused_pass(X, D[:, h:h + 1], V[:, h:h + 1], beta, Norm.HEAD, lap[h:h + 1], causal,
+                         False, want_ito=False, fast_exp=fast_exp, weights=mass, route=route,
+                         interaction="general")
+        wh[h] = one.velocity
+        part[:, h] = one.partition[:, 0] * np.exp(top)[:, None]
+    vel = np.empty((P, n, d))
+    nan = np.full
+    bhat, G2, G2hm = nan((P, n), np.nan), nan(P, np.nan), nan(P, np.nan)
+    u = n * w
+    limits = _blas_limits()  # (the row sums below: single-threaded BLAS)
+    with limits if limits is not None else contextlib.nullcontext():
+        _combine_key_bias(code, causal, wh, part, u, vel, bhat, G2, G2hm)
+    return FieldPass(vel, part, nan((P, n, d), np.nan), bhat, nan(P, np.nan), nan(P, np.nan),
+                     G2, G2hm, nan((P, H, d, d), np.nan), nan(P, np.nan))
+
+
+def _combine_key_bias(code, causal, wh, part, u, vel, bhat, G2, G2hm):
+    """The heads' w_h (H, P, n, d) and Z_h (P, H, n) combined path by path, in head order
+    (the combine of :func:`wflow.kernels.factored.factored_pass`)."""
+    H, P, n, d = wh.shape
+    for p in range(P):
+        acc = np.zeros((n, d))
+        zsum = np.zeros(n)
+        for h in range(H):
+            Z = part[p, h]
+            acc += wh[h, p] if code == Norm.HEAD else Z[:, None] * wh[h, p]
+            zsum += Z
+        vel[p] = acc / (zsum[:, None] if code == Norm.JOINT else H)
+        if not causal:
+            Zbar = zsum / H
+            bhat[p] = 1.0 / Zbar
+            mbar = (1.0 / part[p]).mean(axis=0)
+            v2 = np.einsum("ia,ia->i", vel[p], vel[p])
+            G2[p] = (v2 / mbar) @ u[p] / n
+            G2hm[p] = (v2 / bhat[p]) @ u[p] / n
 
 
 def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, sums, outs):

@@ -176,7 +176,7 @@ class AttentionModel:
         """σ = −1 for descent, +1 for ascent."""
         return SIGNS[self.sign]
 
-    def evaluate(self, X, D, want_ito=True, weights=None, values=None) -> Field:
+    def evaluate(self, X, D, want_ito=True, weights=None, values=None, key_bias=None) -> Field:
         """All field quantities at (X; D) for a batch: X (P, n, d), D (P, H, d, d).
 
         ``D`` may be a :class:`Factored` stack (A, B of shape (P, H, r, d) or (H, r, d)),
@@ -185,7 +185,9 @@ class AttentionModel:
         ``weights``: (P, n) or (n,) point masses w_j ≥ 0 [model §5b] (every token average
         (1/n)Σ_j becomes Σ_j w_j), or None (uniform 1/n, the particle system).
         ``values``: value matrices for this call ((P, H, d, d), (H, d, d) or a
-        :class:`Factored` stack), in place of the model's ``values`` (time-dependent values)."""
+        :class:`Factored` stack), in place of the model's ``values`` (time-dependent values).
+        ``key_bias``: (P, H, n) or (H, n) per-head key logit terms :math:`b_{hj}` [model §1b]
+        (``interaction = "general"``), or None."""
         X = np.ascontiguousarray(X, dtype=float)
         general = self.interaction == "general"
         DF = D if isinstance(D, Factored) else None
@@ -195,7 +197,7 @@ class AttentionModel:
                                  "symmetric in general)")
             if (self.backend == "numba" and self.precision == "float64"
                     and DF.A.shape[-2] < DF.A.shape[-1]):  # rank r < d: the projections
-                return self._evaluate_factored(X, DF, weights, values)
+                return self._evaluate_factored(X, DF, weights, values, key_bias)
             D = DF.dense()
             if D.ndim == 3:
                 D = np.broadcast_to(D, (X.shape[0],) + D.shape)
@@ -223,12 +225,13 @@ class AttentionModel:
             out = _kernels.fused_pass(
                 Xk, D, V, float(self.beta), self.normalization, lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
-                weights=weights, interaction=self.interaction,
+                weights=weights, interaction=self.interaction, key_bias=key_bias,
             )
             return self._combine_heads(Field(**out._asdict()), H)
         from wflow.kernels.reference import field_reference
 
         Wb = None if weights is None else np.broadcast_to(np.asarray(weights, float), (P, n))
+        KB = None if key_bias is None else np.broadcast_to(np.asarray(key_bias, float), (P, H, n))
 
         def path(F, p):  # path p of a Factored stack, or None
             if F is None:
@@ -243,7 +246,7 @@ class AttentionModel:
                 self.laplacian_heads, self.causal,
                 None if tied else V[p] if VF is None else path(VF, p),
                 weights=None if Wb is None else Wb[p], interaction=self.interaction,
-                head_combine=self.head_combine,
+                head_combine=self.head_combine, key_bias=None if KB is None else KB[p],
             )
             for p in range(P)
         ]
@@ -259,7 +262,7 @@ class AttentionModel:
             F.dissipation *= H
         return F
 
-    def _evaluate_factored(self, X, DF, weights, values):
+    def _evaluate_factored(self, X, DF, weights, values, key_bias=None):
         """The numba backend's factored D of rank r < d: :func:`wflow.kernels.factored.
         factored_pass` (logits and factored values from the r-dimensional projections)."""
         from wflow.kernels.factored import factored_pass
@@ -276,7 +279,7 @@ class AttentionModel:
         lap = np.zeros(H, dtype=bool)
         lap[list(self.laplacian_heads)] = True
         out = factored_pass(X, DF.A, DF.B, DF.scale, Vs, float(self.beta), self.normalization,
-                            lap, bool(self.causal), weights)
+                            lap, bool(self.causal), weights, key_bias=key_bias)
         return self._combine_heads(Field(**out._asdict()), H)
 
     def kernels_ready(self, X, D) -> bool:

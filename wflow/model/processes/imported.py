@@ -143,6 +143,7 @@ class ImportedLayers(Layers):
                     raise ConfigError(f"{where}: layers {kept[j]} and {kept[i]} have the same D_h "
                                       "and different values, key weights or drift: the layer "
                                       "is found from D, so this model cannot be a run")
+        self.has_key_bias = [bool(np.any(b != 0)) for b in self.key_biases]
         super().__init__(dense, [1.0] * len(dense), dt)  # round(1/dt) = steps per layer
         self._last = 0
 
@@ -191,11 +192,6 @@ class ImportedLayers(Layers):
         if tuple(m["laplacian_heads"] or ()):
             raise ConfigError("model.laplacian_heads with weights.process = 'imported': an "
                               "imported model has attention heads only")
-        if s["backend"] == "numba" and any(np.any(b != 0) for b in self.key_biases):
-            raise ConfigError("solver.backend = 'numba' with weights.process = 'imported': the "
-                              "model has per-key logit terms w_hᵀu_j, one per head, and the "
-                              "kernels take masses shared by all heads; set "
-                              "solver.backend = 'numpy'")
         X0 = np.asarray(X0, dtype=float)
         off = float(np.max(np.abs(X0.sum(axis=-1)))) if X0.size else 0.0
         if off > PERP_TOL:
@@ -237,9 +233,12 @@ class ImportedFlowModel(AttentionModel):
         P = X.shape[0]
         flow = self.flow
         lays = [flow.layer_of(D[p]) for p in range(P)]
-        if self.backend == "numba":  # no key weights (refused at attach_model)
+        if self.backend == "numba":  # the fused pass, with the key terms when any is non-zero
             V = np.stack([flow.values_dense[i] for i in lays])
-            F = AttentionModel.evaluate(self, X, D, want_ito=want_ito, values=V)
+            kb = None
+            if any(flow.has_key_bias[i] for i in lays):
+                kb = np.stack([flow.key_biases[i] @ X[p].T for p, i in enumerate(lays)])
+            F = AttentionModel.evaluate(self, X, D, want_ito=want_ito, values=V, key_bias=kb)
         else:
             res = [field_reference(X[p], flow.factored[i], self.beta, self.normalization,
                                    self.laplacian_heads, self.causal, flow.values_factored[i],
