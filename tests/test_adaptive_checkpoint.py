@@ -97,3 +97,20 @@ def test_solver_continues_from_each_snapshot_bit_identically():
         assert got[0].tobytes() == ref[0].tobytes() and got[1].tobytes() == ref[1].tobytes()
         for name in ref[2]:
             assert got[2][name].tobytes() == ref[2][name].tobytes(), name
+
+
+def test_disk_estimate_counts_geometric_records_and_the_adaptive_slots():
+    """The estimate of a geometric-record adaptive run follows solver.records (not T/dt: a
+    long run with few records is not refused for lack of disk) and counts the two checkpoint
+    slots' records, 2 · 8 (R + 1) P (nd + Hd²) bytes and more, over the fixed-step estimate."""
+    from wflow import config as C
+    from wflow.engine.memory import n_records, output_bytes
+
+    cfg = C.validate(CASES["oscillating-events"])
+    assert n_records(cfg) == cfg["solver"]["records"] + 1
+    long = C.validate(_cfg(**{"solver.T": 1e6}))
+    assert output_bytes(long) == output_bytes(cfg)  # T/dt = 1e8 steps change nothing
+    fixed = C.validate(_cfg(**{"solver.adaptive": False, "solver.method": "rk4",
+                               "solver.event": ""}))
+    P, n, d, R = 3, 8, 3, cfg["solver"]["records"] + 1
+    assert output_bytes(cfg) - output_bytes(fixed) >= 2 * 8 * (R + 1) * P * (n * d + d * d)
