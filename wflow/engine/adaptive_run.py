@@ -19,7 +19,7 @@ import numpy as np
 
 from wflow import config as _config
 from wflow.errors import ConfigError
-from wflow.model.diagnostics import clustering_series
+from wflow.model.diagnostics import clustering_statistic
 from wflow.stepping.adaptive import Adaptive
 from wflow.stepping.integrators import TABLEAUX
 
@@ -103,8 +103,8 @@ def run(sim, rec, state=None):
         thr = float(s["event_threshold"])
 
         def event(X):  # g >= 0 at the event [model §6d]
-            stat = clustering_series(X, dg["cluster_angle"], dg["max_pairwise_n"],
-                                     dg["merge_cosine"])[s["event"]]
+            stat = clustering_statistic(X, s["event"], dg["cluster_angle"],
+                                        dg["max_pairwise_n"], dg["merge_cosine"])
             return sign * (stat - thr)
     ckpt = None
     every = int(sim.config["output"].get("checkpoint_every", 0) or 0)

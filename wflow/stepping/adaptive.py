@@ -130,7 +130,9 @@ class Adaptive:
         breakpoints : times in (0, T) the steps end on exactly; ``reset(t)`` gives the weights
             from a breakpoint on (broadcast to every path), or None to keep them.
         stop_at_records : also end steps exactly on the record times.
-        event : callable X (m, n, d) -> g (m,), or None. The event of a path is the first time
+        event : callable X (m, n, d) -> g (m,), or None, per path (a path's g does not depend
+            on its batch: it is evaluated on the batch of the paths that just stepped). The
+            event of a path is the first time
             g ≥ 0, located within ``event_tol`` by bisection on the step's dense output
             (g at step ends is checked; a crossing and recrossing inside one step is missed).
             With ``event_stop`` the path stops there: its later records repeat its state at
@@ -260,6 +262,11 @@ class Adaptive:
                 raise NumericalError(f"solver.max_steps = {self.max_steps} reached on path {j} "
                                      f"at t = {t[j]:.6g} (step {h[j]:.3g}); the run stops here",
                                      step=int(acc[j]))
+            fire = np.zeros(m, dtype=bool)
+            if event is not None:  # g at the new step ends, one call for the batch
+                chk = np.flatnonzero(ok & np.isnan(t_event[idx]))
+                if chk.size:
+                    fire[chk] = event(Xn[chk]) >= 0
             for jj in np.flatnonzero(ok):
                 j = int(idx[jj])
                 t0, t1 = ts[jj], (stop[jj] if land[jj] else ts[jj] + hh[jj])
@@ -270,7 +277,7 @@ class Adaptive:
                 K1[j] = K[-1][jj]
                 if G1 is not None:
                     G1[j] = G[-1][jj]
-                if event is not None and np.isnan(t_event[j]) and event(X[j : j + 1])[0] >= 0:
+                if fire[jj]:
                     dense = _dense(Xs[jj], Xn[jj], K[0][jj], K[-1][jj], Ds[jj], Dn[jj],
                                    None if G is None else (G[0][jj], G[-1][jj]), hh[jj])
                     lo, hi = 0.0, 1.0
