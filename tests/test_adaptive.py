@@ -201,3 +201,22 @@ def test_max_steps_stops_the_run():
 
     with pytest.raises(NumericalError, match=r"solver\.max_steps = 3"):
         wflow.simulate(overrides=BASE + ["solver.max_steps=3", "solver.rtol=1e-9"])
+
+
+@pytest.mark.parametrize("name", ["merged_fraction", "n_clusters", "min_cosine",
+                                  "order_parameter", "variance", "spectral_rank"])
+def test_event_statistic_is_the_series_value_per_path(name):
+    """The event's statistic (one statistic, on the batch of paths that just stepped) has the
+    bits of the recorded series computed path by path: an event does not depend on which
+    other paths stepped with it."""
+    from wflow.model.diagnostics import clustering_series, clustering_statistic
+
+    rng = np.random.default_rng(4)
+    for n, d in ((32, 2), (12, 3), (9, 8)):
+        X = rng.standard_normal((7, n, d))
+        X[:3, : n // 2] = X[:3, :1]  # clustered paths: merged pairs and few components
+        X /= np.linalg.norm(X, axis=-1, keepdims=True)
+        got = clustering_statistic(X, name, 0.1, 2000, 0.999)
+        for j in range(7):
+            want = clustering_series(X[j : j + 1], 0.1, 2000, 0.999)[name]
+            assert got[j : j + 1].tobytes() == np.asarray(want, dtype=float).tobytes()

@@ -86,6 +86,25 @@ def test_mean_interval_formula_and_few_paths():
     assert lin.high - lin.estimate == pytest.approx(stats.t.ppf(0.975, 3) * lin.se)
 
 
+@pytest.mark.parametrize("decades", [5.0, 40.0, 300.0])
+def test_mean_interval_falls_back_when_the_log_interval_overflows(decades):
+    """Values spread over many decades: exp(v/2 + t√v) (v = expm1(s_log²)/m) or expm1(s_log²)
+    itself exceeds the largest double, so the log-scale bounds would be inf; the interval is
+    then the plain Student-t one, ȳ ∓ t·s/√m, finite, and says so in its method."""
+    s = 10.0 ** np.linspace(-decades / 2, decades / 2, 8)
+    slog2 = np.log(s).std(ddof=1) ** 2
+    assert slog2 > 2 * math.log(700.0)  # t√v > 700: exp(·) overflows
+    with np.errstate(all="raise"):
+        iv = mean_interval(s)
+    half = stats.t.ppf(0.975, 7) * s.std(ddof=1) / math.sqrt(8)
+    assert math.isfinite(iv.low) and math.isfinite(iv.high)
+    assert iv.high - iv.estimate == pytest.approx(half, rel=1e-12)
+    assert iv.estimate - iv.low == pytest.approx(half, rel=1e-12)
+    assert iv.method == "Student-t (log-scale spread too large)"
+    ok = mean_interval(10.0 ** np.linspace(-0.5, 0.5, 8))  # one decade: the log-scale one
+    assert ok.method == "Student-t (log scale)"
+
+
 # ------------------------------------------------------------------------------- the exponent
 @pytest.mark.parametrize("P", [4, 10, 30])
 def test_power_law_interval_coverage(P):

@@ -90,3 +90,16 @@ def test_quick_study_writes_summary_and_figure(tmp_path):
     assert "Growth law" in text and "equiangular" in text
     assert any(p.name == "escape.png" for p in out.rglob("*.png"))
     del res
+
+
+def test_fit_growth_over_the_metastable_range_only():
+    """Cells below beta_min (the first gathering: flat, narrow bands) are left out: the
+    slope of synthetic medians e^{1 + β} over β ≥ 5 is recovered exactly although the small-β
+    cells follow another law."""
+    ivs = [Interval(math.e ** (1 + k), math.e ** (0.8 + k), math.e ** (1.2 + k), 0.95, "x", 9)
+           for k in range(10)]
+    for k in range(5):  # β < 5: flat at 10 with a narrow band
+        ivs[k] = Interval(10.0, 9.9, 10.1, 0.95, "x", 9)
+    f = fit_growth(np.arange(10.0), ivs, beta_min=5.0)
+    assert f.n == 5 and f.estimate == pytest.approx(1.0) and list(f.extra["betas"]) == [5, 6, 7, 8, 9]
+    assert fit_growth(np.arange(10.0), ivs).estimate < 0.9  # the flat cells pull it down

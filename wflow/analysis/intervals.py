@@ -149,6 +149,10 @@ def _clean(sample):
 
 
 # ------------------------------------------------------------------------------- a mean
+#: log of the largest double: beyond it exp overflows
+_LOG_MAX = math.log(np.finfo(float).max)
+
+
 def mean_interval(sample, level=0.95, *, unit="paths", conditional=""):
     r"""Mean of a positive per-path quantity with a Student-t interval on the log scale:
 
@@ -167,7 +171,11 @@ def mean_interval(sample, level=0.95, *, unit="paths", conditional=""):
     it contains :math:`\bar y` whenever :math:`\sqrt v < 2t`.
 
     A sample with a value ≤ 0 (not a positive quantity) gets the plain Student-t interval
-    :math:`\bar y \mp t\,s/\sqrt m`.
+    :math:`\bar y \mp t\,s/\sqrt m`, and so does a sample whose log-scale interval is not
+    representable in floating point: :math:`s_{\log}^2` or
+    :math:`\log\bar y + v/2 + t\sqrt v` above :math:`\log(\text{largest double}) \approx
+    709.8` (values spread over hundreds of decades, where the log-normal working model says
+    nothing useful anyway); its method then reads "Student-t (log-scale spread too large)".
 
     Parameters
     ----------
@@ -189,16 +197,21 @@ def mean_interval(sample, level=0.95, *, unit="paths", conditional=""):
     nan = float("nan")
     if m < MIN_PATHS:
         return Interval(est, nan, nan, level, "Student-t", m, unit, conditional)
+    method = "Student-t"
     if np.all(s > 0):
-        cv2 = math.expm1(float(np.log(s).std(ddof=1)) ** 2)
-        se = math.sqrt(cv2 / m)  # of log(mean)
-        w = _tq(level, m - 1) * se
-        c = se ** 2 / 2
-        return Interval(est, est * math.exp(c - w), est * math.exp(c + w), level,
-                        "Student-t (log scale)", m, unit, conditional, se=est * se)
+        slog2 = float(np.log(s).std(ddof=1)) ** 2
+        if slog2 < _LOG_MAX:
+            cv2 = math.expm1(slog2)
+            se = math.sqrt(cv2 / m)  # of log(mean)
+            w = _tq(level, m - 1) * se
+            c = se ** 2 / 2
+            if math.log(est) + c + w < _LOG_MAX:
+                return Interval(est, est * math.exp(c - w), est * math.exp(c + w), level,
+                                "Student-t (log scale)", m, unit, conditional, se=est * se)
+        method = "Student-t (log-scale spread too large)"
     se = float(s.std(ddof=1)) / math.sqrt(m)
     w = _tq(level, m - 1) * se
-    return Interval(est, est - w, est + w, level, "Student-t", m, unit, conditional, se=se)
+    return Interval(est, est - w, est + w, level, method, m, unit, conditional, se=se)
 
 
 def mean_ci(samples, level=0.95):

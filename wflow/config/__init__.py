@@ -595,7 +595,8 @@ for _p in [
     Param("output.path", "wflow_run.h5", Path(required=True), "HDF5 result file"),
     Param("output.store_tokens", True, Boolean(), "store the token snapshots X"),
     Param("output.store_weights", False, Boolean(), "store the weight trajectory D"),
-    Param("output.checkpoint_every", 200, Integer(lo=1), "steps between resumable checkpoints"),
+    Param("output.checkpoint_every", 200, Integer(lo=1),
+          "steps between resumable checkpoints (adaptive: rounds of the loop, [model §6d])"),
     Param("output.overwrite", False, Boolean(), "replace a complete result"),
 ]:
     schema.register_param(_p)

@@ -13,15 +13,17 @@ ledger and the left-point integrals are NaN, and ``steps_accepted``, ``steps_rej
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from wflow import config as _config
 from wflow.errors import ConfigError
-from wflow.model.diagnostics import clustering_series
+from wflow.model.diagnostics import clustering_statistic
 from wflow.stepping.adaptive import Adaptive
 from wflow.stepping.integrators import TABLEAUX
 
-__all__ = ["record_times", "make_solver", "run"]
+__all__ = ["record_times", "make_solver", "run", "loop_state", "PREFIX"]
 
 
 def record_times(cfg) -> np.ndarray:
@@ -53,9 +55,28 @@ def make_solver(sim) -> Adaptive:
     return Adaptive(TABLEAUX[s["method"]], s["rtol"], s["atol"], sim.dt, s["max_steps"])
 
 
-def run(sim, rec):
+#: the prefix of the loop-state arrays in a checkpoint's ``memo`` [model §6d, "Checkpoints"]
+PREFIX = "adaptive_"
+
+
+def loop_state(state):
+    """The adaptive loop state held by a checkpoint's :class:`~wflow.engine.run.State`, or
+    None (a checkpoint written before the first round: start at t = 0)."""
+    if state is None:
+        return None
+    memo = {k[len(PREFIX):]: v for k, v in state.stepper_info.items() if k.startswith(PREFIX)}
+    return memo or None
+
+
+def run(sim, rec, state=None):
     """Integrate every path to T under error control, then one record per shared time (the
-    diagnostics of [model §8] at the dense-output state); returns the recorder's result."""
+    diagnostics of [model §8] at the dense-output state); returns the solver's statistics.
+
+    Every ``output.checkpoint_every`` rounds of the loop the recorder receives a checkpoint
+    holding the loop state (:data:`wflow.stepping.adaptive.LOOP_STATE`, under ``memo`` with
+    the prefix ``adaptive_``); ``state`` (such a checkpoint's State) continues from it,
+    bit-identically [model §6d, "Checkpoints"]. The records are written when every path has
+    reached T (or stopped): a checkpoint has none."""
     s = sim.config["solver"]
     proc, sigma = sim.process, sim.model.sigma
     T = float(s["T"])
@@ -82,14 +103,26 @@ def run(sim, rec):
         thr = float(s["event_threshold"])
 
         def event(X):  # g >= 0 at the event [model §6d]
-            stat = clustering_series(X, dg["cluster_angle"], dg["max_pairwise_n"],
-                                     dg["merge_cosine"])[s["event"]]
+            stat = clustering_statistic(X, s["event"], dg["cluster_angle"],
+                                        dg["max_pairwise_n"], dg["merge_cosine"])
             return sign * (stat - thr)
+    ckpt = None
+    every = int(sim.config["output"].get("checkpoint_every", 0) or 0)
+    if every:
+        base = state if state is not None else sim.initial_state()
+
+        def ckpt(loop):
+            rounds = int(loop["rounds"])
+            info = {PREFIX + k: v for k, v in loop.items()}
+            rec.checkpoint(replace(base, k=rounds, X=loop["X"], D=loop["D"],
+                                   stepper_info=info))
     Xr, Dr, stats = sim.stepper.solve(field, sim.X0, sim.D0, T, times, drift=drift,
                                       breakpoints=bps, reset=reset,
                                       stop_at_records=bool(s["stop_at_records"]), event=event,
                                       event_tol=float(s["event_tol"]),
-                                      event_stop=bool(s["event_stop"]))
+                                      event_stop=bool(s["event_stop"]),
+                                      state=loop_state(state), checkpoint=ckpt,
+                                      checkpoint_every=every)
     if s["event"] and s["event_stop"] and np.all(np.isfinite(stats["event_time"][0])):
         # every path stopped: the run ends at the last record at or after the last event
         last = int(np.searchsorted(times, np.max(stats["event_time"][0]), side="left"))

@@ -12,8 +12,11 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from wflow import config as _config
 from wflow._version import __version__
+from wflow.engine import adaptive_run
 from wflow.engine import series as _series
 from wflow.engine.run import Simulation, State
 from wflow.errors import ConfigError, NumericalError, RunFailedError, WriteError
@@ -197,9 +200,16 @@ def _check_state(path, sim, state, n_rec):
     if len(state.rng_states) != sim.n_streams:
         problems.append(f"{len(state.rng_states)} random streams for {P} paths "
                         f"(expected {sim.n_streams})")
-    if not 0 <= state.k <= sim.nsteps:
+    if sim.adaptive:  # k counts rounds; the records are written at the end [model §6d]
+        loop = adaptive_run.loop_state(state)
+        if state.k < 0 or (loop is None) != (state.k == 0):
+            problems.append(f"round {state.k} without the adaptive loop state"
+                            if loop is None else "an adaptive loop state at round 0")
+        elif loop is not None and np.shape(loop["Xr"])[1:] != want:
+            problems.append(f"records of shape {np.shape(loop['Xr'])[1:]} != {want}")
+    elif not 0 <= state.k <= sim.nsteps:
         problems.append(f"step {state.k} outside 0..{sim.nsteps}")
-    expected = sum(1 for s in sim.record_steps if s < state.k)
+    expected = 0 if sim.adaptive else sum(1 for s in sim.record_steps if s < state.k)
     if n_rec != expected:
         problems.append(f"{n_rec} records, expected {expected} before step {state.k}")
     if problems:

@@ -102,7 +102,12 @@ def human(nbytes) -> str:
 
 
 def n_records(cfg) -> int:
+    """Records of a run: t = 0 and every ``record_every`` steps and T, or under geometric
+    record times t = 0 and ``solver.records`` times (an upper bound for the fixed steppers,
+    which drop the duplicates of the rounding to the step grid)."""
     s = cfg["solver"]
+    if s.get("record_times") == "geometric":
+        return int(s["records"]) + 1
     nsteps = int(round(s["T"] / s["dt"]))
     every = int(s["record_every"])
     return nsteps // every + 1 + (1 if nsteps % every else 0)
@@ -303,6 +308,10 @@ def output_bytes(cfg) -> int:
     if out["store_weights"]:
         total += _on_disk(nrec, F8 * P * H * d * d)
     total += 2 * F8 * (2 * P * snap + P * H * d * d + 64 * P)
+    if s.get("adaptive") and int(out.get("checkpoint_every", 0) or 0):
+        # an adaptive checkpoint also holds the records filled so far, the first stages and
+        # the per-path loop state [model §6d, "Checkpoints"]
+        total += 2 * F8 * ((nrec + 1) * P * (snap + H * d * d + 8) + 24 * P)
     return int(total + H5_METADATA)
 
 

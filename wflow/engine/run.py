@@ -401,9 +401,9 @@ class Simulation:
         (``checkpoint``); ``stop_after`` stops after that many steps (for tests).
         """
         rec = recorder if recorder is not None else ListRecorder()
-        if self.adaptive:  # from t = 0 (no intermediate checkpoints, [model §6d])
+        if self.adaptive:  # from t = 0 or from a checkpoint's loop state [model §6d]
             t_start = time.perf_counter()
-            stats = adaptive_run.run(self, rec)
+            stats = adaptive_run.run(self, rec, state)
             self.elapsed = time.perf_counter() - t_start
             if isinstance(rec, ListRecorder):
                 return Result(self.config, rec.arrays(),

@@ -35,6 +35,8 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
     half_times : dict ``(d, β, Δt) -> Interval`` (:mod:`wflow.analysis.intervals`).
     """
     main = sorted(k for k, c in curves.items() if not c["halved"])
+    # the adaptive mode (geometric records to T = 10³): logarithmic time axes
+    adaptive = any(c.get("adaptive", False) for c in curves.values())
     dims = sorted({k[0] for k in main})
     fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * len(dims)), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(dims), 3, squeeze=False)
@@ -56,8 +58,10 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
         ax.plot(th[fin], rows[fin], "o", ms=4, mfc="w", mec="k", mew=0.6,
                 label="$t_{1/2}$ (F = 1/2)")
         if np.any(fin):
-            ax.legend(loc="lower right")
+            ax.legend(loc="upper left" if adaptive else "lower right")
         ax.set_yticks(rows, [f"{b:g}" for b in betas])
+        if adaptive:
+            ax.set_xscale("log")
         ax.set_xlabel("time t")
         ax.set_ylabel("inverse temperature β")
         ax.set_title(f"d = {d}: pooled merged fraction F")
@@ -67,6 +71,8 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
         im = ax.pcolormesh(_edges(t), _edges(rows), S, cmap="magma", shading="flat",
                            rasterized=True)
         ax.set_yticks(rows, [f"{b:g}" for b in betas])
+        if adaptive:
+            ax.set_xscale("log")
         ax.set_xlabel("time t")
         ax.set_ylabel("inverse temperature β")
         ax.set_title(f"d = {d}: standard error of F, {P} systems")
@@ -82,21 +88,28 @@ def plot_phase(curves, half_times, outdir, formats=("png",)):
             th = np.array([half_times[k].as_tuple() for k in ks])
             fin = np.isfinite(th[:, 0])
             dt = ks[0][2]
+            c0 = curves[ks[0]]
+            name = (f"{c0['method']}, rtol = {c0['rtol']:g}" if c0.get("adaptive", False)
+                    else f"{lab} = {dt:g}")
             if np.any(fin):
                 hi = np.where(np.isfinite(th[fin, 2]), th[fin, 2], T)
                 yerr = np.vstack([th[fin, 0] - th[fin, 1], hi - th[fin, 0]])
                 ax.errorbar(b[fin] + (0.08 if halved else 0), th[fin, 0], yerr=yerr,
                             color=colour, marker=marker, ms=4, capsize=2, lw=1.0,
-                            ls="none" if halved else "-", label=f"{lab} = {dt:g}")
+                            ls="none" if halved else "-", label=name)
             if np.any(~fin):
                 ax.scatter(b[~fin] + (0.08 if halved else 0), np.full((~fin).sum(), T),
                            marker="^", color=colour, s=30,
-                           label=f"{lab}: > T = {T:g} (not reached)")
+                           label=f"{name}: > T = {T:g} (not reached)")
         ax.set_xlabel("inverse temperature β")
         ax.set_ylabel(r"half-merge time $t_{1/2}$")
         iv = half_times[keys[0]]
         ax.set_title(f"d = {d}: " + r"$t_{1/2}$" + f"\n{100 * iv.level:g}% CI, {iv.method}")
-        ax.set_ylim(0, T * 1.05)
+        if adaptive:
+            ax.set_yscale("log")
+            ax.set_ylim(1.0, T * 1.5)
+        else:
+            ax.set_ylim(0, T * 1.05)
         with _quiet_nanwarnings():
             ax.legend(loc="lower right", fontsize=7)
     return _save(fig, outdir, "phase", formats)

@@ -182,6 +182,22 @@ def clustering_series(X, angle=0.1, max_n=2000, merge_cosine=None):
     return out
 
 
+def clustering_statistic(X, name, angle=0.1, max_n=2000, merge_cosine=None):
+    """``clustering_series(X, angle, max_n, merge_cosine)[name]``, computing that one
+    statistic only (the same calls on the same input: the same bits); for the per-path
+    events of adaptive runs [model §6d]."""
+    if name in ("min_cosine", "n_clusters", "merged_fraction"):
+        cm = np.inf if merge_cosine is None else merge_cosine
+        (low, comps, merged), m = _pairs(X, max_n, np.cos(angle), cm)
+        if name == "merged_fraction":
+            if merge_cosine is None:
+                raise KeyError(name)
+            return _ordered_fraction(merged, m)
+        return low if name == "min_cosine" else comps.astype(float)
+    return {"order_parameter": order_parameter, "variance": variance,
+            "spectral_rank": spectral_rank}[name](X)
+
+
 def geodesic(X, Y):
     r"""Great-circle distance of matched rows, stable at every angle:
 

@@ -23,12 +23,20 @@ from wflow.errors import NumericalError
 from wflow.geometry import sphere
 from wflow.stepping.registry import register_series
 
-__all__ = ["Adaptive", "hermite", "ADAPTIVE_SERIES", "FAC_MIN", "FAC_MAX", "SAFETY"]
+__all__ = ["Adaptive", "hermite", "ADAPTIVE_SERIES", "FAC_MIN", "FAC_MAX", "SAFETY",
+           "LOOP_STATE"]
 
 #: controller constants [model §6d]
 FAC_MIN, FAC_MAX, SAFETY = 0.2, 10.0, 0.9
 #: a step within this fraction of its length short of a stop is stretched onto the stop
 LAND_FRACTION = 1e-3
+
+#: the arrays of the loop state a checkpoint holds [model §6d, "Checkpoints"]: per path the
+#: time, step, controller memory (last accepted error, rejection flag), counters, next stop
+#: and next record, event time and stop flag, state (X, D) and first stage (K1, G1: first same
+#: as last), and the records filled so far (Xr, Dr, ``stats_<series>``)
+LOOP_STATE = ("t", "h", "err_prev", "was_rejected", "acc", "rej", "evals", "sp", "rp",
+              "t_event", "last_h", "stopped", "X", "D", "K1", "G1", "Xr", "Dr")
 
 ADAPTIVE_SERIES = (
     register_series("steps_accepted", "accepted steps of the path up to the record (adaptive)",
@@ -109,7 +117,8 @@ class Adaptive:
         return self.atol + self.rtol * np.maximum(np.abs(a), np.abs(b))
 
     def solve(self, field, X0, D0, T, record_times, drift=None, breakpoints=(), reset=None,
-              stop_at_records=False, event=None, event_tol=1e-6, event_stop=False):
+              stop_at_records=False, event=None, event_tol=1e-6, event_stop=False,
+              state=None, checkpoint=None, checkpoint_every=0):
         r"""Integrate every path from t = 0 to T; the state at ``record_times``.
 
         Parameters
@@ -121,11 +130,21 @@ class Adaptive:
         breakpoints : times in (0, T) the steps end on exactly; ``reset(t)`` gives the weights
             from a breakpoint on (broadcast to every path), or None to keep them.
         stop_at_records : also end steps exactly on the record times.
-        event : callable X (m, n, d) -> g (m,), or None. The event of a path is the first time
+        event : callable X (m, n, d) -> g (m,), or None, per path (a path's g does not depend
+            on its batch: it is evaluated on the batch of the paths that just stepped). The
+            event of a path is the first time
             g ≥ 0, located within ``event_tol`` by bisection on the step's dense output
             (g at step ends is checked; a crossing and recrossing inside one step is missed).
             With ``event_stop`` the path stops there: its later records repeat its state at
             the event and its counters stay.
+        state : mapping, optional
+            The loop state of an earlier call (what ``checkpoint`` received): the loop goes on
+            from it, bit-identically to an uninterrupted call with the same arguments
+            [model §6d, "Checkpoints"]; ``X0``, ``D0`` are then only read for their shapes.
+        checkpoint : callable (mapping) -> None, optional
+            Receives the loop state (arrays, see :data:`LOOP_STATE`, and ``rounds``) after
+            every ``checkpoint_every`` rounds (a round advances every unfinished path by one
+            attempted step) while some path is unfinished.
 
         Returns
         -------
@@ -159,18 +178,46 @@ class Adaptive:
         zero = np.zeros(P)
         t_event, last_h = np.full(P, np.nan), np.full(P, np.nan)
         stopped = np.zeros(P, dtype=bool)
-        if event is not None:  # an event at t = 0
-            fired = event(X) >= 0
-            t_event[fired] = 0.0
-            stopped = fired & bool(event_stop)
-        K1 = field(X, D, zero)
-        G1 = drift(D, zero) if drift is not None else None
-        r0 = int(np.searchsorted(times, 0.0, side="right"))  # the records at t = 0
-        Xr[:r0], Dr[:r0] = X, D
-        stats["field_evals"][:r0] = 1
-        rp[:] = r0
+        rounds = 0
+        if state is None:
+            if event is not None:  # an event at t = 0
+                fired = event(X) >= 0
+                t_event[fired] = 0.0
+                stopped = fired & bool(event_stop)
+            K1 = field(X, D, zero)
+            G1 = drift(D, zero) if drift is not None else None
+            r0 = int(np.searchsorted(times, 0.0, side="right"))  # the records at t = 0
+            Xr[:r0], Dr[:r0] = X, D
+            stats["field_evals"][:r0] = 1
+            rp[:] = r0
+        else:  # go on from a checkpoint [model §6d]
+            st = {k: np.array(v) for k, v in state.items()}
+            rounds = int(st["rounds"])
+            t, h, err_prev, t_event, last_h = (st[k].astype(float) for k in
+                                                ("t", "h", "err_prev", "t_event", "last_h"))
+            was_rejected, stopped = st["was_rejected"] != 0, st["stopped"] != 0
+            acc, rej, evals, sp, rp = (st[k].astype(int) for k in
+                                       ("acc", "rej", "evals", "sp", "rp"))
+            X, D, K1, Xr, Dr = (st[k].astype(float) for k in ("X", "D", "K1", "Xr", "Dr"))
+            G1 = st["G1"].astype(float) if drift is not None else None
+            for name in self.series:
+                stats[name] = st["stats_" + name].astype(float)
+        start = rounds
         active = (t < T) & ~stopped
         while np.any(active):
+            if checkpoint is not None and checkpoint_every and rounds != start \
+                    and rounds % checkpoint_every == 0:
+                snap = {"rounds": np.int64(rounds), "t": t, "h": h, "err_prev": err_prev,
+                        "t_event": t_event, "last_h": last_h,
+                        "was_rejected": was_rejected.astype(np.int8),
+                        "stopped": stopped.astype(np.int8), "acc": acc, "rej": rej,
+                        "evals": evals, "sp": sp, "rp": rp, "X": X, "D": D, "K1": K1,
+                        "Xr": Xr, "Dr": Dr,
+                        **{"stats_" + name: stats[name] for name in self.series}}
+                if G1 is not None:
+                    snap["G1"] = G1
+                checkpoint(snap)
+            rounds += 1
             idx = np.flatnonzero(active)
             m = idx.size
             ts, Xs, Ds = t[idx], X[idx], D[idx]
@@ -215,6 +262,11 @@ class Adaptive:
                 raise NumericalError(f"solver.max_steps = {self.max_steps} reached on path {j} "
                                      f"at t = {t[j]:.6g} (step {h[j]:.3g}); the run stops here",
                                      step=int(acc[j]))
+            fire = np.zeros(m, dtype=bool)
+            if event is not None:  # g at the new step ends, one call for the batch
+                chk = np.flatnonzero(ok & np.isnan(t_event[idx]))
+                if chk.size:
+                    fire[chk] = event(Xn[chk]) >= 0
             for jj in np.flatnonzero(ok):
                 j = int(idx[jj])
                 t0, t1 = ts[jj], (stop[jj] if land[jj] else ts[jj] + hh[jj])
@@ -225,7 +277,7 @@ class Adaptive:
                 K1[j] = K[-1][jj]
                 if G1 is not None:
                     G1[j] = G[-1][jj]
-                if event is not None and np.isnan(t_event[j]) and event(X[j : j + 1])[0] >= 0:
+                if fire[jj]:
                     dense = _dense(Xs[jj], Xn[jj], K[0][jj], K[-1][jj], Ds[jj], Dn[jj],
                                    None if G is None else (G[0][jj], G[-1][jj]), hh[jj])
                     lo, hi = 0.0, 1.0

@@ -17,8 +17,9 @@ located per path by the event ``merged_fraction ≥ 1/2`` (``solver.event_stop``
 stops there) and right-censored at T. Per cell: the Kaplan–Meier median of τ with its 95%
 log-log band (:func:`wflow.analysis.intervals.km_median_interval`) and the fraction escaped
 by T (Clopper–Pearson). Per d: the growth law :math:`\log \tau_{\mathrm{med}} = a + b\beta`,
-a weighted least-squares fit over the cells with a finite median and band
-(:func:`fit_growth`). The d → ∞ reference is GLPR's equiangular reduction
+a weighted least-squares fit over the cells with β ≥ :data:`FIT_BETA_MIN` (the metastable
+range) and a finite median and band (:func:`fit_growth`; the fit over every β is printed
+beside it). The d → ∞ reference is GLPR's equiangular reduction
 (:func:`equiangular_time`): orthogonal tokens stay equiangular, every pair merges at once when
 ρ reaches 0.999, so :math:`\tau_\infty(\beta) = \int_0^{0.999} d\rho/\dot\rho`.
 """
@@ -34,10 +35,15 @@ from wflow.analysis.intervals import Interval, _tq, km_median_interval, proporti
 from wflow.studies._base import Study, register_study
 from wflow.sweeps.sweep import expand_grid
 
-__all__ = ["Metastability", "equiangular_rate", "equiangular_time", "fit_growth", "MERGE_COSINE"]
+__all__ = ["Metastability", "equiangular_rate", "equiangular_time", "fit_growth", "MERGE_COSINE",
+           "FIT_BETA_MIN"]
 
 #: the cosine above which a pair counts as merged (``diagnostics.merge_cosine``)
 MERGE_COSINE = 0.999
+#: the growth law is fitted over β ≥ FIT_BETA_MIN, the metastable range: below it the
+#: half-merge time is the first gathering (τ of order 10, nearly flat in β, with narrow bands
+#: that would pull a fit over all β), not an escape
+FIT_BETA_MIN = 5.0
 
 _SCALES = {
     # n, paths, T, dims, betas, rtol
@@ -69,7 +75,7 @@ def equiangular_time(n, beta, rho1=MERGE_COSINE, rho0=0.0):
                       epsabs=0.0, epsrel=1e-12, limit=200)[0])
 
 
-def fit_growth(betas, medians, level=0.95):
+def fit_growth(betas, medians, level=0.95, beta_min=-math.inf):
     r"""Growth law :math:`\log \tau = a + b\beta` through per-β medians with intervals:
 
     .. math::
@@ -81,12 +87,14 @@ def fit_growth(betas, medians, level=0.95):
     approximation of log m_k), :math:`\mathrm{se}(\hat b) = (\sum_k w_k (\beta_k - \bar\beta_w)^2)^{-1/2}`
     scaled by :math:`\max(1, \chi^2/(K-2))^{1/2}` (the reduced χ² of the residuals: model
     misfit widens it), Student-t with K − 2 degrees of freedom. Cells with a median or bound
-    not finite (censored, ``> T``) are left out. No interval with fewer than 3 cells.
+    not finite (censored, ``> T``) are left out, and so are cells with β < ``beta_min`` (the
+    fit over the metastable range only). No interval with fewer than 3 cells.
 
     Parameters
     ----------
     betas : (K,) floats
     medians : sequence of :class:`~wflow.analysis.intervals.Interval`
+    beta_min : float, the smallest β fitted
 
     Returns
     -------
@@ -98,7 +106,8 @@ def fit_growth(betas, medians, level=0.95):
     m = np.array([iv.estimate for iv in medians], dtype=float)
     lo = np.array([iv.low for iv in medians], dtype=float)
     hi = np.array([iv.high for iv in medians], dtype=float)
-    ok = np.isfinite(m) & np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi > lo)
+    ok = (np.isfinite(m) & np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi > lo)
+          & (bet >= beta_min))
     K = int(ok.sum())
     nan = float("nan")
     method = "weighted least squares on log KM medians, Student-t"
@@ -196,7 +205,8 @@ class Metastability(Study):
                                                     unit="systems"))
             c["tau_inf"].append(equiangular_time(n, beta))
         for c in out.values():
-            c["fit"] = fit_growth(c["beta"], c["median"])
+            c["fit"] = fit_growth(c["beta"], c["median"], beta_min=FIT_BETA_MIN)
+            c["fit_all"] = fit_growth(c["beta"], c["median"])
         return out
 
     def summarize(self, data):
@@ -216,22 +226,28 @@ class Metastability(Study):
                 for key, v in zip(table, (d, beta, c["n"], c["T"], *m.as_tuple(), *e.as_tuple(),
                                           c["tau_inf"][k])):
                     table[key].append(v)
-        lines += ["", "Growth law log τ_med = a + b β per d (cells with a finite median and "
-                      "band; b's interval: " + "weighted least squares, Student-t, K − 2 dof)"]
-        for d in sorted(cells):
-            f = cells[d]["fit"]
-            bs = f.extra.get("betas", [])
-            rng = f"β ∈ [{min(bs):g}, {max(bs):g}]" if len(bs) else "no cells"
-            lines.append(f"  d = {d:>3}: b = {f.fmt('.3g')} ({f.label}; {rng}); "
-                         f"a = {f.extra['a']:.3g} ± {f.extra.get('a_se', math.nan):.2g}; "
-                         f"reduced χ² {f.extra.get('chi2_red', math.nan):.2g}")
+        for title, key in ((f"over the metastable range β ≥ {FIT_BETA_MIN:g}", "fit"),
+                           ("over every β (for comparison: the small-β cells are the first "
+                            "gathering, not an escape)", "fit_all")):
+            lines += ["", f"Growth law log τ_med = a + b β per d, {title} (cells with a finite "
+                          "median and band; b's interval: weighted least squares, Student-t, "
+                          "K − 2 dof)"]
+            for d in sorted(cells):
+                f = cells[d][key]
+                bs = f.extra.get("betas", [])
+                rng = f"β ∈ [{min(bs):g}, {max(bs):g}]" if len(bs) else "no cells"
+                lines.append(f"  d = {d:>3}: b = {f.fmt('.3g')} ({f.label}; {rng}); "
+                             f"a = {f.extra['a']:.3g} ± {f.extra.get('a_se', math.nan):.2g}; "
+                             f"reduced χ² {f.extra.get('chi2_red', math.nan):.2g}")
         c0 = next(iter(cells.values()))
         bet = np.array(c0["beta"])
         ti = np.log(np.array(c0["tau_inf"]))
-        if bet.size > 1:
-            slope = np.polyfit(bet, ti, 1)[0]
-            lines.append(f"  d → ∞ (equiangular, n = {c0['n']}): log τ_∞ slope {slope:.3g} over "
-                         f"β ∈ [{bet.min():g}, {bet.max():g}] (→ 1 as β → ∞: τ_∞ ≈ e^β/(2β))")
+        for sel in (bet >= FIT_BETA_MIN, np.ones_like(bet, dtype=bool)):
+            if sel.sum() > 1:
+                slope = np.polyfit(bet[sel], ti[sel], 1)[0]
+                lines.append(f"  d → ∞ (equiangular, n = {c0['n']}): log τ_∞ slope {slope:.3g} "
+                             f"over β ∈ [{bet[sel].min():g}, {bet[sel].max():g}] (→ 1 as "
+                             "β → ∞: τ_∞ ≈ e^β/(2β))")
         return "\n".join(lines), table
 
     def figures(self, data, outdir, formats):

@@ -28,6 +28,15 @@ against :math:`2\,\mathrm{SE}`.
 
 Quick: d = 2, β ∈ {1, 3, 6}, 64 systems, T = 15 (Δt/2 at β = 1); its claim (``tests/test_study_phase.py``):
 :math:`t_{1/2}` grows with β for β ≥ 1 (a censored value counts as larger than T).
+
+Adaptive mode (``--set solver.adaptive=true``, [model §6d]): the extended diagram to long
+times. The same systems and β grid, P = 256 systems per (d, β), censored at T = 10³,
+Dormand–Prince 5(4) per path at rtol = 1e-6, atol = 1e-8, records at 400 geometric times
+from t = 0.05 to T shared by all systems (each system's dense output there), so F is the
+pooled fraction of the dense outputs and :math:`t_{1/2}` its crossing (linear interpolation
+between the records). No Δt/2 runs: the tolerance controls the error (a tolerance check is
+``--set solver.rtol=…``). Quick: d = 2, β ∈ {1, 3, 6}, 32 systems, T = 100. The default
+(fixed-step, GLPR-matched) mode is unchanged by this one.
 """
 
 from __future__ import annotations
@@ -41,7 +50,8 @@ from wflow.analysis.results import load_source
 from wflow.studies._base import Study, StudyOptions, register_study
 from wflow.sweeps.sweep import expand_grid
 
-__all__ = ["Phase", "pooled_fraction", "half_time", "half_time_interval", "PHASE_BASE"]
+__all__ = ["Phase", "pooled_fraction", "half_time", "half_time_interval", "PHASE_BASE",
+           "ADAPTIVE"]
 
 PHASE_BASE = {
     "model": {"d": 2, "n": 32, "beta": 1.0, "heads": 1, "normalization": "head",
@@ -52,6 +62,18 @@ PHASE_BASE = {
     "diagnostics": {"ledger": False, "clustering": True, "merge_cosine": 0.999},
     "output": {"store_tokens": False},
 }
+#: the adaptive mode's settings [model §6d] (``--set solver.adaptive=true``), by scale
+ADAPTIVE = {
+    "full": {"method": "dopri5", "adaptive": True, "rtol": 1e-6, "atol": 1e-8, "dt": 0.05,
+             "T": 1000.0, "paths": 256, "record_times": "geometric", "records": 400,
+             "first_record": 0.05},
+    "quick": {"method": "dopri5", "adaptive": True, "rtol": 1e-6, "atol": 1e-8, "dt": 0.05,
+              "T": 100.0, "paths": 32, "record_times": "geometric", "records": 100,
+              "first_record": 0.05},
+}
+#: rounds of the adaptive loop between checkpoints (a checkpoint carries the records filled
+#: so far, [model §6d, "Checkpoints"])
+ADAPTIVE_CHECKPOINT_EVERY = 1000
 #: bootstrap resamples of the systems for the interval of t_1/2
 N_BOOT = 1000
 LEVEL = 0.5
@@ -145,11 +167,16 @@ class Phase(Study):
 
     def tasks(self, options=None):
         """The grid of :meth:`variants`; a ``--set model.beta=…`` or ``model.d=…`` override
-        replaces that axis of the grid by its one value (the Δt/2 check then runs there)."""
+        replaces that axis of the grid by its one value (the Δt/2 check then runs there).
+        ``--set solver.adaptive=true`` selects the adaptive mode (:data:`ADAPTIVE`, the other
+        overrides applied over it)."""
         options = options or StudyOptions()
         fixed = {o.split("=", 1)[0].strip() for o in options.overrides}
-        return self.variants(options.configure(self.base(options.scale)), options.scale,
-                             fixed=fixed)
+        base = self.base(options.scale)
+        if options.configure(base)["solver"].get("adaptive", False) is True:
+            base["solver"].update(ADAPTIVE[options.scale])
+            base["output"]["checkpoint_every"] = ADAPTIVE_CHECKPOINT_EVERY
+        return self.variants(options.configure(base), options.scale, fixed=fixed)
 
     def variants(self, base, scale, fixed=()):
         quick = scale == "quick"
@@ -161,6 +188,8 @@ class Phase(Study):
         if "model.beta" in fixed:
             betas = rb = [float(base["model"]["beta"])]
         tasks = expand_grid(base, {"model.d": dims, "model.beta": betas}, name="phase")
+        if base["solver"].get("adaptive", False):  # error control, no Δt/2 runs
+            return tasks
         half = copy.deepcopy(base)
         half["solver"]["dt"] = base["solver"]["dt"] / 2
         half["solver"]["record_every"] = 2 * base["solver"]["record_every"]
@@ -179,7 +208,10 @@ class Phase(Study):
             key = (int(cfg["model"]["d"]), float(cfg["model"]["beta"]), float(cfg["solver"]["dt"]))
             out[key] = {"t": np.asarray(arr["t"], dtype=float), "F": F, "se": se, "f": f,
                         "P": f.shape[1], "T": float(cfg["solver"]["T"]),
-                        "halved": point.startswith("phase-halfdt")}
+                        "halved": point.startswith("phase-halfdt"),
+                        "adaptive": bool(cfg["solver"].get("adaptive", False)),
+                        "rtol": float(cfg["solver"].get("rtol", np.nan)),
+                        "method": cfg["solver"]["method"]}
         return out
 
     def half_times(self, data, curves=None):
@@ -213,7 +245,13 @@ class Phase(Study):
             T = c0["T"]
             probe = [x for x in (2.0, 5.0, 10.0, 20.0) if x < T] + [T]
             lines.append("")
-            lines.append(f"d = {d}  (n = 32, {c0['P']} systems, dt = {keys[0][2]:g}, T = {T:g})")
+            if c0["adaptive"]:
+                probe = [x for x in (5.0, 10.0, 30.0, 100.0, 300.0) if x < T] + [T]
+                lines.append(f"d = {d}  (n = 32, {c0['P']} systems, {c0['method']} at rtol = "
+                             f"{c0['rtol']:g}, {c0['t'].size} records, T = {T:g})")
+            else:
+                lines.append(f"d = {d}  (n = 32, {c0['P']} systems, dt = {keys[0][2]:g}, "
+                             f"T = {T:g})")
             lines.append(f"{'beta':>6}{'t_1/2':>9}{'95% interval':>20}"
                          + "".join(f"{'F(' + format(x, 'g') + ')':>16}" for x in probe))
             for k in keys:
@@ -249,6 +287,9 @@ class Phase(Study):
     def resolution_lines(self, curves, th):
         """The Δt-halving check as text lines."""
         pairs = self.resolution_pairs(curves)
+        if not pairs and any(c["adaptive"] for c in curves.values()):
+            return ["resolution: adaptive steps under error control (per path, [model §6d]); "
+                    "no Δt/2 runs"]
         if not pairs:
             return ["resolution check: no Δt/2 runs"]
         lines = ["Resolution check (Δt halved, same systems): |Δt_1/2| against the half-width "

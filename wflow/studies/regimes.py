@@ -3,8 +3,14 @@ r"""Clustering regimes on S²: a map over β × weight process × sign (issue #1
 Every cell is one configuration (n tokens on S², H heads, per-path uniform tokens and per-path
 initial weights), run for P Monte Carlo paths to time T. Per path the sweep summary holds
 
-- :math:`\tau_1 = \min\{t_k : N_{\mathrm{cl}}(t_k) = 1\}`, the first record with one cluster
-  (``NaN``: censored at T), :func:`time_to_one_cluster`;
+- the time to one cluster :math:`\tau_1 = \inf\{t : N_{\mathrm{cl}}(t) = 1\}` (``NaN``:
+  censored at T). For a cell with deterministic weights (frozen, oscillating) it is an exact
+  per-path event time: a companion run of the cell (task name ending ``-event``; the same
+  tokens and initial weights) under adaptive steps, Dormand–Prince 5(4) at rtol = 1e-8,
+  atol = 1e-10, with the event ``n_clusters ≤ 1`` located on each path's dense output to
+  1e-6 and the path stopped there [model §6d]. For an OU cell (noise: adaptive runs refuse
+  it) it is the first record with one cluster, :func:`time_to_one_cluster` (resolution δ).
+  The column ``tau_source`` says which (``event`` or ``records``);
 - the final cluster count and order parameter :math:`|\bar x|` (standard columns);
 - the late-window (t ≥ T/2) mean of G² (standard column) and its decay rate
   :math:`\lambda = -\,\mathrm{d}\log G^2/\mathrm{d}t`, the least-squares slope over the late
@@ -39,7 +45,8 @@ from wflow.studies._base import Study, register_study
 from wflow.sweeps.sweep import expand_grid
 
 __all__ = ["Regimes", "time_to_one_cluster", "g2_decay_rate", "km_median", "one_cluster_fraction",
-           "weight_norm", "cell_dt", "WEIGHTS", "G2_FLOOR"]
+           "weight_norm", "cell_dt", "WEIGHTS", "G2_FLOOR", "EVENT_SOLVER", "is_event",
+           "has_event_run"]
 
 #: the weight families of the map: name → (weights section, init.weights)
 WEIGHTS = {
@@ -57,6 +64,12 @@ WEIGHT_LABELS = {"frozen_identity": "frozen I", "frozen_random": "frozen random"
                  "osc_shared": "osc. shared", "osc_spread": "osc. spread"}
 #: G² below this is rounding (a collapsed cluster); the decay-rate fit ignores it
 G2_FLOOR = 1e-20
+
+#: the solver of the companion run that locates τ₁ as an event [model §6d]
+EVENT_SOLVER = {"method": "dopri5", "adaptive": True, "rtol": 1e-8, "atol": 1e-10,
+                "record_times": "geometric", "records": 20, "event": "n_clusters",
+                "event_threshold": 1.0, "event_direction": "down", "event_stop": True,
+                "event_tol": 1e-6}
 
 #: (normalization, sign, β, weights) of the cells run again with Δt/2 (full mode)
 HALVING_CELLS = (
@@ -187,9 +200,9 @@ _SCALES = {
 C_STEP, DT_MAX, RECORD_DT = 0.25, 0.02, 0.2
 
 
-def cell_name(norm, sign, beta, wname, half=False, refined=False):
+def cell_name(norm, sign, beta, wname, half=False, refined=False, event=False):
     return (f"regimes-{norm}-{sign}-b{beta:g}-{wname}" + ("-halfdt" if half else "")
-            + ("-refdt" if refined else ""))
+            + ("-refdt" if refined else "") + ("-event" if event else ""))
 
 
 def parse_name(name):
@@ -198,6 +211,22 @@ def parse_name(name):
     cell), which are not cells of the map."""
     parts = name.split("-")
     return parts[1], parts[2], float(parts[3][1:]), parts[4], parts[-1] in ("halfdt", "refdt")
+
+
+def is_event(name):
+    """Whether the task is the adaptive companion run of a cell that locates τ₁ as an event."""
+    return name.endswith("-event")
+
+
+def has_event_run(wname):
+    """Whether cells of weight family ``wname`` get the companion event run (deterministic
+    weights: adaptive runs refuse a process with noise)."""
+    return WEIGHTS[wname][0]["process"] != "ou"
+
+
+def _final(t, a, T):
+    a = np.asarray(a, dtype=float)
+    return a[-1] if a.ndim > 1 else a[-1:]
 
 
 def is_refined(name):
@@ -222,6 +251,7 @@ class Regimes(Study):
              "its Δt/2 rerun: ascent reaches one cluster, descent does not")
     summary_columns = (
         ("t_one_cluster", "n_clusters", time_to_one_cluster),
+        ("t_event", "event_time", _final),
         ("G2_decay", "G2", g2_decay_rate),
         ("w2_speed", "metric_speed", "late"),
     )
@@ -241,10 +271,11 @@ class Regimes(Study):
                                 "w2": True},
                 "output": {"store_tokens": False, "checkpoint_every": 100000}}
 
-    def cell(self, base, norm, sign, beta, wname, half=False, refined=False):
+    def cell(self, base, norm, sign, beta, wname, half=False, refined=False, event=False):
         """The configuration of one cell (Δt from :func:`cell_dt`, halved when ``half``;
         ``refined``: Δt with ``weights.noise_refine = 2``, the same Brownian path as the
-        Δt/2 run of an OU cell)."""
+        Δt/2 run of an OU cell; ``event``: the adaptive companion run of :data:`EVENT_SOLVER`,
+        first step Δt, no W₂)."""
         cfg = copy.deepcopy(base)
         spec, init_w = WEIGHTS[wname]
         cfg["weights"] = dict(spec)
@@ -257,7 +288,18 @@ class Regimes(Study):
         cfg["solver"].update(dt=dt, record_every=m)
         if refined:
             cfg["weights"]["noise_refine"] = 2
-        return expand_grid(cfg, {}, name=cell_name(norm, sign, beta, wname, half, refined))
+        if event:
+            cfg["solver"].update(EVENT_SOLVER)
+            cfg["solver"].pop("record_every", None)
+            cfg["diagnostics"]["w2"] = False
+        return expand_grid(cfg, {}, name=cell_name(norm, sign, beta, wname, half, refined,
+                                                   event))
+
+    def _with_event(self, base, norm, sign, beta, w):
+        tasks = self.cell(base, norm, sign, beta, w)
+        if has_event_run(w):
+            tasks += self.cell(base, norm, sign, beta, w, event=True)
+        return tasks
 
     def variants(self, base, scale):
         s = _SCALES[scale]
@@ -265,11 +307,11 @@ class Regimes(Study):
         for sign in s["signs"]:
             for beta in s["betas"]:
                 for w in s["weights"]:
-                    tasks += self.cell(base, "head", sign, beta, w)
+                    tasks += self._with_event(base, "head", sign, beta, w)
         if s["joint_beta"] is not None:
             for sign in s["signs"]:
                 for w in s["weights"]:
-                    tasks += self.cell(base, "joint", sign, s["joint_beta"], w)
+                    tasks += self._with_event(base, "joint", sign, s["joint_beta"], w)
         for norm, sign, beta, w in s["halving"]:
             tasks += self.cell(base, norm, sign, beta, w, half=True)
             if WEIGHTS[w][0].get("process") == "ou":  # the pathwise partner of the Δt/2 run
@@ -277,30 +319,46 @@ class Regimes(Study):
         return tasks
 
     # ------------------------------------------------------------------------- summary
-    def cell_stats(self, data, point):
-        """The numbers of one cell: ``{stat: (value, low, high)}`` (95% intervals)."""
+    def cell_stats(self, data, point, records=False):
+        """The numbers of one cell: ``{stat: (value, low, high)}`` (95% intervals); τ₁ from
+        :meth:`tau` (``records``: from the records whatever the cell)."""
         T = float(data.config(point)["solver"]["T"])
-        tau = data.column("t_one_cluster", point)
+        tau = self.tau(data, point, records)[0]
         out = {"frac_one": one_cluster_fraction(tau), "km_median": km_median(tau, T)}
         for k in ("n_clusters", "order_parameter", "G2", "G2_decay", "w2_speed"):
             iv = mean_interval(data.column(k, point).astype(float))  # log-scale t if > 0
             out[k] = (iv.estimate, iv.low, iv.high)
         return out
 
+    @staticmethod
+    def tau(data, point, records=False):
+        """``(τ₁ per path, source)``: the event times of the cell's ``-event`` companion run
+        when it has one (``"event"``), else (or with ``records``) the first record with one
+        cluster (``"records"``); NaN: censored at T."""
+        names = {n for n, _ in data.tasks}
+        if point + "-event" in names and not records:
+            tau = data.column("t_event", point + "-event").astype(float)
+            T = float(data.config(point)["solver"]["T"])
+            return np.where(tau <= T, tau, np.nan), "event"
+        return data.column("t_one_cluster", point).astype(float), "records"
+
     def table(self, data):
         """One row per task: the cell, Δt, β‖D‖Δt and every statistic with its interval."""
         cols = ["point", "normalization", "sign", "beta", "weights", "halved", "refined", "dt",
-                "c_step", "paths", "T"]
+                "c_step", "paths", "T", "tau_source"]
         for s in self.stats:
             cols += [s, f"{s}_lo", f"{s}_hi"]
         table = {c: [] for c in cols}
         for point, cfg in data.tasks:
+            if is_event(point):  # read by its cell (tau)
+                continue
             norm, sign, beta, w, half = parse_name(point)
             st = self.cell_stats(data, point)
             dt = float(cfg["solver"]["dt"])
             row = [point, norm, sign, beta, w, half, is_refined(point), dt,
                    beta * weight_norm(w, cfg["model"]["d"], cfg["model"]["heads"]) * dt,
-                   int(cfg["solver"]["paths"]), float(cfg["solver"]["T"])]
+                   int(cfg["solver"]["paths"]), float(cfg["solver"]["T"]),
+                   self.tau(data, point)[1]]
             for s in self.stats:
                 row += list(st[s])
             for c, v in zip(cols, row):
@@ -312,7 +370,9 @@ class Regimes(Study):
         table = self.table(data)
         fmt = _fmt_stat
         lines = ["Regime map on S² (95% intervals: fraction Clopper–Pearson, KM median "
-                 "log-log band, others Student-t over paths, log scale where positive)",
+                 "log-log band, others Student-t over paths, log scale where positive); "
+                 "τ₁ from: e = the exact event time of the cell's adaptive companion run "
+                 "(dopri5, rtol 1e-8), r = the first record with one cluster (OU cells)",
                  f"{'norm':<6}{'sign':<8}{'beta':>6} {'weights':<15}{'dt':>9}{'bDdt':>6}"
                  f"{'frac one':>18}{'KM median':>22}{'clusters':>18}{'order':>20}"
                  f"{'G2':>26}{'G2 decay':>22}{'W2 speed':>22}"]
@@ -323,7 +383,8 @@ class Regimes(Study):
             lines.append(f"{table['normalization'][i]:<6}{table['sign'][i]:<8}"
                          f"{table['beta'][i]:>6g} {WEIGHT_LABELS[table['weights'][i]]:<15}"
                          f"{table['dt'][i]:>9.2g}{table['c_step'][i]:>6.2f}"
-                         + "".join(fmt(table, s, i) for s in self.stats))
+                         + "".join(fmt(table, s, i) for s in self.stats)
+                         + f"  τ₁: {table['tau_source'][i][0]}")
         lines += ["", "Halving check: the same number with dt/2 (|change| vs the interval "
                       "half-width of the dt run)"]
         for i in rows:
@@ -334,9 +395,14 @@ class Regimes(Study):
             if j is None:
                 continue
             lines.append(f"{key}:")
+            # τ₁ of both runs from their records (the Δt/2 run has no event companion)
+            rec = (self.cell_stats(data, key, records=True)
+                   if table["tau_source"][j] == "event" else {})
             for s in self.stats:
                 a, b = table[s][j], table[s][i]
                 hw = (table[f"{s}_hi"][j] - table[f"{s}_lo"][j]) / 2
+                if s in rec and s in ("frac_one", "km_median"):
+                    a, hw = rec[s][0], (rec[s][2] - rec[s][1]) / 2
                 ok = _within(a, b, hw)
                 lines.append(f"    {s:<16}{a:>12.4g} -> {b:>12.4g}   change {b - a:>11.3g}   "
                              f"interval half-width {hw:>10.3g}   {ok}")
