@@ -365,8 +365,9 @@ class Asymmetry(Study):
 
 
 def _fmt(iv):
+    """``est [low, high]``; an estimate not reached (NaN or ``inf``) reads ``> T``."""
     def f(v):
-        return "> T" if math.isinf(v) else "-" if math.isnan(v) else f"{v:.3g}"
+        return "> T" if not math.isfinite(v) else f"{v:.3g}"
     if not iv.ok:
         return f"{f(iv.estimate)} (no CI)"
     return f"{f(iv.estimate)} [{f(iv.low)}, {f(iv.high)}]"
