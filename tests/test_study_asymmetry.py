@@ -149,6 +149,7 @@ def test_quick_study_writes_tables_intervals_and_figure(quick):
     assert len(tab["alpha"]) == 6 + 4
     text = quick.text
     assert "Kaplan–Meier" in text and "common window" in text
+    assert "Resolution check" in text and "FAIL" not in text
     # every finite KM median lies in its band
     for m, lo, hi in zip(tab["km_half"], tab["km_half_lo"], tab["km_half_hi"]):
         if math.isfinite(m):

@@ -37,9 +37,11 @@ shorter T, the post cells censored at that T for the comparison. Every cell step
 explicit Euler, Δt = 0.05 (the ``phase`` study's step): adaptive steps, whose events would
 locate the times exactly, are refused with placements other than post, so one stepper
 serves all. Records are geometric in time (fixed steps round them to the step grid).
+Resolution check: a few cells run again with Δt/2 (same systems); the summary compares the
+pooled t_1/2 and the KM median of τ with the half-width of the Δt interval.
 
 Quick: n = 16, 24 systems, T = 20, post α ∈ {0, 0.5, 1} × β ∈ {1, 4}, pre and ngpt at
-α ∈ {0, 1}, β = 4.
+α ∈ {0, 1}, β = 4, Δt/2 at (post, 0.5, 4).
 
 The two-token law (``tests/test_study_asymmetry.py``): for n = 2 and α = 1 (any d, any β)
 :math:`\rho = \langle x_1, x_2\rangle` obeys :math:`\dot\rho = 1 - \rho^2` (:func:`two_token_rho`).
@@ -72,10 +74,13 @@ _SCALES = {
                  betas=(1.0, 2.0, 4.0, 8.0), records=160,
                  other=("pre", "peri", "ngpt", "mix"), other_paths=24, other_T=200.0,
                  other_alphas=(0.0, 0.5, 1.0), other_betas=(1.0, 8.0),
-                 probe=(10.0, 100.0, 1000.0)),
+                 probe=(10.0, 100.0, 1000.0),
+                 halved=(("post", 0.5, 8.0), ("post", 1.0, 8.0), ("pre", 1.0, 8.0),
+                         ("ngpt", 0.5, 8.0))),
     "quick": dict(n=16, paths=24, T=20.0, alphas=(0.0, 0.5, 1.0), betas=(1.0, 4.0), records=40,
                   other=("pre", "ngpt"), other_paths=24, other_T=20.0,
-                  other_alphas=(0.0, 1.0), other_betas=(4.0,), probe=(2.0, 20.0)),
+                  other_alphas=(0.0, 1.0), other_betas=(4.0,), probe=(2.0, 20.0),
+                  halved=(("post", 0.5, 4.0),)),
 }
 _NAME = re.compile(r"skew_(?P<alpha>[0-9.eE+-]+)")
 _MODULE = __name__
@@ -208,13 +213,15 @@ def two_token_angle_rate(theta, alpha, beta):
 
 
 # ----------------------------------------------------------------------------- the study
-def cell_name(placement, alpha, beta):
-    return f"asym-{placement}-a{alpha:g}-b{beta:g}"
+def cell_name(placement, alpha, beta, halved=False):
+    """``asym-<placement>-a<α>-b<β>``; ``asymh-…`` for the Δt/2 run of the cell."""
+    return f"{'asymh' if halved else 'asym'}-{placement}-a{alpha:g}-b{beta:g}"
 
 
 def parse_name(name):
-    _, placement, a, b = name.split("-")
-    return placement, float(a[1:]), float(b[1:])
+    """``(placement, α, β)`` and whether the task is a Δt/2 run."""
+    kind, placement, a, b = name.split("-")
+    return (placement, float(a[1:]), float(b[1:])), kind == "asymh"
 
 
 def _first_time(t, f, level):
@@ -228,7 +235,7 @@ class Asymmetry(Study):
 
     Full: n = 32, d = 2; post: α ∈ {0, .25, .5, .75, 1} × β ∈ {1, 2, 4, 8}, 32 systems,
     T = 1000; pre, peri, ngpt, mix: α ∈ {0, .5, 1} × β ∈ {1, 8}, 24 systems, T = 200.
-    Euler, Δt = 0.05, geometric records.
+    Euler, Δt = 0.05, geometric records; Δt/2 runs of four cells at β = 8.
     """
 
     name = "asymmetry"
@@ -261,11 +268,16 @@ class Asymmetry(Study):
                 cfg["solver"].update(T=s["other_T"], paths=s["other_paths"],
                                      records=max(20, s["records"] // 2))
             tasks += expand_grid(cfg, {}, name=cell_name(placement, alpha, beta))
+        for placement, alpha, beta in s["halved"]:  # the resolution check: same systems, Δt/2
+            cfg = copy.deepcopy(dict(tasks)[cell_name(placement, alpha, beta)])
+            cfg["solver"]["dt"] = cfg["solver"]["dt"] / 2
+            tasks += expand_grid(cfg, {}, name=cell_name(placement, alpha, beta, halved=True))
         return tasks
 
     # ------------------------------------------------------------------ data
-    def cells(self, data, probe=None):
-        """``{(placement, α, β): cell}``; a cell holds ``t``, ``F``, ``se`` (pooled merged
+    def cells(self, data, probe=None, halved=False):
+        """``{(placement, α, β): cell}`` of the main runs (``halved``: of the Δt/2 runs); a
+        cell holds ``t``, ``F``, ``se`` (pooled merged
         fraction), ``t_half`` (bootstrap Interval of the pooled curve), ``tau_half``,
         ``tau_one`` (per-system times, NaN censored), ``km_half``, ``km_one`` (KM Intervals),
         ``clusters`` ({time: Interval}), ``P``, ``T``."""
@@ -273,7 +285,9 @@ class Asymmetry(Study):
         out = {}
         for path, (point, _) in zip(data.paths, data.tasks):
             cfg, arr = load_source(path)
-            key = parse_name(point)
+            key, half = parse_name(point)
+            if half != halved:
+                continue
             t = np.asarray(arr["t"], dtype=float)
             f = np.asarray(arr["merged_fraction"], dtype=float)
             k = np.asarray(arr["n_clusters"], dtype=float)
@@ -291,7 +305,7 @@ class Asymmetry(Study):
                         "km_one": km_median_interval(tau_1, T, unit="systems"),
                         "clusters": {x: mean_interval(k[int(np.argmin(np.abs(t - x)))],
                                                       unit="systems") for x in times},
-                        "n_clusters": k}
+                        "n_clusters": k, "dt": float(cfg["solver"]["dt"])}
         return out
 
     @staticmethod
@@ -355,13 +369,47 @@ class Asymmetry(Study):
                         c = cells.get((p, alpha, beta))
                         row.append("-" if c is None else _fmt(self.censored(c, Tc)[0]))
                     lines.append(f"{beta:>5g}{alpha:>6g}" + "".join(f"{r:>24}" for r in row))
+        lines += [""] + self.resolution_lines(cells, self.cells(data, halved=True))
         return "\n".join(lines), table
+
+    @staticmethod
+    def resolution_lines(cells, halved):
+        """The Δt/2 check: per halved cell, the pooled t_1/2 and the KM median of τ at Δt
+        and Δt/2 (same systems), the difference against the half-width of the Δt interval."""
+        if not halved:
+            return ["resolution check: no Δt/2 runs"]
+        lines = ["Resolution check (Δt halved, same systems): pooled t_1/2 and KM median τ at "
+                 "Δt and Δt/2; |diff| against the half-width of the Δt interval",
+                 f"{'placement':>10}{'alpha':>6}{'beta':>5}{'t_1/2(dt)':>11}{'t_1/2(dt/2)':>13}"
+                 f"{'τ med(dt)':>11}{'τ med(dt/2)':>13}{'|diff τ|':>10}{'half-width':>12}  verdict"]
+        for key in sorted(halved):
+            a, b = cells.get(key), halved[key]
+            if a is None:
+                continue
+            t1, t2 = a["t_half"].estimate, b["t_half"].estimate
+            m1, m2 = a["km_half"], b["km_half"]
+            if math.isfinite(m1.estimate) and math.isfinite(m2.estimate):
+                diff = abs(m1.estimate - m2.estimate)
+                hw = m1.halfwidth
+                ok = diff <= hw
+                ds, hs = f"{diff:.3g}", f"{hw:.3g}"
+            else:
+                ok = not math.isfinite(m1.estimate) and not math.isfinite(m2.estimate)
+                ds = hs = "-"
+            lines.append(f"{key[0]:>10}{key[1]:>6g}{key[2]:>5g}{_t(t1):>11}{_t(t2):>13}"
+                         f"{_t(m1.estimate):>11}{_t(m2.estimate):>13}{ds:>10}{hs:>12}  "
+                         f"{'pass' if ok else 'FAIL'}")
+        return lines
 
     def figures(self, data, outdir, formats):
         from wflow.figures import asymmetry as fig
 
         return fig.plot_asymmetry(self.cells(data), outdir, formats,
                                   censored=self.censored)
+
+
+def _t(v):
+    return "> T" if not math.isfinite(v) else f"{v:.3g}"
 
 
 def _fmt(iv):
