@@ -3,8 +3,6 @@ r"""Figures of the ``asymmetry`` study: clustering against the antisymmetric fra
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -106,6 +104,4 @@ def plot_asymmetry(cells, outdir, formats=("png",), censored=None):
         ax3.set_ylabel("pooled merged fraction F(t)")
         ax3.set_title(f"(c) post-LN, β = {beta:g}: F(t) ± 2 SE", fontsize=9)
         ax3.legend(fontsize=7)
-    if not math.isfinite(T):
-        T = 1.0
     return _save(fig, outdir, "asymmetry", formats)

@@ -74,12 +74,11 @@ _SCALES = {
                  betas=(1.0, 2.0, 4.0, 8.0), records=160,
                  other=("pre", "peri", "ngpt", "mix"), other_paths=24, other_T=200.0,
                  other_alphas=(0.0, 0.5, 1.0), other_betas=(1.0, 8.0),
-                 probe=(10.0, 100.0, 1000.0),
                  halved=(("post", 0.5, 8.0), ("post", 1.0, 8.0), ("pre", 1.0, 8.0),
                          ("ngpt", 0.5, 8.0))),
     "quick": dict(n=16, paths=24, T=20.0, alphas=(0.0, 0.5, 1.0), betas=(1.0, 4.0), records=40,
                   other=("pre", "ngpt"), other_paths=24, other_T=20.0,
-                  other_alphas=(0.0, 1.0), other_betas=(4.0,), probe=(2.0, 20.0),
+                  other_alphas=(0.0, 1.0), other_betas=(4.0,),
                   halved=(("post", 0.5, 4.0),)),
 }
 _NAME = re.compile(r"skew_(?P<alpha>[0-9.eE+-]+)")
