@@ -1,5 +1,5 @@
 r"""The symmetric/antisymmetric balance of D and the layer-norm placement: how they change
-clustering [model §1b "Asymmetric interactions", §1c].
+clustering [model §1b "The symmetric/antisymmetric balance", §1c].
 
 Many independent small systems, as the ``phase`` study (:data:`wflow.studies.phase.PHASE_BASE`):
 n = 32 tokens i.i.d. uniform on :math:`S^1` (d = 2), one head, identity values, head
