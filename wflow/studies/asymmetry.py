@@ -242,6 +242,8 @@ class Asymmetry(Study):
                 "change the time to merge, the cluster counts and the (α, β) phase diagram?")
     quick = ("n = 16, 24 systems, T = 20, post α ∈ {0, .5, 1} × β ∈ {1, 4}, pre and ngpt at "
              "α ∈ {0, 1}, β = 4: the tables, intervals and figure are written")
+    #: D(α) is not symmetric for α > 0: no energy ledger [model §1b]
+    ledger = False
 
     def base(self, scale):
         s = _SCALES[scale]
