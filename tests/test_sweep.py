@@ -117,9 +117,13 @@ def test_quick_study_pipeline(tmp_path):
 def test_every_study_honours_the_options(caplog):
     """--ledger sets diagnostics.ledger in every run of every study; --set reaches every base;
     a --set on a key the study sweeps (regimes sweeps β) is overridden by its grid, with a
-    warning naming the key."""
+    warning naming the key; a study whose D_h are not symmetric refuses --ledger in one line."""
     opts = StudyOptions(scale="quick", ledger=True, overrides=("init.seed=11",))
     for name, study in STUDIES.items():
+        if not study.ledger:
+            with pytest.raises(ConfigError, match=rf"^--ledger .* with study {name}: [^\n]*$"):
+                study.tasks(opts)
+            continue
         tasks = study.tasks(opts)
         assert tasks, name
         for _, cfg in tasks:

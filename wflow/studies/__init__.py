@@ -54,6 +54,7 @@ from wflow.studies._base import (  # noqa: F401
 
 # The built-in studies, one line each: importing a module registers its study.
 # isort: off
+from wflow.studies import asymmetry  # noqa: E402,F401
 from wflow.studies import energy  # noqa: E402,F401
 from wflow.studies import heads  # noqa: E402,F401
 from wflow.studies import jko_study  # noqa: E402,F401

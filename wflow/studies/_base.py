@@ -155,6 +155,9 @@ class Study:
     #: ``"late"``, ``"final"`` or a function ``(t, a, T) -> (P,)`` (see
     #: :data:`wflow.sweeps.summary.SUMMARY_COLUMNS`)
     summary_columns: tuple = ()
+    #: False when the study's runs cannot record the energy ledger (non-symmetric D_h,
+    #: [model §1b]): ``--ledger`` is then a configuration error
+    ledger: bool = True
 
     def base(self, scale: str) -> dict:
         """The base configuration at ``scale`` ("quick" or "full"), before the options."""
@@ -167,6 +170,10 @@ class Study:
     def tasks(self, options: StudyOptions | None = None) -> list:
         """``variants(options.configure(base(scale)), scale)``: the list of (name, config)."""
         options = options or StudyOptions()
+        if options.ledger and not self.ledger:
+            raise ConfigError(f"--ledger (diagnostics.ledger = true) with study {self.name}: its "
+                              "D_h are not symmetric, so no energy ledger exists (docs/model.md "
+                              "§1b)")
         tasks = self.variants(options.configure(self.base(options.scale)), options.scale)
         for text in options.overrides:  # a key the study sweeps: its grid wins, say so
             keys, value = _config.parse_override(text)
