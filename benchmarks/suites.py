@@ -625,7 +625,7 @@ def general_suite(quick=False, seed=0, cases=None, torch=True, repeats=None):
     -------
     list of dict
         Per case ``time: numpy ÷ wflow`` and, with PyTorch, ``time: torch ÷ wflow`` (goal
-        ≥ 2 for a dense D, ≥ 1 for the factored block: issue 36); ``data`` holds the relative
+        ≥ 2 for a dense D, ≥ 1 for the factored block); ``data`` holds the relative
         difference of the projected outputs.
     """
     from wflow.model.attention import AttentionModel

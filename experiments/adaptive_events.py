@@ -1,5 +1,5 @@
 """Half-merge event times at matched accuracy: adaptive pairs against fixed-step Euler on the
-metastable case of issue 38 (a quick version) [model §6d].
+metastable case of the metastability page's speed section (a quick version) [model §6d].
 
     python experiments/adaptive_events.py [--paths 8] [--T 300] [--record-every 10]
 

@@ -157,7 +157,7 @@ def test_numerical_error_exit_1_and_failed_status(tmp_path, cfg_file, capsys, mo
 
 
 def test_run_beta_500_fails_for_good(tmp_path, capsys):
-    """The issue's example: beta = 500 overflows the energy at step 0."""
+    """beta = 500 overflows the energy at step 0."""
     out = tmp_path / "b.h5"
     rc, _, err = run_cli(capsys, "run", "--set", "model.beta=500", "--set", "solver.T=0.05",
                          "--set", "solver.backend=numpy", "-o", out, "-q")
@@ -524,7 +524,7 @@ def test_tokens_file_rows_must_be_unit_vectors(tmp_path, cfg_file, capsys):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((12, 3))
     unit = X / np.linalg.norm(X, axis=1, keepdims=True)
-    scaled = unit * np.linspace(0.65, 1.76, 12)[:, None]  # the issue's norms
+    scaled = unit * np.linspace(0.65, 1.76, 12)[:, None]  # norms from 0.65 to 1.76
     sets = ["--set", "init.tokens=\"file\"", "-q", "--set", "solver.T=0.05"]
     good = _tokens_file(tmp_path, unit, "unit.npz")
     rc, _, err = run_cli(capsys, "run", cfg_file, "-o", tmp_path / "u.h5", *sets,
@@ -642,7 +642,7 @@ def test_plot_help_lists_the_kinds(capsys):
         assert f"  {k:<14}{doc}" in out
 
 
-# ------------------------------------------------------------------ issue #12: sizes
+# ------------------------------------------------------------------ sizes
 @pytest.mark.parametrize("setting,needs", [
     ("model.n=1000000000", "TB"),          # died after 65 s with MemoryError at 7.9 GB
     ("solver.paths=100000000", "TB"),      # MemoryError with an empty message

@@ -1,5 +1,5 @@
 r"""Head-count scaling with confidence intervals: :math:`\langle G^2\rangle \approx aH^b`
-(issue #13, item 3; issue #34; [model §8, §9]).
+([model §8, §9]).
 
 Quantities, per Monte Carlo path: the late-window (:math:`t \ge T/2`) means of :math:`G^2`,
 :math:`G^2_{hm}` and :math:`\mathcal D` (the sweep summary's ``G2``, ``G2_hm``,

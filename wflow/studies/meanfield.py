@@ -1,4 +1,4 @@
-r"""Particles against the mean-field PDE on :math:`S^1` (issue #15, item 4).
+r"""Particles against the mean-field PDE on :math:`S^1`.
 
 The same initial law, the von Mises density
 :math:`\rho_0(\theta) = e^{\kappa\cos(\theta - \pi/2)}/(2\pi I_0(\kappa))` about :math:`e_2`

@@ -1,4 +1,4 @@
-r"""Particles against a large-n particle reference on :math:`S^2` (issue #15, item 4, the S² part).
+r"""Particles against a large-n particle reference on :math:`S^2`.
 
 The same initial law as the S¹ study, the von Mises–Fisher density
 :math:`\rho_0(x) = \kappa e^{\kappa x_3}/(4\pi\sinh\kappa)` about :math:`e_3`

@@ -1,4 +1,4 @@
-r"""Clustering regimes on S²: a map over β × weight process × sign (issue #13, item 1).
+r"""Clustering regimes on S²: a map over β × weight process × sign.
 
 Every cell is one configuration (n tokens on S², H heads, per-path uniform tokens and per-path
 initial weights), run for P Monte Carlo paths to time T. Per path the sweep summary holds
