@@ -8,7 +8,7 @@ oscillating b ≈ 0), and clustering at T (clustering vs non-clustering on S²).
 Each OU path draws its own X₀ (the octahedral tokens plus their noise) and D(0)
 (``init.per_path_tokens``, ``init.per_path_weights``): the question is how G² scales with H
 in law, and what differs between seeds is exactly X₀ and D(0). With one draw shared by all
-paths (`init.per_path_tokens = false`) an interval over paths is conditional on that draw:
+paths (both `init.per_path_*` keys false) an interval over paths is conditional on that draw:
 the H = 1 interval 0.369 ± 0.069 excluded 6 of 7 other seeds (their mean 0.474). The
 oscillating family has one path per H (no weight noise): its intervals are batch means of
 the path's time average, labelled "conditional on one path".
