@@ -254,3 +254,13 @@ def test_hysteresis_none_beta4_slow(tmp_path):
     assert ms["03down"]["r"] < U.KICK / 2
     assert ms["02up"]["r"] < U.KICK / 2
     assert ms["04down"]["r"] == pytest.approx(ms["00up"]["r"], abs=1e-3)
+
+
+def test_stationary_r_s2_bifurcates_at_derived_nu_c():
+    """The derived S² stationary state (``head`` β = 2): r > 0 just below the derived ν_c,
+    r = 0 just above, and r² ∝ ν_c − ν near it (supercritical: r(0.98)²/r(0.99)² = 2 up to
+    the O(δ) correction of the Landau expansion, 2% here)."""
+    nuc = U.critical_nu(2.0, "head", d=3)
+    a, b = (U.stationary_r_s2(2.0, "head", f * nuc) for f in (0.99, 0.98))
+    assert U.stationary_r_s2(2.0, "head", 1.01 * nuc) == 0.0
+    assert a > 0.05 and (b / a) ** 2 == pytest.approx(2.0, rel=0.03)

@@ -120,6 +120,7 @@ def _plot_sweeps(ax4, ax5, hyst, branches, drift_tol):
         chains.setdefault(r["chain"], []).append(r)
     i4 = i5 = 0
     lo, hi = {}, {}
+    curves = []
     for rs in chains.values():
         key = (rs[0]["norm"], rs[0]["beta"])
         sub = key[0] == "none" and key[1] > 2.4469  # subcritical: the hysteresis panel
@@ -129,13 +130,9 @@ def _plot_sweeps(ax4, ax5, hyst, branches, drift_tol):
         if key not in branches:  # (S¹ chains only: the derived branch gives ν_c)
             continue
         rv, nub, nuc = branches[key]
-        if i == 0 or not sub:  # the derived branch once per (norm, β)
+        if i == 0 or not sub:  # the derived branch once per (norm, β), drawn below
             ok = np.isfinite(nub)
-            x, rb = nub[ok] / nuc, rv[ok]
-            top = int(np.argmax(x))
-            ax.plot(x[top:], rb[top:], "-", color="0.4", lw=0.8)
-            if top > 0:
-                ax.plot(x[: top + 1], rb[: top + 1], ":", color="0.4", lw=0.8)
+            curves.append((ax, nub[ok] / nuc, rv[ok]))
         for way, mk, ls in (("up", "o", "-"), ("down", "s", "--")):
             pts = sorted((r["step"], r["nu"], r["r"], abs(r["drift"]) < drift_tol)
                          for r in rs if r["way"] == way)
@@ -155,6 +152,15 @@ def _plot_sweeps(ax4, ax5, hyst, branches, drift_tol):
             i5 += 1
         else:
             i4 += 1
+    for ax, x, rb in curves:  # within the swept range (the branch continues to ν → 0)
+        a, b = lo.get(ax, 0.0), hi.get(ax, 2.0)
+        pad = 0.03 * (b - a)
+        top = int(np.argmax(x))
+        for sl, ls in ((slice(top, None), "-"), (slice(0, top + 1), ":")):
+            xs, rs_ = x[sl], rb[sl]
+            keep = (xs >= a - pad) & (xs <= b + pad)
+            if keep.sum() > 1:
+                ax.plot(xs[keep], rs_[keep], ls, color="0.4", lw=0.8)
     for ax, title in ((ax4, "sweeps up (●, —) and down (□, --); faded: not stationary"),
                       (ax5, "hysteresis: derived branch, dotted unstable")):
         ax.axvline(1, color="0.5", lw=0.5, ls=":")

@@ -50,7 +50,8 @@ from wflow.analysis.results import load_source
 from wflow.studies._base import Study, final_state, register_study
 
 __all__ = ["Uniform", "derived_rate", "critical_nu", "mode_amplitude", "fit_rate",
-           "order_parameter", "other_amplitude", "stationary_branch", "UNIFORM_BASE"]
+           "order_parameter", "other_amplitude", "stationary_branch", "UNIFORM_BASE",
+           "plateau_T", "stable_r", "stationary_r_s2"]
 
 UNIFORM_BASE = {
     "model": {"d": 2, "n": 8, "beta": 2.0, "heads": 1, "normalization": "head",
@@ -178,6 +179,35 @@ def stationary_branch(beta, normalization, r_values, K=16, M=1024):
             out[i] = np.exp(sol[0])
             u = sol
     return out
+
+
+def stationary_r_s2(beta, normalization, nu, M=200, iters=20000, tol=1e-12):
+    r"""The order parameter :math:`r = \lvert\int x\rho\rvert` of the stable axisymmetric
+    stationary state on S² (derived; 0 where the iteration falls to the uniform state).
+
+    :math:`\rho \propto e^{Z/(\beta\nu)}` (``none``), :math:`Z^{1/(\beta\nu)}` (``head``),
+    :math:`Z(s) = \int_{-1}^{1} K(s, s')\rho(s')\,ds'`, s the cosine of the polar angle,
+    :math:`K(s, s') = 2\pi e^{\beta s s'} I_0(\beta\sqrt{1-s^2}\sqrt{1-s'^2})` (the
+    azimuth integrated); Gauss–Legendre with M nodes, the damped fixed-point iteration
+    :math:`\rho \leftarrow (\rho + \Phi(\rho))/2` from a clustered start (it converges to
+    the stable state; slowly near ν_c, where its contraction factor tends to 1)."""
+    s, w = np.polynomial.legendre.leggauss(M)
+    st = np.sqrt(1 - s**2)
+    K = (2 * np.pi * np.exp(beta * (np.outer(s, s) + np.outer(st, st)))
+         * special.i0e(beta * np.outer(st, st)))
+    rho = np.exp(10 * (s - 1))
+    rho /= 2 * np.pi * (w @ rho)
+    for _ in range(iters):
+        Z = K @ (w * rho)
+        psi = Z / (beta * nu) if normalization == "none" else np.log(Z) / (beta * nu)
+        new = np.exp(psi - psi.max())
+        new /= 2 * np.pi * (w @ new)
+        done = np.max(np.abs(new - rho)) < tol * np.max(rho)
+        rho = 0.5 * (rho + new)
+        if done:
+            break
+    r = float(2 * np.pi * (w @ (s * rho)))
+    return r if r > 1e-8 else 0.0
 
 
 def landau_beta_none():
@@ -773,8 +803,9 @@ class Uniform(Study):
                 dn = dens.get(n.replace("s2part", "s2dens", 1))
                 nuc = critical_nu(r["beta"], r["norm"], 3)
                 iv = mean_interval(r["r"], unit="paths")
+                der = stationary_r_s2(r["beta"], r["norm"], r["nu"])
                 lines.append(f"  {r['norm']} beta = {r['beta']:g} nu/nu_c = {r['nu'] / nuc:.2f} "
-                             f"T = {r['T']:g}: particles {iv.fmt('.4f')}"
+                             f"T = {r['T']:g}: derived {der:.4f}, particles {iv.fmt('.4f')}"
                              + (f", density N = 500 {dn['r']:.4f} (drift {dn['drift']:+.1e})"
                                 if dn else ""))
                 for Ns in (250, 1000):
@@ -791,7 +822,8 @@ class Uniform(Study):
             return []
         lines = ["", "continuation sweeps: nu up through nu_c and back down, each link from the "
                  f"previous final density times (1 + {KICK:g} cos theta); T = min(T_max, max("
-                 f"{T_MIN:g}, {C_RELAX:g}/|lambda_1|)); r at T ('*': |r(T) - r(0.8T)| >= "
+                 f"{T_MIN:g}, c/|lambda_1|)), c = {C_RELAX:g}, down below nu_c "
+                 f"{C_RELAX + np.log(1 / KICK):.1f}; r at T ('*': |r(T) - r(0.8T)| >= "
                  f"{DRIFT_TOL:g}); derived: the stable stationary r"]
         for chain in dict.fromkeys(r["chain"] for r in hy.values()):
             rs = [r for r in hy.values() if r["chain"] == chain]
