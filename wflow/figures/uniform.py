@@ -17,8 +17,7 @@ FIGSIZE_2 = (13.0, 7.6)
 _COL = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 
 
-def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), critical_s2=None,
-                 drift_tol=1e-3):
+def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), critical_s2=None):
     r"""``uniform.<fmt>``: three panels, six with continuation sweeps or S² ν_c.
 
     1. :math:`\lambda_k` against k at ν = 0 (markers: measured, ± SE; lines: derived), one
@@ -29,7 +28,7 @@ def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), criti
        branches (lines);
     4. the continuation sweeps (``hyst`` records) at ``none`` β = 1 and ``head`` β ≥ 8: r at
        the end of each link against ν/ν_c, up (filled, solid) and down (open, dashed), faded
-       where not stationary (|drift| ≥ ``drift_tol``), the derived stable branch (grey);
+       where not stationary (the record's ``stationary``), the derived stable branch (grey);
     5. the same for ``none`` β > β_* (every N run), with the derived branch including its
        unstable part (dotted): the hysteresis window between ν_c and the turning point;
     6. S²: measured ν_c / derived − 1 against 1/N, ± SE, the Δt/2 value (open), and the
@@ -109,12 +108,12 @@ def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), criti
     if ax3.get_legend_handles_labels()[0]:
         ax3.legend(fontsize=7)
     if second:
-        _plot_sweeps(axes[1][0], axes[1][1], hyst, branches, drift_tol)
+        _plot_sweeps(axes[1][0], axes[1][1], hyst, branches)
         _plot_s2(axes[1][2], critical_s2 or {})
     return _save(fig, outdir, "uniform", formats)
 
 
-def _plot_sweeps(ax4, ax5, hyst, branches, drift_tol):
+def _plot_sweeps(ax4, ax5, hyst, branches):
     chains = {}
     for r in hyst.values():
         chains.setdefault(r["chain"], []).append(r)
@@ -134,7 +133,7 @@ def _plot_sweeps(ax4, ax5, hyst, branches, drift_tol):
             ok = np.isfinite(nub)
             curves.append((ax, nub[ok] / nuc, rv[ok]))
         for way, mk, ls in (("up", "o", "-"), ("down", "s", "--")):
-            pts = sorted((r["step"], r["nu"], r["r"], abs(r["drift"]) < drift_tol)
+            pts = sorted((r["step"], r["nu"], r["r"], r["stationary"])
                          for r in rs if r["way"] == way)
             if not pts:
                 continue

@@ -74,8 +74,10 @@ C_RELAX = 8.0
 T_MIN = 20.0
 #: continuation sweeps: the relative mode-1 kick ε of every link's start, ρ ← ρ(1 + ε φ_1)
 KICK = 1e-3
-#: a sweep point is stationary if |r(T) − r(0.8 T)| is below this
+#: a sweep point is stationary if |r(T) − r(0.8 T)| is below this and r does not grow by
+#: more than ``GROWTH_TOL`` r(T) (a state leaving the uniform one from the kick)
 DRIFT_TOL = 1e-3
+GROWTH_TOL = 0.05
 #: ν/ν_c of the continuation sweeps (up; down is the reverse)
 HYST_F = (0.85, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.15)
 #: the same for ``none`` β = 4, denser inside the derived window (ν_c, 1.0589 ν_c)
@@ -406,7 +408,7 @@ class Uniform(Study):
                     hyst=(("none", 1.0, 2, 64, 0.2, HYST_F, 1000.0),
                           ("none", 4.0, 2, 64, 0.08, HYST_F4, 1000.0),
                           ("none", 4.0, 2, 32, 0.08, HYST_F4, 1000.0),
-                          ("head", 8.0, 2, 64, 0.2, HYST_F, 500.0)))
+                          ("head", 8.0, 2, 64, 0.2, HYST_F, 3000.0)))
 
     def base(self, scale):
         c = copy.deepcopy(UNIFORM_BASE)
@@ -660,8 +662,10 @@ class Uniform(Study):
                     mesh = meshes.setdefault(N, voronoi_mesh(N))
                 r = order_parameter(rho, mesh)
                 i8 = int(np.argmin(np.abs(t - 0.8 * t[-1])))
-                rec.update(N=rho.shape[-1], r=float(r[-1]), drift=float(r[-1] - r[i8]), t=t,
-                           rt=r)
+                drift = float(r[-1] - r[i8])
+                rec.update(N=rho.shape[-1], r=float(r[-1]), drift=drift, t=t, rt=r,
+                           stationary=bool(abs(drift) < DRIFT_TOL
+                                           and drift <= GROWTH_TOL * float(r[-1])))
                 if name.startswith("hyst"):
                     rec.update(chain=name.rsplit("-", 2)[0], way=name.rsplit("-", 2)[1][2:],
                                step=int(name.rsplit("-", 2)[1][:2]))
@@ -823,8 +827,9 @@ class Uniform(Study):
         lines = ["", "continuation sweeps: nu up through nu_c and back down, each link from the "
                  f"previous final density times (1 + {KICK:g} cos theta); T = min(T_max, max("
                  f"{T_MIN:g}, c/|lambda_1|)), c = {C_RELAX:g}, down below nu_c "
-                 f"{C_RELAX + np.log(1 / KICK):.1f}; r at T ('*': |r(T) - r(0.8T)| >= "
-                 f"{DRIFT_TOL:g}); derived: the stable stationary r"]
+                 f"{C_RELAX + np.log(1 / KICK):.1f}; r at T ('*': not stationary, "
+                 f"|r(T) - r(0.8T)| >= {DRIFT_TOL:g} or a growth above {GROWTH_TOL:g} r(T)); "
+                 "derived: the stable stationary r"]
         for chain in dict.fromkeys(r["chain"] for r in hy.values()):
             rs = [r for r in hy.values() if r["chain"] == chain]
             r0 = rs[0]
@@ -839,7 +844,7 @@ class Uniform(Study):
                     r = pair.get(w)
                     if r is None:
                         return f"{'':>8}{'':>10}"
-                    star = "*" if abs(r["drift"]) >= DRIFT_TOL else " "
+                    star = " " if r["stationary"] else "*"
                     return f"{r['T']:>8.0f}{r['r']:>9.4f}{star}"
 
                 der = (stable_r(r0["beta"], r0["norm"], f * nuc) if r0["d"] == 2
@@ -921,4 +926,4 @@ class Uniform(Study):
                 ks = np.arange(1, 13)
                 curves[(nm, b)] = (ks, derived_rate(ks, b, nm))
         return _fig.plot_uniform(ms, curves, branches, self.critical(ms), outdir, formats,
-                                 critical_s2=self.critical_s2(ms), drift_tol=DRIFT_TOL)
+                                 critical_s2=self.critical_s2(ms))
