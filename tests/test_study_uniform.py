@@ -164,7 +164,7 @@ def test_quick_sweep_on_derived_branch(quick):
 
 def test_quick_writes_summary_and_figure(quick):
     names = {p.name for p in quick.files}
-    assert {"summary.txt", "summary.csv", "uniform.png"} <= names
+    assert {"summary.txt", "summary.csv", "uniform.png", "uniform_continuation.png"} <= names
     assert "(a) growth rates without noise" in quick.text
 
 

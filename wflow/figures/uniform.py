@@ -12,13 +12,12 @@ from wflow.figures._figbase import DPI, _save
 __all__ = ["plot_uniform"]
 
 FIGSIZE = (13.0, 3.8)
-#: with the continuation sweeps and S² ν_c: two rows
-FIGSIZE_2 = (13.0, 7.6)
 _COL = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 
 
 def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), critical_s2=None):
-    r"""``uniform.<fmt>``: three panels, six with continuation sweeps or S² ν_c.
+    r"""``uniform.<fmt>``: panels 1–3; ``uniform_continuation.<fmt>`` (with continuation
+    sweeps or S² ν_c): panels 4–6.
 
     1. :math:`\lambda_k` against k at ν = 0 (markers: measured, ± SE; lines: derived), one
        colour per (normalisation, β), rates divided by :math:`\max_k\lambda_k` (derived);
@@ -43,10 +42,8 @@ def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), criti
     critical_s2 : dict (norm, β) -> :meth:`wflow.studies.uniform.Uniform.critical_s2`.
     """
     hyst = {n: r for n, r in ms.items() if n.startswith("hyst")}
-    second = bool(hyst or critical_s2)
-    fig = Figure(figsize=FIGSIZE_2 if second else FIGSIZE, dpi=DPI, layout="constrained")
-    axes = fig.subplots(2 if second else 1, 3)
-    ax1, ax2, ax3 = axes[0] if second else axes
+    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    ax1, ax2, ax3 = fig.subplots(1, 3)
     for i, (key, (ks, lam)) in enumerate(sorted(curves.items())):
         pts = [r for n, r in ms.items() if n.startswith("growth") and not n.endswith(
             ("halfN", "halfdt")) and (r["norm"], r["beta"]) == key]
@@ -107,10 +104,14 @@ def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), criti
                   fontsize=8)
     if ax3.get_legend_handles_labels()[0]:
         ax3.legend(fontsize=7)
-    if second:
-        _plot_sweeps(axes[1][0], axes[1][1], hyst, branches)
-        _plot_s2(axes[1][2], critical_s2 or {})
-    return _save(fig, outdir, "uniform", formats)
+    files = list(_save(fig, outdir, "uniform", formats) or [])
+    if hyst or critical_s2:
+        fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+        ax4, ax5, ax6 = fig.subplots(1, 3)
+        _plot_sweeps(ax4, ax5, hyst, branches)
+        _plot_s2(ax6, critical_s2 or {})
+        files += list(_save(fig, outdir, "uniform_continuation", formats) or [])
+    return files
 
 
 def _plot_sweeps(ax4, ax5, hyst, branches):
