@@ -264,3 +264,13 @@ def test_stationary_r_s2_bifurcates_at_derived_nu_c():
     a, b = (U.stationary_r_s2(2.0, "head", f * nuc) for f in (0.99, 0.98))
     assert U.stationary_r_s2(2.0, "head", 1.01 * nuc) == 0.0
     assert a > 0.05 and (b / a) ** 2 == pytest.approx(2.0, rel=0.03)
+
+
+def test_stationary_r_s2_published_threshold_d3():
+    """``none`` on S²: the published β_*^(3) (I_{5/2}/I_{3/2} = 1/3, β_* = 1.8162) separates
+    no clustered state above ν_c (β = 1.6, at 1.005 ν_c) from one (β = 2.5, at 1.02 ν_c:
+    the subcritical window)."""
+    b3 = optimize.brentq(lambda b: special.iv(2.5, b) / special.iv(1.5, b) - 1 / 3, 0.1, 20)
+    assert b3 == pytest.approx(1.8162, abs=1e-4)
+    assert U.stationary_r_s2(1.6, "none", 1.005 * U.critical_nu(1.6, "none", d=3)) == 0.0
+    assert U.stationary_r_s2(2.5, "none", 1.02 * U.critical_nu(2.5, "none", d=3)) > 0.5

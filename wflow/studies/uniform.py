@@ -31,9 +31,17 @@ Parts (one density run per task unless said):
   time against the fastest-growing mode :math:`k^* = \arg\max_k \lambda_k`.
 - ``sphere`` (full scale): S² coarse (Voronoi N = 250, 500, 1000), ``head``, β ∈ {2, 8},
   the degrees ℓ = 1, 2, 3.
+- ``s2crit`` (full scale): the S² ν_c (``head``, β ∈ {2, 8}, degree 1) on N = 250, 500,
+  1000, each run paired with its uniform start; Δt/2 on N = 500; the observed order in 1/N
+  and the extrapolation (:meth:`Uniform.critical_s2`).
+- ``s2part``, ``s2dens`` (full scale): S² particles (n = 512, 4 paths) beside the density
+  (N = 250, 500, 1000) at a few ν, against :func:`stationary_r_s2`.
+- ``hyst`` (:meth:`Uniform.chains`): continuation sweeps, ν/ν_c up through 1 and back
+  down, each link from the previous one's final density times :math:`1 + \varepsilon\cos\theta`
+  (:meth:`Uniform.continue_from`), link time :func:`plateau_T` [model §6c].
 
-Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep; the
-claims tested in ``tests/test_study_uniform.py``.
+Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep, a
+three-link continuation (N = 32); the claims tested in ``tests/test_study_uniform.py``.
 """
 
 from __future__ import annotations
@@ -382,8 +390,8 @@ class Uniform(Study):
     name = "uniform"
     question = ("is the uniform state unstable, which mode wins, where is the critical noise "
                 "nu_c and is the transition continuous (frozen D = V = I, ascent)?")
-    quick = ("S1, N = 64, head and none at beta = 2, k = 1..3, nu_c of head: measured rates "
-             "and nu_c match the derived ones")
+    quick = ("S1, N = 64, head and none at beta = 2, k = 1..3, nu_c of head, a three-link "
+             "continuation: measured rates and nu_c match the derived ones")
     summary_columns = ()
 
     def params(self, scale):
