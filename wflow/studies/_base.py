@@ -183,7 +183,9 @@ class Study:
         :func:`run_study` runs each chain in order after the tasks, every link from the final
         state of the link before it (:meth:`continued`; the first from its own
         ``[init]``), into ``<name>.h5``; the links join the tasks of :class:`StudyData`.
-        A link is reused only if it and every link before it are complete and unchanged.
+        A complete link is reused while every link before it was reused; once one runs, all
+        later ones run again. A complete link of another configuration is refused
+        (:class:`~wflow.errors.ConfigError`, as the sweep refuses a stale file).
         """
         return []
 
@@ -204,8 +206,9 @@ class Study:
             previous state (else :class:`~wflow.errors.ConfigError`). Time restarts at 0
             and the weights at the configuration's D(0), the random streams at its seed: a
             continuation of a run with frozen weights and no noise equals the longer run
-            (to the bit, :class:`~wflow.engine.run.Simulation` steps depend on the state
-            and Δt alone); with noise it equals it in law.
+            (a density to the bit, its steps depend on the cell averages and Δt alone;
+            particles to round-off, given tokens are renormalised to unit rows); with noise
+            it equals it in law.
         previous : path or :class:`~wflow.engine.run.Result`
             A result with its tokens stored (``output.store_tokens``).
         path : path-like, optional
