@@ -28,8 +28,9 @@ def plot_uniform(ms, curves, branches, critical, outdir, formats=("png",), criti
     4. the continuation sweeps (``hyst`` records) at ``none`` β = 1 and ``head`` β ≥ 8: r at
        the end of each link against ν/ν_c, up (filled, solid) and down (open, dashed), faded
        where not stationary (the record's ``stationary``), the derived stable branch (grey);
-    5. the same for ``none`` β > β_* (every N run), with the derived branch including its
-       unstable part (dotted): the hysteresis window between ν_c and the turning point;
+    5. the same for ``none`` β > β_* (every N run; S¹ and S²), with the S¹ derived branch
+       including its unstable part (dotted), the S² derived stable r (crosses): the
+       hysteresis window between ν_c and the turning point;
     6. S²: measured ν_c / derived − 1 against 1/N, ± SE, the Δt/2 value (open), and the
        extrapolation to 1/N → 0 (p = 1, dashed), plus the Δt bias (star).
 
@@ -123,16 +124,20 @@ def _plot_sweeps(ax4, ax5, hyst, branches):
     curves = []
     for rs in chains.values():
         key = (rs[0]["norm"], rs[0]["beta"])
-        sub = key[0] == "none" and key[1] > 2.4469  # subcritical: the hysteresis panel
+        d = rs[0]["d"]
+        # subcritical (none above β_*: 2.4469 on S¹, 1.8162 on S²): the hysteresis panel
+        sub = key[0] == "none" and key[1] > (2.4469 if d == 2 else 1.8162)
         ax = ax5 if sub else ax4
         i = i5 if sub else i4
         c = _COL[(i + (2 if sub else 0)) % len(_COL)]
-        if key not in branches:  # (S¹ chains only: the derived branch gives ν_c)
-            continue
-        rv, nub, nuc = branches[key]
-        if i == 0 or not sub:  # the derived branch once per (norm, β), drawn below
+        nuc = rs[0]["nu_c"]
+        if d == 2 and key in branches and (i == 0 or not sub):  # the derived branch, once
+            rv, nub, _ = branches[key]
             ok = np.isfinite(nub)
             curves.append((ax, nub[ok] / nuc, rv[ok]))
+        if d == 3:  # no branch curve on S²: the derived stable r at the swept ν
+            pts = sorted({(r["nu"] / nuc, r["derived"]) for r in rs})
+            ax.plot(*zip(*pts), "x", color=c, ms=7, label="S², derived stable r")
         for way, mk, ls in (("up", "o", "-"), ("down", "s", "--")):
             pts = sorted((r["step"], r["nu"], r["r"], r["stationary"])
                          for r in rs if r["way"] == way)
@@ -141,7 +146,8 @@ def _plot_sweeps(ax4, ax5, hyst, branches):
             _, nu, rr, ok = (np.array(v) for v in zip(*pts))
             x = nu / nuc
             ax.plot(x, rr, ls, color=c, lw=0.8,
-                    label=f"{key[0]}, β = {key[1]:g}, N = {rs[0]['N']}, {way}")
+                    label=f"{'S², ' if d == 3 else ''}{key[0]}, β = {key[1]:g}, "
+                          f"N = {rs[0]['N']}, {way}")
             ms = 5 if way == "up" else 8
             ax.plot(x[ok], rr[ok], mk, color=c, ms=ms, mfc=c if way == "up" else "none")
             ax.plot(x[~ok], rr[~ok], mk, color=c, ms=ms, alpha=0.35,

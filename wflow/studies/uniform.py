@@ -90,6 +90,8 @@ GROWTH_TOL = 0.05
 HYST_F = (0.85, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.15)
 #: the same for ``none`` β = 4, denser inside the derived window (ν_c, 1.0589 ν_c)
 HYST_F4 = (0.9, 0.95, 0.98, 1.02, 1.04, 1.07, 1.1)
+#: S² ``none`` β = 4: the derived window is (ν_c, 1.2–1.3 ν_c) (:func:`stationary_r_s2`)
+HYST_F_S2 = (0.9, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4)
 
 
 # ---------------------------------------------------------------------------- derived
@@ -416,7 +418,10 @@ class Uniform(Study):
                     hyst=(("none", 1.0, 2, 64, 0.2, HYST_F, 1000.0),
                           ("none", 4.0, 2, 64, 0.08, HYST_F4, 1000.0),
                           ("none", 4.0, 2, 32, 0.08, HYST_F4, 1000.0),
-                          ("head", 8.0, 2, 64, 0.2, HYST_F, 3000.0)))
+                          ("head", 8.0, 2, 64, 0.2, HYST_F, 3000.0),
+                          # S², subcritical for none above β_* = 1.8162 (a wide window)
+                          ("none", 4.0, 3, 250, 0.05, HYST_F_S2, 1000.0),
+                          ("none", 4.0, 3, 500, 0.05, HYST_F_S2, 1000.0)))
 
     def base(self, scale):
         c = copy.deepcopy(UNIFORM_BASE)
@@ -675,8 +680,12 @@ class Uniform(Study):
                            stationary=bool(abs(drift) < DRIFT_TOL
                                            and drift <= GROWTH_TOL * float(r[-1])))
                 if name.startswith("hyst"):
+                    nuc = critical_nu(rec["beta"], rec["norm"], rec["d"])
                     rec.update(chain=name.rsplit("-", 2)[0], way=name.rsplit("-", 2)[1][2:],
-                               step=int(name.rsplit("-", 2)[1][:2]))
+                               step=int(name.rsplit("-", 2)[1][:2]), nu_c=nuc,
+                               derived=(stable_r(rec["beta"], rec["norm"], rec["nu"])
+                                        if rec["d"] == 2 else
+                                        stationary_r_s2(rec["beta"], rec["norm"], rec["nu"])))
             else:  # particles
                 op = np.asarray(arr["order_parameter"], dtype=float)
                 nc = np.asarray(arr["n_clusters"], dtype=float)
@@ -856,7 +865,7 @@ class Uniform(Study):
                     return f"{r['T']:>8.0f}{r['r']:>9.4f}{star}"
 
                 der = (stable_r(r0["beta"], r0["norm"], f * nuc) if r0["d"] == 2
-                       else float("nan"))
+                       else stationary_r_s2(r0["beta"], r0["norm"], f * nuc))
                 lines.append(f"    {f:>8.3f}{cell('up')}{cell('down')}{der:>10.4f}")
         return lines
 
