@@ -122,6 +122,7 @@ def _plot_sweeps(ax4, ax5, hyst, branches):
     i4 = i5 = 0
     lo, hi = {}, {}
     curves = []
+    s2_drawn = set()
     for rs in chains.values():
         key = (rs[0]["norm"], rs[0]["beta"])
         d = rs[0]["d"]
@@ -135,9 +136,11 @@ def _plot_sweeps(ax4, ax5, hyst, branches):
             rv, nub, _ = branches[key]
             ok = np.isfinite(nub)
             curves.append((ax, nub[ok] / nuc, rv[ok]))
-        if d == 3:  # no branch curve on S²: the derived stable r at the swept ν
+        if d == 3 and key not in s2_drawn:  # no S² branch curve: the derived r at the swept ν
+            s2_drawn.add(key)
             pts = sorted({(r["nu"] / nuc, r["derived"]) for r in rs})
-            ax.plot(*zip(*pts), "x", color=c, ms=7, label="S², derived stable r")
+            ax.plot(*zip(*pts), "x", color="0.3", ms=7,
+                    label=f"S², {key[0]}, β = {key[1]:g}: derived stable r")
         for way, mk, ls in (("up", "o", "-"), ("down", "s", "--")):
             pts = sorted((r["step"], r["nu"], r["r"], r["stationary"])
                          for r in rs if r["way"] == way)
