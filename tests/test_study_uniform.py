@@ -7,7 +7,11 @@
 - the stationary branch: continuous for ``none`` below β_* (I_2 = I_1/2), subcritical above,
   β_* from the published threshold I_{d/2+1}/I_{d/2} = 1/d at d = 2; the clustered start's
   stationary r on the derived branch;
-- slow: S² coarse, degrees 1 and 2, against the derived rate.
+- the continuation sweep of the quick study: each link starts from the previous link's final
+  density times (1 + ε cos θ), mass 1; the link time rule of critical slowing down;
+- slow: S² coarse, degrees 1 and 2, against the derived rate; hysteresis of ``none`` at
+  β = 4 (N = 32): inside (ν_c, ν_turn) the up sweep stays clustered on the derived stable
+  branch and the down sweep uniform; below ν_c both are clustered and equal.
 """
 
 from __future__ import annotations
@@ -160,7 +164,7 @@ def test_quick_sweep_on_derived_branch(quick):
 
 def test_quick_writes_summary_and_figure(quick):
     names = {p.name for p in quick.files}
-    assert {"summary.txt", "summary.csv", "uniform.png"} <= names
+    assert {"summary.txt", "summary.csv", "uniform.png", "uniform_continuation.png"} <= names
     assert "(a) growth rates without noise" in quick.text
 
 
@@ -184,3 +188,89 @@ def test_sphere_growth_rate_slow(ell):
     lam = float(U.derived_rate(ell, 2.0, "head", d=3))
     rate, se, _ = rates[500]
     assert abs(rate - lam) <= 3 * se + abs(rate - rates[250][0]) / (np.sqrt(2) - 1)
+
+
+def test_plateau_time_rule():
+    """T = min(T_max, max(T_min, c/|λ_1|)), λ_1 = μ_1 (ν_c − ν): μ_1 = 1 on S¹, 2 on S²."""
+    nuc = U.critical_nu(1.0, "none")
+    assert U.plateau_T(0.9 * nuc, 1.0, "none") == pytest.approx(U.C_RELAX / (0.1 * nuc))
+    assert U.plateau_T(0.2 * nuc, 1.0, "none") == U.T_MIN
+    assert U.plateau_T(nuc, 1.0, "none", t_max=500.0) == 500.0
+    nuc3 = U.critical_nu(2.0, "head", d=3)
+    assert U.plateau_T(1.1 * nuc3, 2.0, "head", d=3) == pytest.approx(
+        U.C_RELAX / (2 * 0.1 * nuc3))
+
+
+def test_quick_chain_links_continue(quick):
+    """Link i + 1 starts at link i's final density times (1 + KICK cos θ), rescaled to mass 1
+    (to round-off: the start is stored as computed), and the links come back down."""
+    from wflow.analysis.results import load_source
+
+    links = [(n, p) for p, (n, _) in zip(quick.data.paths, quick.data.tasks)
+             if n.startswith("hyst")]
+    assert [n.rsplit("-", 2)[1][2:] for n, _ in links] == ["up", "up", "down"]
+    for (_, prev), (_, nxt) in zip(links, links[1:]):
+        a = np.asarray(load_source(prev)[1]["rho"])[-1, 0]
+        b = np.asarray(load_source(nxt)[1]["rho"])[0, 0]
+        N = a.size
+        th = 2 * np.pi * (np.arange(N) + 0.5) / N
+        want = a * (1 + U.KICK * np.cos(th))
+        want /= want.sum() * 2 * np.pi / N
+        assert np.max(np.abs(b - want)) <= 1e-14 * np.max(a)
+        assert b.sum() * 2 * np.pi / N == pytest.approx(1.0, abs=1e-13)
+    assert "continuation sweeps" in quick.text
+
+
+@pytest.mark.slow
+def test_hysteresis_none_beta4_slow(tmp_path):
+    """``none`` β = 4 > β_* on S¹ (N = 32): up 0.95 → 1.03 → 1.1 ν_c and back down. At
+    1.03 ν_c (inside the window ν_c < ν < 1.0589 ν_c) the up link stays clustered and
+    stationary, between the derived unstable and stable r (the scheme's numerical diffusion
+    puts the discrete branch below the derived one: −24% at N = 32), and the down link
+    stays uniform (r below the kick's ε/2); at 1.1 ν_c both uniform; at 0.95 ν_c up
+    and down end at the same r (the branch is unique there)."""
+    from wflow.studies import StudyOptions
+    from wflow.studies._base import StudyData, _run_chain
+
+    class Small(U.Uniform):
+        name = "uniform-small"
+
+        def params(self, scale):
+            p = super().params("quick")
+            p["hyst"] = (("none", 4.0, 2, 32, 0.08, (0.95, 1.03, 1.1), 1000.0),)
+            return p
+
+    st = Small()
+    (chain,) = st.chains(StudyOptions().configure(st.base("quick")), "quick")
+    _run_chain(st, chain, tmp_path, StudyOptions())
+    data = StudyData([str(tmp_path / f"{n}.h5") for n, _ in chain], chain, {})
+    ms = {n.rsplit("-", 2)[1]: r for n, r in st.measure(data).items()}
+    nuc = U.critical_nu(4.0, "none")
+    rv, nub = U._branch(4.0, "none", 0.99, 120)
+    top = int(np.argmax(nub))
+    r_unstable = np.interp(1.03 * nuc, nub[: top + 1], rv[: top + 1])
+    r_stable = U.stable_r(4.0, "none", 1.03 * nuc)
+    assert r_unstable < ms["01up"]["r"] <= r_stable and ms["01up"]["stationary"]
+    assert ms["03down"]["r"] < U.KICK / 2
+    assert ms["02up"]["r"] < U.KICK / 2
+    assert ms["04down"]["r"] == pytest.approx(ms["00up"]["r"], abs=1e-3)
+
+
+def test_stationary_r_s2_bifurcates_at_derived_nu_c():
+    """The derived S² stationary state (``head`` β = 2): r > 0 just below the derived ν_c,
+    r = 0 just above, and r² ∝ ν_c − ν near it (supercritical: r(0.98)²/r(0.99)² = 2 up to
+    the O(δ) correction of the Landau expansion, 2% here)."""
+    nuc = U.critical_nu(2.0, "head", d=3)
+    a, b = (U.stationary_r_s2(2.0, "head", f * nuc) for f in (0.99, 0.98))
+    assert U.stationary_r_s2(2.0, "head", 1.01 * nuc) == 0.0
+    assert a > 0.05 and (b / a) ** 2 == pytest.approx(2.0, rel=0.03)
+
+
+def test_stationary_r_s2_published_threshold_d3():
+    """``none`` on S²: the published β_*^(3) (I_{5/2}/I_{3/2} = 1/3, β_* = 1.8162) separates
+    no clustered state above ν_c (β = 1.6, at 1.005 ν_c) from one (β = 2.5, at 1.02 ν_c:
+    the subcritical window)."""
+    b3 = optimize.brentq(lambda b: special.iv(2.5, b) / special.iv(1.5, b) - 1 / 3, 0.1, 20)
+    assert b3 == pytest.approx(1.8162, abs=1e-4)
+    assert U.stationary_r_s2(1.6, "none", 1.005 * U.critical_nu(1.6, "none", d=3)) == 0.0
+    assert U.stationary_r_s2(2.5, "none", 1.02 * U.critical_nu(2.5, "none", d=3)) > 0.5

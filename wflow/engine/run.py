@@ -188,7 +188,7 @@ class ListRecorder:
 
 
 class Simulation:
-    """A configured run: builds the model, weight process, solver and streams.
+    r"""A configured run: builds the model, weight process, solver and streams.
 
     Parameters
     ----------
@@ -202,6 +202,12 @@ class Simulation:
         draw still happens, so every other stream is unchanged); ``init.token_perturbation``
         applies on top. Not recorded in the configuration: a file-backed run that must be
         reproducible from its file alone should use ``init.tokens = "file"``.
+        For ``solver.representation = "density"``: the initial cell averages
+        :math:`\rho_j` (N,) or (P, N) on the run's mesh (``density.cells``; the ``rho``
+        series of a result), instead of ``init.tokens``' law; finite, non-negative
+        (:data:`DENSITY_NEG_TOL`) and of mass :math:`\sum_j \rho_j\lvert K_j\rvert = 1`
+        per path (to :data:`MASS_TOL`), else a :class:`~wflow.errors.ConfigError`. A
+        continued run (:meth:`wflow.studies.Study.continued`) starts this way.
     """
 
     def __init__(self, config=None, overrides=(), process=None, explicit=None, tokens=None):
@@ -225,6 +231,9 @@ class Simulation:
         self.density = s["representation"] == "density"
         if self.density:
             self.w2 = self.clustering = False  # token diagnostics
+        given_rho = None
+        if tokens is not None and self.density:  # checked on the mesh, below
+            given_rho, tokens = tokens, None
         if tokens is not None:  # checked before anything is drawn
             tokens = _given_tokens(tokens, self.P, self.n, self.d)
         start = initial.draw(cfg, tokens)
@@ -285,8 +294,11 @@ class Simulation:
                                           diffusion_mobility=dn["diffusion_mobility"])
                 self.stepper = DensityStepper(
                     self.method, diffuse=self.model.diffuse if self.model.split else None)
-            with _config.config_errors():
-                rho0 = initial_density(ini, self.model.grid)
+            if given_rho is not None:
+                rho0 = _given_density(given_rho, self.P, self.model.grid)
+            else:
+                with _config.config_errors():
+                    rho0 = initial_density(ini, self.model.grid)
             X0 = np.broadcast_to(rho0, (self.P, self.model.grid.N)).copy()
         else:
             with _config.config_errors():
@@ -579,6 +591,34 @@ def _given_tokens(tokens, P, n, d):
         raise ConfigError(f"tokens: rows must be finite unit vectors (norms {np.nanmin(norms):.3g} "
                           f"to {np.nanmax(norms):.3g}); tokens lie on the sphere")
     return np.broadcast_to(sphere.normalize(X), (P, n, d)).copy()
+
+
+#: a given density's mass may differ from 1 by this (a run conserves it to round-off)
+MASS_TOL = 1e-9
+#: a given density's cell averages may be negative by this, relative to their maximum
+DENSITY_NEG_TOL = 1e-12
+
+
+def _given_density(rho, P, grid):
+    r"""``rho`` (N,) or (P, N) as (P, N) float64 cell averages; ConfigError unless finite,
+    non-negative and of mass :math:`\sum_j \rho_j\lvert K_j\rvert = 1` on ``grid``."""
+    r = np.asarray(rho, dtype=float)
+    N = grid.N
+    if r.shape not in ((N,), (P, N)):
+        raise ConfigError(f"tokens: a density run starts from cell averages of shape "
+                          f"(density.cells,) = ({N},) or (solver.paths, density.cells) = "
+                          f"({P}, {N}), not {r.shape}")
+    if not np.all(np.isfinite(r)):
+        raise ConfigError("tokens: the given density has non-finite cell averages")
+    if np.min(r) < -DENSITY_NEG_TOL * max(float(np.max(r)), 0.0):
+        raise ConfigError(f"tokens: the given density has a negative cell average "
+                          f"({np.min(r):.3g}); a density is non-negative")
+    mass = grid.masses(r).sum(axis=-1)
+    if np.any(np.abs(mass - 1.0) > MASS_TOL):
+        raise ConfigError(f"tokens: the given density has mass {np.min(mass):.12g} to "
+                          f"{np.max(mass):.12g}; a probability density has mass 1 (cell "
+                          "averages times cell sizes)")
+    return np.broadcast_to(r, (P, N)).copy()
 
 
 def _check_finite(a, what, k, t):

@@ -45,6 +45,7 @@ from wflow.studies._base import (  # noqa: F401
     StudyOptions,
     StudyResult,
     available_studies,
+    final_state,
     get_study,
     register_study,
     run_study,

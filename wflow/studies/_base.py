@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Study", "StudyData", "StudyOptions", "StudyResult", "STUDIES", "register_study",
            "get_study", "available_studies", "run_study", "summary_table", "write_csv", "SCALES",
-           "ENTRY_POINT_GROUP"]
+           "ENTRY_POINT_GROUP", "final_state"]
 
 #: ``quick``: a short T and few paths (a smoke test of the whole pipeline); ``full``: as published
 SCALES = ("quick", "full")
@@ -183,6 +183,68 @@ class Study:
                             "there", self.name, sec, key, text)
         return tasks
 
+    def chains(self, base: dict, scale: str) -> list:
+        """Continuation sweeps ``[(name, config), ...]`` per chain, as a list of chains
+        (default: none).
+
+        :func:`run_study` runs each chain in order after the tasks, every link from the final
+        state of the link before it (:meth:`continued`; the first from its own
+        ``[init]``), into ``<name>.h5``; the links join the tasks of :class:`StudyData`.
+        A complete link is reused while every link before it was reused; once one runs, all
+        later ones run again. A complete link of another configuration is refused
+        (:class:`~wflow.errors.ConfigError`, as the sweep refuses a stale file).
+        """
+        return []
+
+    def continue_from(self, previous, config) -> np.ndarray:
+        """The start of a link continued from ``previous`` (:meth:`continued`): its final
+        tokens or density (:func:`final_state`); a study may perturb it here."""
+        return final_state(previous)
+
+    def continued(self, config, previous, path=None):
+        r"""Run ``config`` from the final state of ``previous``: :math:`X_0` (or
+        :math:`\rho_0`) = the last record of its tokens (or density), as
+        :meth:`continue_from` gives it.
+
+        Parameters
+        ----------
+        config : dict
+            The run; its mesh, ``model.n``, ``model.d`` and ``solver.paths`` must fit the
+            previous state (else :class:`~wflow.errors.ConfigError`). Time restarts at 0
+            and the weights at the configuration's D(0), the random streams at its seed: a
+            continuation of a run with frozen weights and no noise equals the longer run
+            (a density to the bit, its steps depend on the cell averages and Δt alone;
+            particles to round-off, given tokens are renormalised to unit rows); with noise
+            it equals it in law.
+        previous : path or :class:`~wflow.engine.run.Result`
+            A result with its tokens stored (``output.store_tokens``).
+        path : path-like, optional
+            Write the run there (through ``.<file>.part``, renamed when complete), with the
+            root attribute ``continued_from`` (the previous file's name); default: in memory.
+
+        Returns
+        -------
+        The :class:`~wflow.engine.run.Result`, or ``path``.
+        """
+        from wflow.engine.run import Simulation
+
+        sim = Simulation(config, tokens=self.continue_from(previous, config))
+        if path is None:
+            return sim.run()
+        import os
+
+        from wflow.engine import driver
+        from wflow.storage import io
+
+        path = Path(path)
+        part = path.with_name(f".{path.name}.part")
+        driver.run_to_file(path=part, overwrite=True, simulation=sim)
+        with io._open_write(part) as f:
+            f.attrs["continued_from"] = (Path(previous).name if isinstance(previous, (str, Path))
+                                         else "")
+        os.replace(part, path)
+        return path
+
     def summarize(self, data: StudyData) -> tuple[str, dict]:
         """``(text, table)`` from the sweep summary (``data.summary``) or the result files
         (``data.paths``); ``table`` maps column → list (equal lengths)."""
@@ -309,6 +371,11 @@ def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
                          + "; ".join(f"{k} ({v})" for k, v in sweep.failed.items()))
     rows = sweep.rows
     paths = [str(outdir / f"{name}.h5") for name, _ in tasks]
+    tasks = list(tasks)
+    for chain in study.chains(options.configure(study.base(options.scale)), options.scale):
+        rows += _run_chain(study, chain, outdir, options)
+        tasks += [(n, c) for n, c in chain]
+        paths += [str(outdir / f"{n}.h5") for n, _ in chain]
     data = StudyData(paths, tasks, {k: np.asarray(v) for k, v in sweep.table.items()})
     text, table = study.summarize(data)
     files = [outdir / "summary.txt", outdir / "summary.csv"]
@@ -318,6 +385,50 @@ def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
     if options.figure_formats:
         files += _draw_figures(study, data, outdir / "figures", options)
     return StudyResult(study.name, outdir, rows, text, table, files, data)
+
+
+def _run_chain(study, chain, outdir, options) -> list:
+    """Run the links of one continuation chain in order (see :meth:`Study.chains`); the rows
+    of :class:`StudyResult` (name, path, action, status, error, elapsed)."""
+    import os
+    import time
+
+    from wflow.engine import driver
+    from wflow.storage import io
+
+    rows, fresh, prev = [], False, None
+    for name, cfg in chain:
+        if options.ledger:
+            cfg.setdefault("diagnostics", {})["ledger"] = True
+        path = Path(outdir) / f"{name}.h5"
+        t0 = time.perf_counter()
+        if not fresh and io.file_status(path) == "complete":
+            driver.check_reuse(path, cfg, "study chain link")
+            action = "skipped (complete)"
+        else:
+            fresh = True  # every later link starts from this one: run them all again
+            if prev is None:
+                part = path.with_name(f".{path.name}.part")
+                driver.run_to_file(cfg, part, overwrite=True)
+                os.replace(part, path)
+            else:
+                study.continued(cfg, prev, path)
+            action = "ran"
+        rows.append({"name": name, "path": str(path), "action": action, "status": "complete",
+                     "error": "", "elapsed": time.perf_counter() - t0, "worker": ""})
+        prev = path
+    return rows
+
+
+def final_state(source) -> np.ndarray:
+    """The last record of a result's tokens ``X`` (P, n, d) or density ``rho`` (P, N)
+    (a path or a :class:`~wflow.engine.run.Result`); ConfigError if it stored neither."""
+    _, arr = load_source(source)
+    for key in ("rho", "X"):
+        if key in arr:
+            return np.asarray(arr[key][-1], dtype=float)
+    raise ConfigError("continued: the previous result stored no tokens or density "
+                      "(output.store_tokens = true)")
 
 
 #: the mark on every figure of a quick study

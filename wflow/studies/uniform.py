@@ -31,14 +31,23 @@ Parts (one density run per task unless said):
   time against the fastest-growing mode :math:`k^* = \arg\max_k \lambda_k`.
 - ``sphere`` (full scale): S² coarse (Voronoi N = 250, 500, 1000), ``head``, β ∈ {2, 8},
   the degrees ℓ = 1, 2, 3.
+- ``s2crit`` (full scale): the S² ν_c (``head``, β ∈ {2, 8}, degree 1) on N = 250, 500,
+  1000, each run paired with its uniform start; Δt/2 on N = 500; the observed order in 1/N
+  and the extrapolation (:meth:`Uniform.critical_s2`).
+- ``s2part``, ``s2dens`` (full scale): S² particles (n = 512, 4 paths) beside the density
+  (N = 250, 500, 1000) at a few ν, against :func:`stationary_r_s2`.
+- ``hyst`` (:meth:`Uniform.chains`): continuation sweeps, ν/ν_c up through 1 and back
+  down, each link from the previous one's final density times :math:`1 + \varepsilon\cos\theta`
+  (:meth:`Uniform.continue_from`), link time :func:`plateau_T` [model §6c].
 
-Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep; the
-claims tested in ``tests/test_study_uniform.py``.
+Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep, a
+three-link continuation (N = 32); the claims tested in ``tests/test_study_uniform.py``.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 
 import numpy as np
 from scipy import optimize, special
@@ -46,10 +55,11 @@ from scipy import optimize, special
 from wflow import config as _config
 from wflow.analysis.intervals import mean_interval
 from wflow.analysis.results import load_source
-from wflow.studies._base import Study, register_study
+from wflow.studies._base import Study, final_state, register_study
 
 __all__ = ["Uniform", "derived_rate", "critical_nu", "mode_amplitude", "fit_rate",
-           "order_parameter", "other_amplitude", "stationary_branch", "UNIFORM_BASE"]
+           "order_parameter", "other_amplitude", "stationary_branch", "UNIFORM_BASE",
+           "plateau_T", "stable_r", "stationary_r_s2"]
 
 UNIFORM_BASE = {
     "model": {"d": 2, "n": 8, "beta": 2.0, "heads": 1, "normalization": "head",
@@ -67,6 +77,21 @@ UNIFORM_BASE = {
 A_CAP = 1e-2
 #: ν = ν_c (1 + δ) in the critical-ν runs
 DELTAS = (-0.2, -0.1, 0.1, 0.2)
+#: continuation sweeps: T per ν = min(T_max, max(T_MIN, C_RELAX/|λ_1|)), λ_1 = μ_1(ν_c − ν)
+C_RELAX = 8.0
+T_MIN = 20.0
+#: continuation sweeps: the relative mode-1 kick ε of every link's start, ρ ← ρ(1 + ε φ_1)
+KICK = 1e-3
+#: a sweep point is stationary if |r(T) − r(0.8 T)| is below this and r does not grow by
+#: more than ``GROWTH_TOL`` r(T) (a state leaving the uniform one from the kick)
+DRIFT_TOL = 1e-3
+GROWTH_TOL = 0.05
+#: ν/ν_c of the continuation sweeps (up; down is the reverse)
+HYST_F = (0.85, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.15)
+#: the same for ``none`` β = 4, denser inside the derived window (ν_c, 1.0589 ν_c)
+HYST_F4 = (0.9, 0.95, 0.98, 1.02, 1.04, 1.07, 1.1)
+#: S² ``none`` β = 4: the derived window is (ν_c, 1.2–1.3 ν_c) (:func:`stationary_r_s2`)
+HYST_F_S2 = (0.9, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4)
 
 
 # ---------------------------------------------------------------------------- derived
@@ -109,6 +134,24 @@ def winning_mode(beta, normalization="head", kmax=60, d=2):
     return int(ks[np.argmax(derived_rate(ks, beta, normalization, 0.0, d))])
 
 
+def plateau_T(nu, beta, normalization="head", d=2, c=C_RELAX, t_min=T_MIN, t_max=1000.0,
+              grow=False):
+    r"""The time a continuation link at ν runs (critical slowing down):
+
+    .. math:: T(\nu) = \min\big(T_{\max},\ \max\big(T_{\min},\ c'/\lvert\lambda_1\rvert\big)\big),
+              \qquad \lambda_1 = \mu_1(\nu_c - \nu)
+
+    (:math:`\mu_1` = 1 on S¹, 2 on S²): c' = c e-folds of the slowest linear mode, enough to
+    forget the previous ν (a relative change :math:`e^{-c}`); with ``grow`` and ν < ν_c (a
+    link of the down sweep, which may start at the uniform state plus the kick ``KICK``)
+    :math:`c' = c + \ln(1/\varepsilon)`, the e-folds to grow from ε to O(1) first."""
+    nuc = critical_nu(beta, normalization, d)
+    lam = _eig(1, d) * abs(nuc - nu)
+    if grow and nu < nuc:
+        c = c + np.log(1.0 / KICK)
+    return float(min(t_max, max(t_min, c / lam if lam > 0 else t_max)))
+
+
 def stationary_branch(beta, normalization, r_values, K=16, M=1024):
     r"""The derived non-uniform stationary states on S¹, parametrised by :math:`r = c_1`.
 
@@ -148,6 +191,35 @@ def stationary_branch(beta, normalization, r_values, K=16, M=1024):
             out[i] = np.exp(sol[0])
             u = sol
     return out
+
+
+def stationary_r_s2(beta, normalization, nu, M=200, iters=20000, tol=1e-12):
+    r"""The order parameter :math:`r = \lvert\int x\rho\rvert` of the stable axisymmetric
+    stationary state on S² (derived; 0 where the iteration falls to the uniform state).
+
+    :math:`\rho \propto e^{Z/(\beta\nu)}` (``none``), :math:`Z^{1/(\beta\nu)}` (``head``),
+    :math:`Z(s) = \int_{-1}^{1} K(s, s')\rho(s')\,ds'`, s the cosine of the polar angle,
+    :math:`K(s, s') = 2\pi e^{\beta s s'} I_0(\beta\sqrt{1-s^2}\sqrt{1-s'^2})` (the
+    azimuth integrated); Gauss–Legendre with M nodes, the damped fixed-point iteration
+    :math:`\rho \leftarrow (\rho + \Phi(\rho))/2` from a clustered start (it converges to
+    the stable state; slowly near ν_c, where its contraction factor tends to 1)."""
+    s, w = np.polynomial.legendre.leggauss(M)
+    st = np.sqrt(1 - s**2)
+    K = (2 * np.pi * np.exp(beta * (np.outer(s, s) + np.outer(st, st)))
+         * special.i0e(beta * np.outer(st, st)))
+    rho = np.exp(10 * (s - 1))
+    rho /= 2 * np.pi * (w @ rho)
+    for _ in range(iters):
+        Z = K @ (w * rho)
+        psi = Z / (beta * nu) if normalization == "none" else np.log(Z) / (beta * nu)
+        new = np.exp(psi - psi.max())
+        new /= 2 * np.pi * (w @ new)
+        done = np.max(np.abs(new - rho)) < tol * np.max(rho)
+        rho = 0.5 * (rho + new)
+        if done:
+            break
+    r = float(2 * np.pi * (w @ (s * rho)))
+    return r if r > 1e-8 else 0.0
 
 
 def landau_beta_none():
@@ -213,8 +285,13 @@ def other_amplitude(rho, k, d=2, mesh=None, ref=None):
     return np.sqrt(res**2 @ mesh.areas / (4 * np.pi))
 
 
-def order_parameter(rho):
-    r""":math:`r = \lvert\int\rho\,e^{i\theta}\rvert = A_1/2` of S¹ cell averages (..., N)."""
+def order_parameter(rho, mesh=None):
+    r""":math:`r = \lvert\int\rho\,e^{i\theta}\rvert = A_1/2` of S¹ cell averages (..., N);
+    on S² (``mesh``) :math:`r = \lvert\sum_j \rho_j\lvert K_j\rvert\,c_j\rvert` (the
+    particles' :math:`\lvert\bar x\rvert`)."""
+    if mesh is not None:
+        return np.linalg.norm((np.asarray(rho, dtype=float) * mesh.areas) @ mesh.centres,
+                              axis=-1)
     return 0.5 * mode_amplitude(rho, 1)
 
 
@@ -244,6 +321,44 @@ def fit_rate(t, A, cap=A_CAP, a_min=1e-12, other=None):
     s2 = float(res[0]) / (len(t) - 2) if len(res) else 0.0
     se = np.sqrt(max(s2, 0.0) / np.sum((t - t.mean()) ** 2))
     return float(p[0]), float(se), len(t)
+
+
+def _zero_crossing(rs):
+    r"""``{"nu_c", "se", "slope"}``: the least-squares line rate = a + b ν through the records
+    ``rs``; :math:`\nu_c = -a/b`, its SE by the delta method from the fit's covariance."""
+    nu = np.array([r["nu"] for r in rs])
+    lam = np.array([r["rate"] for r in rs])
+    X = np.stack([np.ones_like(nu), nu], axis=1)
+    coef, res, *_ = np.linalg.lstsq(X, lam, rcond=None)
+    dof = max(len(nu) - 2, 1)
+    s2 = float(res[0]) / dof if len(res) else 0.0
+    cov = s2 * np.linalg.inv(X.T @ X)
+    a, b = coef
+    g = np.array([-1 / b, a / b**2])
+    return {"nu_c": float(-a / b), "se": float(np.sqrt(max(g @ cov @ g, 0.0))),
+            "slope": float(b)}
+
+
+def stable_r(beta, normalization, nu, r_max=0.99, M=120):
+    r"""The order parameter of the stable stationary state at ν on S¹ (derived): 0 above the
+    branch's largest ν (the turning point, or ν_c if the branch is supercritical), else the
+    r > r_turn where :func:`stationary_branch` ν(r) = ν (linear interpolation on M points)."""
+    rv, nub = _branch(float(beta), normalization, float(r_max), int(M))
+    i = int(np.argmax(nub))
+    if nu >= nub[i]:
+        return 0.0
+    tail_r, tail_nu = rv[i:], nub[i:]
+    if nu < tail_nu.min():
+        return float("nan")
+    return float(np.interp(nu, tail_nu[::-1], tail_r[::-1]))
+
+
+@functools.lru_cache(maxsize=16)
+def _branch(beta, normalization, r_max, M):
+    rv = np.linspace(0.005, r_max, M)
+    nub = stationary_branch(beta, normalization, rv)
+    ok = np.isfinite(nub)
+    return rv[ok], nub[ok]
 
 
 def _T_for(rate, eps, cap, Tmax):
@@ -277,8 +392,8 @@ class Uniform(Study):
     name = "uniform"
     question = ("is the uniform state unstable, which mode wins, where is the critical noise "
                 "nu_c and is the transition continuous (frozen D = V = I, ascent)?")
-    quick = ("S1, N = 64, head and none at beta = 2, k = 1..3, nu_c of head: measured rates "
-             "and nu_c match the derived ones")
+    quick = ("S1, N = 64, head and none at beta = 2, k = 1..3, nu_c of head, a three-link "
+             "continuation: measured rates and nu_c match the derived ones")
     summary_columns = ()
 
     def params(self, scale):
@@ -286,13 +401,27 @@ class Uniform(Study):
             return dict(N=64, norms=("head", "none"), betas=(2.0,), ks=(1, 2, 3),
                         check=("head", 2.0), crit=(("head", 2.0),), steps=200, crit_T=20.0,
                         sweep=(("head", 2.0),), sweep_f=(0.7,), sweep_T=20.0,
-                        particles=False, sphere=False)
+                        particles=False, sphere=False, s2crit=(), s2part=(),
+                        hyst=(("none", 1.0, 2, 32, 0.2, (0.7, 1.3), 20.0),))
         return dict(N=128, norms=("head", "none"), betas=(1.0, 2.0, 4.0, 8.0), ks=tuple(range(1, 9)),
                     check=("head", 4.0), crit=tuple((nm, b) for nm in ("head", "none")
                                                     for b in (1.0, 4.0)),
                     steps=400, crit_T=60.0, sweep=(("head", 1.0), ("none", 1.0), ("none", 4.0)),
                     sweep_f=(0.5, 0.7, 0.85, 0.95, 1.02, 1.05, 1.1, 1.2), sweep_T=100.0,
-                    particles=True, sphere=True)
+                    particles=True, sphere=True,
+                    # S² ν_c: (norm, β) at N cells, Δt/2 at the middle N
+                    s2crit=(("head", 2.0), ("head", 8.0)), s2crit_N=(250, 500, 1000),
+                    s2crit_T=60.0,
+                    # S² particles beside the density: (norm, β, ν/ν_c)
+                    s2part=tuple(("head", 2.0, f) for f in (0.8, 0.9, 1.1)),
+                    # continuation sweeps: (norm, β, d, N, Δt, ν/ν_c up, T_max)
+                    hyst=(("none", 1.0, 2, 64, 0.2, HYST_F, 1000.0),
+                          ("none", 4.0, 2, 64, 0.08, HYST_F4, 1000.0),
+                          ("none", 4.0, 2, 32, 0.08, HYST_F4, 1000.0),
+                          ("head", 8.0, 2, 64, 0.2, HYST_F, 3000.0),
+                          # S², subcritical for none above β_* = 1.8162 (a wide window)
+                          ("none", 4.0, 3, 250, 0.05, HYST_F_S2, 1000.0),
+                          ("none", 4.0, 3, 500, 0.05, HYST_F_S2, 1000.0)))
 
     def base(self, scale):
         c = copy.deepcopy(UNIFORM_BASE)
@@ -399,7 +528,102 @@ class Uniform(Study):
                             _steps(c, T, 200)
                             add(f"sphere{'ref' if start == 'ref' else ''}-head-b{b:g}-l{ell}{tag}",
                                 c)
+        # S² nu_c: degree 1 around the derived nu_c, each run paired with its uniform start
+        for nm, b in p["s2crit"]:
+            nuc = critical_nu(b, nm, d=3)
+            for Ns in p["s2crit_N"]:
+                mults = ((1, ""), (2, "-halfdt")) if Ns == p["s2crit_N"][1] else ((1, ""),)
+                for dl in DELTAS:
+                    T = min(p["s2crit_T"], 4.0 / abs(dl * nuc))
+                    for mult, tag in mults:
+                        for ref in (False, True):
+                            c = _cfg(base, model__d=3, model__normalization=nm, model__beta=b,
+                                     model__diffusion=nuc * (1 + dl), init__mode=1,
+                                     init__amplitude=1e-3, density__cells=Ns,
+                                     density__diffusion_scheme="split")
+                            if ref:
+                                c["init"]["tokens"] = "uniform"
+                                for key in ("mode", "amplitude"):
+                                    c["init"].pop(key, None)
+                            _steps(c, T, mult * p["steps"] // 2)
+                            add(f"s2crit{'ref' if ref else ''}-{nm}-b{b:g}-N{Ns}-d{dl:+g}{tag}",
+                                c)
+        # S² particles beside the density (clustered start, N = 500)
+        for nm, b, f in p["s2part"]:
+            nu = critical_nu(b, nm, d=3) * f
+            T = plateau_T(nu, b, nm, d=3, t_max=200.0)
+            c = _cfg(base, model__d=3, model__normalization=nm, model__beta=b,
+                     model__diffusion=nu, init__tokens="vmf", init__kappa=10.0,
+                     density__cells=500, density__diffusion_scheme="split")
+            for key in ("mode", "amplitude"):
+                c["init"].pop(key, None)
+            _steps(c, T, int(round(T / 0.2)))
+            add(f"s2dens-{nm}-b{b:g}-f{f:g}", c)
+            if f < 1:  # the mesh dependence of the clustered state (upwind diffusion)
+                for Ns in (250, 1000):
+                    c2 = copy.deepcopy(c)
+                    c2["density"]["cells"] = Ns
+                    add(f"s2dens-{nm}-b{b:g}-f{f:g}-N{Ns}", c2)
+            c = _cfg(base, model__d=3, model__normalization=nm, model__beta=b,
+                     model__diffusion=nu, model__n=512, init__tokens="uniform",
+                     init__per_path_tokens=True, solver__representation="particles",
+                     solver__method="euler", solver__paths=4, diagnostics__clustering=True)
+            for key in ("mode", "amplitude"):
+                c["init"].pop(key, None)
+            c.pop("density")
+            c["output"]["store_tokens"] = False
+            _steps(c, T, int(round(T / 0.05)))
+            add(f"s2part-{nm}-b{b:g}-f{f:g}", c)
         return tasks
+
+    def chains(self, base, scale):
+        r"""The continuation sweeps [model §6c]: per (norm, β, d, N), ν stepped up through
+        ν_c (ν/ν_c in the given list) and back down, every link started from the final
+        density of the one before, times :math:`1 + \varepsilon\varphi_1` (``KICK``, see
+        :meth:`continue_from`); link time :func:`plateau_T`; the first link starts from
+        ``uniform_mode`` 1 with ε = 0.05."""
+        out = []
+        for nm, b, d, N, dt, fs, tmax in self.params(scale)["hyst"]:
+            nuc = critical_nu(b, nm, d)
+            steps = [("up", f) for f in fs] + [("down", f) for f in fs[-2::-1]]
+            chain = []
+            for i, (way, f) in enumerate(steps):
+                c = _cfg(base, model__d=d, model__normalization=nm, model__beta=b,
+                         model__diffusion=nuc * f, density__cells=N,
+                         density__diffusion_scheme="split", init__tokens="uniform_mode",
+                         init__mode=1, init__amplitude=0.05 if i == 0 else KICK)
+                T = plateau_T(nuc * f, b, nm, d, t_max=tmax, grow=(way == "down"))
+                n = max(1, int(np.ceil(T / dt)))
+                c["solver"].update(T=float(n * dt), dt=dt, record_every=max(1, n // 100))
+                chain.append((f"hyst-{nm}-b{b:g}-d{d}-N{N}-{i:02d}{way}-f{f:g}",
+                              _config.validate(c)))
+            out.append(chain)
+        return out
+
+    def continue_from(self, previous, config):
+        r"""The previous link's final density times :math:`1 + \xi`, ξ the ``uniform_mode``
+        perturbation of the link's ``[init]`` (mode 1, ε = ``KICK``) at the cell centres,
+        rescaled to mass 1: a fixed seed for a linearly unstable uniform state (a
+        deterministic solver would otherwise leave it only from round-off, after a delay
+        that grows as the sweep decays the mode further: dynamic, not stationary,
+        hysteresis); a stable state forgets it at rate :math:`\lvert\lambda_1\rvert`."""
+        from wflow.geometry.circle_fv import CircleGrid
+        from wflow.geometry.sphere_mesh import voronoi_mesh
+        from wflow.model.density import perturbation
+
+        rho = final_state(previous)
+        ini = config["init"]
+        if config["solver"]["representation"] != "density" or ini["tokens"] != "uniform_mode":
+            return rho
+        d, N = int(config["model"]["d"]), int(config["density"]["cells"])
+        if d == 2:
+            grid = CircleGrid(N)
+            xi = perturbation(ini, 2)(grid.theta)
+        else:
+            grid = voronoi_mesh(N, lloyd=int(config["density"]["lloyd"]))
+            xi = perturbation(ini, 3)(grid.centres)
+        rho = rho * (1.0 + xi)
+        return rho / grid.masses(rho).sum(axis=-1, keepdims=True)
 
     # ------------------------------------------------------------------ data
     @staticmethod
@@ -408,16 +632,16 @@ class Uniform(Study):
         out = {}
         meshes = {}
         refs = {name: path for path, (name, _) in zip(data.paths, data.tasks)
-                if name.startswith("sphereref")}
+                if name.startswith(("sphereref", "s2critref"))}
         for path, (name, _) in zip(data.paths, data.tasks):
-            if name.startswith("sphereref"):
+            if name in refs:
                 continue
             cfg, arr = load_source(path)
             m, ini, s = cfg["model"], cfg["init"], cfg["solver"]
             t = np.asarray(arr["t"], dtype=float)
             rec = {"norm": m["normalization"], "beta": float(m["beta"]), "nu": float(m["diffusion"]),
                    "d": int(m["d"]), "dt": float(s["dt"]), "T": float(s["T"])}
-            if name.startswith(("growth", "critical", "sphere")):
+            if name.startswith(("growth", "critical", "sphere", "s2crit")):
                 rho = np.asarray(arr["rho"], dtype=float)[:, 0]
                 k = int(ini["mode"])
                 mesh = ref = None
@@ -426,7 +650,8 @@ class Uniform(Study):
 
                     N = rho.shape[-1]
                     mesh = meshes.setdefault(N, voronoi_mesh(N))
-                    rpath = refs.get(name.replace("sphere-", "sphereref-", 1))
+                    rpath = refs.get(name.replace("sphere-", "sphereref-", 1)
+                                     .replace("s2crit-", "s2critref-", 1))
                     if rpath is not None:
                         ref = np.asarray(load_source(rpath)[1]["rho"], dtype=float)[:, 0]
                 A = mode_amplitude(rho, k, rec["d"], mesh, ref)
@@ -440,6 +665,27 @@ class Uniform(Study):
                 i8 = int(np.argmin(np.abs(t - 0.8 * t[-1])))
                 rec.update(start=name.rsplit("-", 1)[1], r=float(r[-1]), drift=float(r[-1] - r[i8]),
                            t=t, rt=r)
+            elif name.startswith(("hyst", "s2dens")):
+                rho = np.asarray(arr["rho"], dtype=float)[:, 0]
+                mesh = None
+                if rec["d"] == 3:
+                    from wflow.geometry.sphere_mesh import voronoi_mesh
+
+                    N = rho.shape[-1]
+                    mesh = meshes.setdefault(N, voronoi_mesh(N))
+                r = order_parameter(rho, mesh)
+                i8 = int(np.argmin(np.abs(t - 0.8 * t[-1])))
+                drift = float(r[-1] - r[i8])
+                rec.update(N=rho.shape[-1], r=float(r[-1]), drift=drift, t=t, rt=r,
+                           stationary=bool(abs(drift) < DRIFT_TOL
+                                           and drift <= GROWTH_TOL * float(r[-1])))
+                if name.startswith("hyst"):
+                    nuc = critical_nu(rec["beta"], rec["norm"], rec["d"])
+                    rec.update(chain=name.rsplit("-", 2)[0], way=name.rsplit("-", 2)[1][2:],
+                               step=int(name.rsplit("-", 2)[1][:2]), nu_c=nuc,
+                               derived=(stable_r(rec["beta"], rec["norm"], rec["nu"])
+                                        if rec["d"] == 2 else
+                                        stationary_r_s2(rec["beta"], rec["norm"], rec["nu"])))
             else:  # particles
                 op = np.asarray(arr["order_parameter"], dtype=float)
                 nc = np.asarray(arr["n_clusters"], dtype=float)
@@ -542,7 +788,122 @@ class Uniform(Study):
                 lines.append(f"  beta = {r['beta']:g} l = {r['k']} N = {r['N']}: measured "
                              f"{r['rate']:.5f} ± {r['se']:.1e}, derived {r['derived']:.5f} "
                              f"(rel. diff {(r['rate'] - r['derived']) / r['derived']:+.1e})")
+        lines += self._summary_s2(ms) + self._summary_hysteresis(ms)
         return "\n".join(lines), table
+
+    @staticmethod
+    def _summary_s2(ms):
+        lines = []
+        cr = Uniform.critical_s2(ms)
+        if cr:
+            lines += ["", "S2 nu_c (head, degree 1, Voronoi N cells; rates at nu_c(1+delta), "
+                      "zero crossing ± delta-method SE; derived i_1/(beta i_0))"]
+            for (nm, b), c in cr.items():
+                for N, v in c["by_N"].items():
+                    lines.append(f"  {nm} beta = {b:g} N = {N:>4}: {v['nu_c']:.5f} ± "
+                                 f"{v['se']:.1e} (slope {v['slope']:.4f}, derived -2), "
+                                 f"rel. diff {(v['nu_c'] - c['derived']) / c['derived']:+.2e}")
+                    if "nu_c_halfdt" in v:
+                        lines.append(f"      dt/2: {v['nu_c_halfdt']:.5f} (change "
+                                     f"{v['nu_c_halfdt'] - v['nu_c']:+.1e})")
+                if "order" in c:
+                    lines.append(f"    observed order in 1/N: p = {c['order']:.2f}; "
+                                 f"extrapolated (p observed) {c['extrap']:.5f}, (p = 1) "
+                                 f"{c['extrap1']:.5f}; derived {c['derived']:.5f}")
+                if "extrap1_dt" in c:
+                    lines.append(f"    Delta t bias at N = {sorted(c['by_N'])[1]} (4/3 of the "
+                                 f"dt/2 change): {c['dt_bias']:+.1e}; p = 1 extrapolation + it: "
+                                 f"{c['extrap1_dt']:.5f} (rel. diff "
+                                 f"{(c['extrap1_dt'] - c['derived']) / c['derived']:+.1e})")
+        dens = {n: r for n, r in ms.items() if n.startswith("s2dens")}
+        part = {n: r for n, r in ms.items() if n.startswith("s2part")}
+        if part:
+            lines += ["", "S2 particles (n = 512, 4 paths, |mean x| at T, mean [95% CI]) beside "
+                      "the density (N = 500, clustered start, |sum m_j c_j| at T, drift)"]
+            for n, r in part.items():
+                dn = dens.get(n.replace("s2part", "s2dens", 1))
+                nuc = critical_nu(r["beta"], r["norm"], 3)
+                iv = mean_interval(r["r"], unit="paths")
+                der = stationary_r_s2(r["beta"], r["norm"], r["nu"])
+                lines.append(f"  {r['norm']} beta = {r['beta']:g} nu/nu_c = {r['nu'] / nuc:.2f} "
+                             f"T = {r['T']:g}: derived {der:.4f}, particles {iv.fmt('.4f')}"
+                             + (f", density N = 500 {dn['r']:.4f} (drift {dn['drift']:+.1e})"
+                                if dn else ""))
+                for Ns in (250, 1000):
+                    dN = dens.get(n.replace("s2part", "s2dens", 1) + f"-N{Ns}")
+                    if dN:
+                        lines.append(f"      density N = {Ns}: {dN['r']:.4f} "
+                                     f"(drift {dN['drift']:+.1e})")
+        return lines
+
+    @staticmethod
+    def _summary_hysteresis(ms):
+        hy = {n: r for n, r in ms.items() if n.startswith("hyst")}
+        if not hy:
+            return []
+        lines = ["", "continuation sweeps: nu up through nu_c and back down, each link from the "
+                 f"previous final density times (1 + {KICK:g} cos theta); T = min(T_max, max("
+                 f"{T_MIN:g}, c/|lambda_1|)), c = {C_RELAX:g}, down below nu_c "
+                 f"{C_RELAX + np.log(1 / KICK):.1f}; r at T ('*': not stationary, "
+                 f"|r(T) - r(0.8T)| >= {DRIFT_TOL:g} or a growth above {GROWTH_TOL:g} r(T)); "
+                 "derived: the stable stationary r"]
+        for chain in dict.fromkeys(r["chain"] for r in hy.values()):
+            rs = [r for r in hy.values() if r["chain"] == chain]
+            r0 = rs[0]
+            nuc = critical_nu(r0["beta"], r0["norm"], r0["d"])
+            lines.append(f"  {chain} (nu_c = {nuc:.5f}, dt = {r0['dt']:g})")
+            lines.append(f"    {'nu/nu_c':>8}{'T up':>8}{'r up':>10}{'T down':>8}{'r down':>10}"
+                         f"{'derived':>10}")
+            for f in sorted({round(r["nu"] / nuc, 6) for r in rs}):
+                pair = {r["way"]: r for r in rs if abs(r["nu"] / nuc - f) < 1e-6}
+
+                def cell(w, pair=pair):
+                    r = pair.get(w)
+                    if r is None:
+                        return f"{'':>8}{'':>10}"
+                    star = " " if r["stationary"] else "*"
+                    return f"{r['T']:>8.0f}{r['r']:>9.4f}{star}"
+
+                der = (stable_r(r0["beta"], r0["norm"], f * nuc) if r0["d"] == 2
+                       else stationary_r_s2(r0["beta"], r0["norm"], f * nuc))
+                lines.append(f"    {f:>8.3f}{cell('up')}{cell('down')}{der:>10.4f}")
+        return lines
+
+    @staticmethod
+    def critical_s2(ms):
+        r"""``{(norm, β): {"by_N": {N: {"nu_c", "se", "slope"[, "nu_c_halfdt"]}}, "derived",
+        "order", "extrap", "extrap1"}}`` of the S² critical runs; with three N in ratio 2,
+        the observed order :math:`p = \log_2\frac{\nu(N_1) - \nu(N_2)}{\nu(N_2) -
+        \nu(N_3)}` in 1/N and the Richardson values
+        :math:`\nu(N_3) + (\nu(N_3) - \nu(N_2))/(2^p - 1)` (p observed, and p = 1);
+        with the Δt/2 runs at :math:`N_2`, ``dt_bias`` = 4/3 (ν(Δt/2) − ν(Δt)) (order 2) and
+        ``extrap1_dt`` = the p = 1 value plus it (the Δt error taken as independent of N)."""
+        groups = {}
+        for n, r in ms.items():
+            if n.startswith("s2crit"):
+                key = (r["norm"], r["beta"], r["N"], n.endswith("halfdt"))
+                groups.setdefault(key, []).append(r)
+        out = {}
+        for (nm, b, N, half), rs in sorted(groups.items()):
+            z = _zero_crossing(rs)
+            c = out.setdefault((nm, b), {"by_N": {}, "derived": critical_nu(b, nm, 3)})
+            if half:
+                c["by_N"].setdefault(N, {})["nu_c_halfdt"] = z["nu_c"]
+            else:
+                c["by_N"].setdefault(N, {}).update(z)
+        for c in out.values():
+            Ns = sorted(c["by_N"])
+            if len(Ns) == 3 and Ns[1] == 2 * Ns[0] and Ns[2] == 2 * Ns[1]:
+                v = [c["by_N"][N]["nu_c"] for N in Ns]
+                q = (v[0] - v[1]) / (v[1] - v[2])
+                p = float(np.log2(q)) if q > 0 else float("nan")
+                c.update(order=p, extrap=v[2] + (v[2] - v[1]) / (2**p - 1),
+                         extrap1=v[2] + (v[2] - v[1]))
+                half = c["by_N"][Ns[1]].get("nu_c_halfdt")
+                if half is not None:  # the Δt bias at the middle N, order 2, taken as N-free
+                    c["dt_bias"] = 4.0 / 3.0 * (half - v[1])
+                    c["extrap1_dt"] = c["extrap1"] + c["dt_bias"]
+        return out
 
     @staticmethod
     def critical(ms):
@@ -556,17 +917,7 @@ class Uniform(Study):
                 groups.setdefault(key, []).append(r)
         out = {}
         for key, rs in groups.items():
-            nu = np.array([r["nu"] for r in rs])
-            lam = np.array([r["rate"] for r in rs])
-            X = np.stack([np.ones_like(nu), nu], axis=1)
-            coef, res, *_ = np.linalg.lstsq(X, lam, rcond=None)
-            dof = max(len(nu) - 2, 1)
-            s2 = float(res[0]) / dof if len(res) else 0.0
-            cov = s2 * np.linalg.inv(X.T @ X)
-            a, b = coef
-            g = np.array([-1 / b, a / b**2])
-            out[key] = {"nu_c": float(-a / b), "se": float(np.sqrt(max(g @ cov @ g, 0.0))),
-                        "slope": float(b), "derived": critical_nu(key[1], key[0])}
+            out[key] = {**_zero_crossing(rs), "derived": critical_nu(key[1], key[0])}
         for key in [k for k in out if len(k) == 2 and k + ("halfdt",) in out]:
             # Heun: the rate's error is O(Δt²); Richardson from Δt and Δt/2
             a, h = out[key]["nu_c"], out[key + ("halfdt",)]["nu_c"]
@@ -580,7 +931,7 @@ class Uniform(Study):
         ms = self.measure(data)
         branches = {}
         for n, r in ms.items():
-            if n.startswith("sweep"):
+            if n.startswith("sweep") or (n.startswith("hyst") and r["d"] == 2):
                 key = (r["norm"], r["beta"])
                 if key not in branches:
                     rv = np.linspace(0.01, 0.95, 60)
@@ -591,4 +942,5 @@ class Uniform(Study):
             for b in sorted({r["beta"] for r in ms.values() if r["norm"] == nm}):
                 ks = np.arange(1, 13)
                 curves[(nm, b)] = (ks, derived_rate(ks, b, nm))
-        return _fig.plot_uniform(ms, curves, branches, self.critical(ms), outdir, formats)
+        return _fig.plot_uniform(ms, curves, branches, self.critical(ms), outdir, formats,
+                                 critical_s2=self.critical_s2(ms))
