@@ -610,13 +610,14 @@ def _tile_item(t, nt, R, n):
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs,
-             R, counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+             R, counter, U, with_energy, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
     """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
     masses, or (P, 0) for uniform masses). Without ``pairs`` the pair sums S0, SX, SI, RS are
     given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
     (one compiled function for both: numba optimises the epilogue's code once, not in each
-    caller; ≈ 6 s of compilation)."""
+    caller; ≈ 6 s of compilation). ``with_energy`` False (the general pass, which reports no
+    energy): the d = 3 combine skips the terms of g, the Itô sum and ∂_D E."""
     master = _enter(role)
     Xt, D, V, X = _unowned(Xt), _unowned(D), _unowned(V), _unowned(X)
     shift, rowmax, lap, counter = _unowned(shift), _unowned(rowmax), _unowned(lap), _unowned(counter)
@@ -649,8 +650,8 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
             _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
                               buf, q, S0, SX, SI, RS)
             for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
-                _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
-                                SI, RS, part, dEp, acc, U)
+                _head_epilogue3(X, D, V, lap, norm, causal or not with_energy, p, b, h, h + 1,
+                                i0, i1, S0, SX, SI, RS, part, dEp, acc, U)
         else:
             for h in range(H if pairs else 0):
                 _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
