@@ -276,9 +276,10 @@ def _rows3_lanes(x0, x1, x2, Dh, X, beta, c, want_ito, p, h, i0, i1, ys, S0, SX,
     multiply-adds; :math:`e_{ij} = 2^{y_{ij}}` (the explicit vectors' exponential,
     :func:`~.exp._exp2_shifted`: :math:`y \in [-2c\log_2 e, 0]` up to rounding); the sums
     over j in column order, each in its lane: no reduction across lanes, no tail mask, no
-    per-row loop set-up. Every lane runs the same operations whatever the target, and the rows
-    beyond i1 (zero tokens) are discarded. The function has no fast-math flags (the explicit
-    vectors' own ``contract`` only). ``ys``: scratch of at least 5·:data:`_LANES3` floats."""
+    per-row loop set-up. The lanes are independent: the bits do not depend on how the target
+    splits the vector into registers; the rows beyond i1 (zero tokens) are discarded. The
+    function has no fast-math flags (the explicit vectors' own ``contract`` only). ``ys``:
+    scratch of at least 5·:data:`_LANES3` floats."""
     n = X.shape[1]
     m = i1 - i0
     L = _LANES3
