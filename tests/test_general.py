@@ -121,6 +121,26 @@ def test_symmetric_D_through_the_general_form(d, n):
             np.testing.assert_array_equal(getattr(gen, name), getattr(sym, name), err_msg=name)
 
 
+@pytest.mark.parametrize("n", [41, 200])
+def test_row_pass_heads_by_symmetry(n):
+    """d = 3 row pass: a symmetric head's row sums have the same bits whatever the other heads
+    (the column loop of the row pass); a non-symmetric head (rows across the vector lanes)
+    agrees with it to rounding; the partitions of every head within rounding of the twin."""
+    X, A, V = case(11, 2, n, 3, 3, scale=0.8)
+    S = A + A.swapaxes(-1, -2)
+    D = A.copy()
+    D[:, 0] = S[:, 0]  # head 0 symmetric, heads 1 and 2 not
+    lap = np.zeros(3, dtype=bool)
+    mixed = general_pass(X, D, V, 0, lap)
+    sym = general_pass(X, S, V, 0, lap, route="rows")
+    np.testing.assert_array_equal(mixed.partition[:, 0], sym.partition[:, 0])
+    for p in range(2):
+        ref = field_reference(X[p], D[p], 1.0, "head", np.flatnonzero(lap), False, V[p],
+                              interaction="general")
+        np.testing.assert_allclose(mixed.partition[p], ref["partition"], rtol=1e-13)
+        np.testing.assert_allclose(mixed.velocity[p], ref["velocity"], rtol=0, atol=1e-13)
+
+
 def test_factored_equals_dense():
     """Factored D = AᵀB/κ (rank r < d) and V = W_O W_V give the dense product's field, in the
     twin (projections), the kernels (dense product) and attention_update."""

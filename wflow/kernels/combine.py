@@ -222,11 +222,13 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
 
 
 @njit(**_OPTS)
-def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h0, h1, i0, i1, S0, SX, SI, RS, part,
+def _head_epilogue3(X, D, V, lap, norm, no_energy, p, b, h0, h1, i0, i1, S0, SX, SI, RS, part,
                     dEp, acc, U):
     """:func:`_head_epilogue` for d = 3 and the heads h0..h1−1 in order, in scalars (V_h, D_h
     and the ∂_D E partial in registers). Every sum is written in the order of the generic loops,
-    ``((0 + a) + b) + c``, and the module compiles it without fast-math flags."""
+    ``((0 + a) + b) + c``, and the module compiles it without fast-math flags. ``no_energy``:
+    without the terms of g, the Itô sum and ∂_D E (a causal mask, or a general pass, which
+    reports none of them), whose accumulators then stay 0."""
     n = X.shape[1]
     for h in range(h0, h1):
         lp = lap[h]
@@ -271,7 +273,7 @@ def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h0, h1, i0, i1, S0, SX, SI
                 acc[r, 0] += Z * (w0 - xw * x0)
                 acc[r, 1] += Z * (w1 - xw * x1)
                 acc[r, 2] += Z * (w2 - xw * x2)
-            if not causal:
+            if not no_energy:
                 acc[r, 3] += es * (((0.0 + d00 * sx0) + d01 * sx1) + d02 * sx2)
                 acc[r, 4] += es * (((0.0 + d10 * sx0) + d11 * sx1) + d12 * sx2)
                 acc[r, 5] += es * (((0.0 + d20 * sx0) + d21 * sx1) + d22 * sx2)
@@ -292,7 +294,7 @@ def _head_epilogue3(X, D, V, lap, norm, causal, p, b, h0, h1, i0, i1, S0, SX, SI
                 e21 += xa2 * sx1
                 e22 += xa2 * sx2
                 acc[r, 8] += es * SI[p, h, i]
-        if not causal:  # the tile's partial (dEp starts at 0: the same sums as in place)
+        if not no_energy:  # the tile's partial (dEp starts at 0: the same sums as in place)
             dEp[p, b, h, 0, 0] += e00
             dEp[p, b, h, 0, 1] += e01
             dEp[p, b, h, 0, 2] += e02

@@ -245,7 +245,7 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm_code, ito_p, threads, sums, outs)
     else:
         _row_pass(pl, X, D, V, beta, shift, lap, norm_code, causal, want_ito, bool(fast_exp), U,
-                  threads, sums, outs)
+                  threads, sums, outs, not general)
     if general:  # no energy for non-symmetric D [model §1b]
         for a in (outs.grad, outs.energy, outs.diss, outs.dEdD, outs.ito):
             a[...] = np.nan
@@ -361,9 +361,10 @@ def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, su
 
 
 def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, threads, sums,
-              outs):
+              outs, with_energy=True):
     """The row passes: BLAS pair tiles then the compiled or the matmul combine, or the
-    float32 or float64 row pass (:mod:`.rows`, :mod:`.blas`)."""
+    float32 or float64 row pass (:mod:`.rows`, :mod:`.blas`). ``with_energy`` False: the
+    general pass (its energy-based outputs are NaN), whose d = 3 combine skips their terms."""
     P, n, d = X.shape
     R = pl.tile_rows
     rowmax = pl.row_max
@@ -378,7 +379,8 @@ def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, th
                            _blas_limits())
         else:
             pool.run(_fused64, (_NO_XT, D, V, X, beta, shift, rowmax, lap, norm, causal,
-                                want_ito, fast, False, R, counter, Uk, *sums, *outs),
+                                want_ito, fast, False, R, counter, Uk, with_energy, *sums,
+                                *outs),
                      tile_threads)
     elif pl.route is Route.ROWS32:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
@@ -388,7 +390,8 @@ def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, th
     else:
         Xt = _columns(X, _VW)
         pool.run(_fused64, (Xt, D, V, X, beta, shift, rowmax, lap, norm, causal,
-                            want_ito, fast, True, R, counter, Uk, *sums, *outs), tile_threads)
+                            want_ito, fast, True, R, counter, Uk, with_energy, *sums, *outs),
+                 tile_threads)
 
 
 def _field_pass(want_ito, ito_all, ito_p, o):

@@ -33,7 +33,7 @@ import numpy as np
 
 from wflow.kernels.band3 import SYM_MAX_N, _sym_bands, sym_band_count
 from wflow.kernels.blas import BLAS_EPILOGUE_MIN_D, BLAS_MIN_D, BLAS_MIN_N, _blas_available, _blas_limits
-from wflow.kernels.sym3 import _SYM_BLOCK_ROWS, _sym3_norms, _sym3_precheck
+from wflow.kernels.sym3 import _SYM_BLOCK_ROWS, _gram3_norms, _sym3_norms, _sym3_precheck
 
 
 class Norm(enum.IntEnum):
@@ -222,15 +222,18 @@ SPECTRAL_LIMIT_D = 32
 
 
 def spectral_norm(D, symmetric=None):
-    """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric (closed form for d = 3), else
-    the largest singular value. ``symmetric``: :func:`_is_symmetric` (D), if known."""
+    """‖D_h‖₂ per (p, h): max |eigenvalue| when D is symmetric, else the largest singular
+    value; for d = 3 both in closed form (:func:`~.sym3._sym3_norms`, and for a general D_h
+    the square root of the largest eigenvalue of D_hᵀD_h, :func:`~.sym3._gram3_norms`: up to
+    ~√ε relative near a double singular value, which the shift tolerates), else by LAPACK.
+    ``symmetric``: :func:`_is_symmetric` (D), if known."""
     P, H, d, _ = D.shape
     if H == 0 or d == 0:
         return np.zeros((P, H))
     sym = _is_symmetric(D) if symmetric is None else symmetric
-    if sym and d == 3:
+    if d == 3:
         out = np.empty((P, H))
-        _sym3_norms(np.ascontiguousarray(D), out)
+        (_sym3_norms if sym else _gram3_norms)(np.ascontiguousarray(D), out)
         return out
     # LAPACK on one BLAS thread from d = SPECTRAL_LIMIT_D on: a threaded eigensolver leaves
     # OpenBLAS's workers spinning, taking a core from the pair pass that follows

@@ -6,7 +6,9 @@ loop over the columns j only reads the tokens, stored as structure of arrays ``(
 zero-padded to a multiple of the vector length: the loop runs over whole vectors and the
 padded (or causally masked) weights are set to 0 by a select. d = 3 has one fused loop per
 row (:func:`_row_sums3`; with uniform masses, the polynomial exponential and the fixed shift
-every head of a tile in one call, :func:`_tile_sums3_fixed`); other d use chunks of
+every head of a tile in one call, :func:`_tile_sums3_fixed`, and there without a mask the
+non-symmetric heads take the tile's rows across the lanes of one vector, :func:`_rows3_lanes`);
+other d use chunks of
 :data:`_CH` columns (logits, exponentials, then the sums). float32 tokens with d = 3 run the
 loop in float32 (:func:`_tile_sums32`: sums over chunks of :data:`_CH` columns, then
 float64); everything after the pair loop is float64.
@@ -34,12 +36,38 @@ import numpy as np
 from numba import njit
 
 from wflow.kernels.combine import _finish, _head_epilogue, _head_epilogue3, _rows_epilogue
-from wflow.kernels.exp import _F0, _exp_fast, _exp_fast32, _exp_shifted
+from wflow.kernels.exp import (
+    _E1,
+    _E2,
+    _E3,
+    _E4,
+    _E5,
+    _E6,
+    _E7,
+    _E8,
+    _E9,
+    _E10,
+    _F0,
+    _LOG2E,
+    _ROUND_MAGIC,
+    _exp_fast,
+    _exp_fast32,
+    _exp_shifted,
+)
 from wflow.kernels.pool import _enter, _fetch_add, _item_done, _leave, _wait_done
+from wflow.kernels.simd import vector_ops
 from wflow.kernels.target import _ALIGNED, _FM, _OPTS, _VQ, _VW, _VW32, _unowned
 
 #: Column chunk of the pair loop (fixed: the rounding of the row sums depends on it).
 _CH = 512
+
+#: Rows per vector of :func:`_rows3_lanes`: the tile height of d = 3 (:func:`~.routing.tile_rows`),
+#: whatever the target's registers (LLVM splits the vector where they are narrower): the same
+#: lane arithmetic on every target.
+_LANES3 = 8
+_L = vector_ops(_LANES3, _ROUND_MAGIC, (_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10))
+_lload, _lstore, _lsplat, _lbcast, _lzero = _L.load, _L.store, _L.splat, _L.bcast, _L.zero
+_ladd, _lmul, _lfma, _lexp2 = _L.add, _L.mul, _L.fma, _L.exp2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +228,8 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
                       S0, SX, SI, RS):
     r"""Rows i0..i1−1 of path p for every head, d = 3, uniform masses, polynomial exp.
 
-    Heads with the fixed shift :math:`c = c_h` (``2c_h < 700``): per row one loop over the
+    Non-symmetric heads without a mask: :func:`_rows3_lanes`. Other heads with the fixed
+    shift :math:`c = c_h` (``2c_h < 700``): per row one loop over the
     whole vectors of columns before ``jend`` without a mask, then the last partial vector
     block masked (weights beyond ``jend`` 0; columns zero-padded to _VW), with the
     unclamped :func:`_exp_shifted` and the shift folded into the logit,
@@ -222,8 +251,92 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
             _tile_sums3(Xt[p], D[p, h], X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h,
                         i0, i1, buf, q, S0, SX, SI, RS)
             continue
+        if not causal and not _symmetric3(D, p, h):
+            _rows3_lanes(x0, x1, x2, D[p, h], X, beta, shift[p, h], want_ito, p, h, i0, i1, buf,
+                         S0, SX, SI, RS)
+            continue
         _rows3_fixed(x0, x1, x2, D[p, h], X, beta, shift[p, h], causal, want_ito, p, h, i0, i1,
                      S0, SX, SI, RS)
+
+
+@njit(inline="always", **_OPTS)
+def _symmetric3(D, p, h):
+    """Whether D[p, h] (3 × 3) equals its transpose exactly."""
+    return D[p, h, 0, 1] == D[p, h, 1, 0] and D[p, h, 0, 2] == D[p, h, 2, 0] and \
+        D[p, h, 1, 2] == D[p, h, 2, 1]
+
+
+@njit(**_OPTS, **_ALIGNED)
+def _rows3_lanes(x0, x1, x2, Dh, X, beta, c, want_ito, p, h, i0, i1, ys, S0, SX, SI, RS):
+    r"""Rows i0..i1−1 (at most :data:`_LANES3`) of a non-symmetric head with the fixed shift,
+    no mask: the rows across the lanes of one vector, one loop over the columns j < n.
+
+    Per lane (row i) :math:`y_{ij} = \langle \tilde q_i, x_j\rangle - \tilde c` with
+    :math:`\tilde q_i = \beta\log_2 e\, D_h x_i`, :math:`\tilde c = c\log_2 e`, three
+    multiply-adds; :math:`e_{ij} = 2^{y_{ij}}` (the explicit vectors' exponential,
+    :func:`~.exp._exp2_shifted`: :math:`y \in [-2c\log_2 e, 0]` up to rounding); the sums
+    over j in column order, each in its lane: no reduction across lanes, no tail mask, no
+    per-row loop set-up. The lanes are independent: the bits do not depend on how the target
+    splits the vector into registers; the rows beyond i1 (zero tokens) are discarded. The
+    function has no fast-math flags (the explicit vectors' own ``contract`` only). ``ys``:
+    scratch of at least 5·:data:`_LANES3` floats."""
+    n = X.shape[1]
+    m = i1 - i0
+    L = _LANES3
+    for r in range(L):
+        for a in range(3):
+            ys[a * L + r] = X[p, i0 + r, a] if r < m else 0.0
+    y0 = _lload(ys, 0)
+    y1 = _lload(ys, L)
+    y2 = _lload(ys, 2 * L)
+    g = beta * _LOG2E
+    q0 = _lfma(_lsplat(g * Dh[0, 0]), y0, _lfma(_lsplat(g * Dh[0, 1]), y1,
+                                              _lmul(_lsplat(g * Dh[0, 2]), y2)))
+    q1 = _lfma(_lsplat(g * Dh[1, 0]), y0, _lfma(_lsplat(g * Dh[1, 1]), y1,
+                                              _lmul(_lsplat(g * Dh[1, 2]), y2)))
+    q2 = _lfma(_lsplat(g * Dh[2, 0]), y0, _lfma(_lsplat(g * Dh[2, 1]), y1,
+                                              _lmul(_lsplat(g * Dh[2, 2]), y2)))
+    mc = _lsplat(-c * _LOG2E)
+    s0 = _lzero()
+    a0 = _lzero()
+    a1 = _lzero()
+    a2 = _lzero()
+    si = _lzero()
+    if want_ito:
+        for j in range(n):
+            u0 = _lbcast(x0, j)
+            u1 = _lbcast(x1, j)
+            u2 = _lbcast(x2, j)
+            e = _lexp2(_lfma(q2, u2, _lfma(q1, u1, _lfma(q0, u0, mc))))
+            s0 = _ladd(s0, e)
+            a0 = _lfma(e, u0, a0)
+            a1 = _lfma(e, u1, a1)
+            a2 = _lfma(e, u2, a2)
+            cc = _lfma(y2, u2, _lfma(y1, u1, _lmul(y0, u0)))
+            si = _lfma(_lmul(e, cc), cc, si)
+    else:
+        for j in range(n):
+            u0 = _lbcast(x0, j)
+            u1 = _lbcast(x1, j)
+            u2 = _lbcast(x2, j)
+            e = _lexp2(_lfma(q2, u2, _lfma(q1, u1, _lfma(q0, u0, mc))))
+            s0 = _ladd(s0, e)
+            a0 = _lfma(e, u0, a0)
+            a1 = _lfma(e, u1, a1)
+            a2 = _lfma(e, u2, a2)
+    _lstore(ys, 0, s0)
+    _lstore(ys, L, a0)
+    _lstore(ys, 2 * L, a1)
+    _lstore(ys, 3 * L, a2)
+    _lstore(ys, 4 * L, si)
+    for r in range(m):
+        i = i0 + r
+        S0[p, h, i] = ys[r]
+        SI[p, h, i] = ys[4 * L + r] + ys[r]
+        RS[p, h, i] = c
+        SX[p, h, i, 0] = ys[L + r]
+        SX[p, h, i, 1] = ys[2 * L + r]
+        SX[p, h, i, 2] = ys[3 * L + r]
 
 
 @njit(fastmath=_FM, inline="always", **_OPTS)
@@ -498,13 +611,14 @@ def _tile_item(t, nt, R, n):
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
 def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs,
-             R, counter, U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
+             R, counter, U, with_energy, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
              energy, diss, G2, G2hm, ito_sum, dEdD):
     """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
     masses, or (P, 0) for uniform masses). Without ``pairs`` the pair sums S0, SX, SI, RS are
     given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
     (one compiled function for both: numba optimises the epilogue's code once, not in each
-    caller; ≈ 6 s of compilation)."""
+    caller; ≈ 6 s of compilation). ``with_energy`` False (the general pass, which reports no
+    energy): the d = 3 combine skips the terms of g, the Itô sum and ∂_D E."""
     master = _enter(role)
     Xt, D, V, X = _unowned(Xt), _unowned(D), _unowned(V), _unowned(X)
     shift, rowmax, lap, counter = _unowned(shift), _unowned(rowmax), _unowned(lap), _unowned(counter)
@@ -537,8 +651,8 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
             _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
                               buf, q, S0, SX, SI, RS)
             for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
-                _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX,
-                                SI, RS, part, dEp, acc, U)
+                _head_epilogue3(X, D, V, lap, norm, causal or not with_energy, p, b, h, h + 1,
+                                i0, i1, S0, SX, SI, RS, part, dEp, acc, U)
         else:
             for h in range(H if pairs else 0):
                 _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
