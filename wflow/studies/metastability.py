@@ -22,6 +22,9 @@ range) and a finite median and band (:func:`fit_growth`; the fit over every β i
 beside it). The d → ∞ reference is GLPR's equiangular reduction
 (:func:`equiangular_time`): orthogonal tokens stay equiangular, every pair merges at once when
 ρ reaches 0.999, so :math:`\tau_\infty(\beta) = \int_0^{0.999} d\rho/\dot\rho`.
+
+Far beyond T, the same systems' escape times come from :mod:`wflow.studies._collapse`
+(converged clusters collapsed into weighted tokens; ``experiments/metastability_collapse.py``).
 """
 
 from __future__ import annotations
