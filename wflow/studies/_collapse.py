@@ -15,9 +15,12 @@ reduced system has no contraction inside the clusters, so an adaptive step is se
 motion of the clusters and not by the stability of the in-cluster contraction.
 
 :func:`escape_time` integrates one system this way from its n unit tokens (all of mass 1, the
-full system) with scipy's DOP853 and three kinds of terminal events: two weighted tokens come
-within δ (they merge into one token at their normalised mass-weighted mean), a pair of
-weighted tokens crosses the merge cosine upwards or downwards (the merged fraction changes).
+full system) with scipy's DOP853 and terminal events: two weighted tokens come within δ (they
+merge into one token at their normalised mass-weighted mean); a pair of weighted tokens
+crosses the merge cosine upwards or downwards (the merged fraction changes). A pair that has
+just crossed is counted on its new side and left out of the crossing events until it is
+10⁻¹⁰ away from the merge cosine (one more event), so that a pair touching the cosine
+tangentially cannot make events of zero length.
 The merged fraction of the reduced state,
 
 .. math:: f = \frac{\sum_{k, l:\ \langle y_k, y_l\rangle > c} m_k m_l - n}{n(n-1)},
