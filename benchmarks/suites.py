@@ -324,17 +324,23 @@ def _step_config(n, H, d, P, backend, ledger=True):
             "output": {"store_tokens": False}}
 
 
-def _step_runner(case, backend):
-    """A function that times ``steps`` steps of a case from its initial state, warm."""
-    sim = internals.simulation(_step_config(*case, backend))
-    sim.run(stop_after=1)  # compilation
+def _runner(cfg):
+    """A function that times ``k`` steps of a configuration from its initial state, warm
+    (its first step run once: compilation), and the result of that first step."""
+    sim = internals.simulation(cfg)
+    first = sim.run(stop_after=1)
 
     def steps(k):
         st = sim.initial_state()
         t0 = time.perf_counter()
         sim.run(state=st, stop_after=k)
         return (time.perf_counter() - t0) / k
-    return steps
+    return steps, first
+
+
+def _step_runner(case, backend):
+    """A function that times ``steps`` steps of a case from its initial state, warm."""
+    return _runner(_step_config(*case, backend))[0]
 
 
 def steps_suite(quick=False, steps=5, numpy_steps=2, cases=None, repeats=3):
@@ -390,16 +396,8 @@ def _density_config(cells, nu, dt, scheme="explicit"):
 
 
 def _density_runner(cfg):
-    """A function that times ``k`` steps of a density run from its start, warm; and the CFL
-    substeps its first step takes."""
-    sim = internals.simulation(cfg)
-    first = sim.run(stop_after=1)
-
-    def steps(k):
-        st = sim.initial_state()
-        t0 = time.perf_counter()
-        sim.run(state=st, stop_after=k)
-        return (time.perf_counter() - t0) / k
+    """:func:`_runner` of a density run, and the CFL substeps its first step takes."""
+    steps, first = _runner(cfg)
     return steps, int(first["cfl_substeps"][-1, 0])
 
 
@@ -430,15 +428,7 @@ def noise_suite(quick=False, steps=5, repeats=5, cases=None, cells=None, nu=NOIS
         for diff in (nu, 0.0):
             cfg = _step_config(*case, "numba")
             cfg["model"]["diffusion"] = diff
-            sim = internals.simulation(cfg)
-            sim.run(stop_after=1)  # compilation
-
-            def timed(k, sim=sim):
-                st = sim.initial_state()
-                t0 = time.perf_counter()
-                sim.run(state=st, stop_after=k)
-                return (time.perf_counter() - t0) / k
-            runners.append(timed)
+            runners.append(_runner(cfg)[0])
         ts, _ = time_interleaved([lambda f=f: f(steps) for f in runners], repeats, [])
         rows.append(row("noise", case_label(case), f"time per step: ν = {nu:g} ÷ ν = 0",
                         ts[0] / ts[1], goal="≤ 1.05", seconds=ts[0],

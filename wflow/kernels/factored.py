@@ -33,7 +33,7 @@ import contextlib
 import numpy as np
 
 from wflow.kernels.blas import _blas_executor, _blas_limits
-from wflow.kernels.fused import FieldPass
+from wflow.kernels.fused import FieldPass, _key_bias_array, _path_mobility
 from wflow.kernels.pool import _num_threads
 
 __all__ = ["factored_pass", "ROW_BLOCK", "OUT_BLOCK"]
@@ -105,11 +105,7 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
         U = n * np.broadcast_to(np.asarray(weights, dtype=float), (P, n))
     kb = None
     if key_bias is not None:
-        kb = np.asarray(key_bias, dtype=float)
-        if kb.shape not in ((H, n), (P, H, n)):
-            raise ValueError(f"key_bias has shape {kb.shape}: expected ({H}, {n}) or "
-                             f"({P}, {H}, {n})")
-        kb = np.broadcast_to(kb, (P, H, n))
+        kb = _key_bias_array(key_bias, P, H, n)
     c = float(beta) / float(scale)
     vel = np.empty((P, n, d))
     part = np.empty((P, H, n))
@@ -173,12 +169,7 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
 
             _items(rows, -(-n // OUT_BLOCK), nt)
             if not causal:
-                Zbar = zsum / H
-                bhat[p] = 1.0 / Zbar
-                mbar = (1.0 / part[p]).mean(axis=0)
-                v2 = np.einsum("ia,ia->i", vel[p], vel[p])
                 uw = np.full(n, 1.0) if U is None else U[p]
-                G2[p] = (v2 / mbar) @ uw / n
-                G2hm[p] = (v2 / bhat[p]) @ uw / n
+                bhat[p], G2[p], G2hm[p] = _path_mobility(vel[p], part[p], zsum, uw)
     return FieldPass(vel, part, nan((P, n, d), np.nan), bhat, nan(P, np.nan), nan(P, np.nan),
                      G2, G2hm, nan((P, H, d, d), np.nan), nan(P, np.nan))

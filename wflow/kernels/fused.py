@@ -278,10 +278,7 @@ def _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp, 
     V = D if tied or V is None else _c_f64(V)
     if V.shape != D.shape:
         raise ValueError(f"V has shape {V.shape}: expected {D.shape}")
-    kb = np.asarray(key_bias, dtype=float)
-    if kb.shape not in ((H, n), (P, H, n)):
-        raise ValueError(f"key_bias has shape {kb.shape}: expected ({H}, {n}) or ({P}, {H}, {n})")
-    kb = np.broadcast_to(kb, (P, H, n))
+    kb = _key_bias_array(key_bias, P, H, n)
     if not np.all(np.isfinite(kb)):
         raise ValueError("key_bias: every term must be finite")
     w = (np.full((P, n), 1.0 / n) if weights is None
@@ -324,12 +321,28 @@ def _combine_key_bias(code, causal, wh, part, u, vel, bhat, G2, G2hm):
             zsum += Z
         vel[p] = acc / (zsum[:, None] if code == Norm.JOINT else H)
         if not causal:
-            Zbar = zsum / H
-            bhat[p] = 1.0 / Zbar
-            mbar = (1.0 / part[p]).mean(axis=0)
-            v2 = np.einsum("ia,ia->i", vel[p], vel[p])
-            G2[p] = (v2 / mbar) @ u[p] / n
-            G2hm[p] = (v2 / bhat[p]) @ u[p] / n
+            bhat[p], G2[p], G2hm[p] = _path_mobility(vel[p], part[p], zsum, u[p])
+
+
+def _key_bias_array(key_bias, P, H, n):
+    """Per-head key logit terms (H, n) or (P, H, n) as a (P, H, n) view; ValueError otherwise."""
+    kb = np.asarray(key_bias, dtype=float)
+    if kb.shape not in ((H, n), (P, H, n)):
+        raise ValueError(f"key_bias has shape {kb.shape}: expected ({H}, {n}) or ({P}, {H}, {n})")
+    return np.broadcast_to(kb, (P, H, n))
+
+
+def _path_mobility(vel, part, zsum, u):
+    r"""b̂, G² and G²_hm of one path from its combined velocity (n, d), its Z_h (H, n),
+    :math:`\sum_h Z_h` (n,) and the relative masses :math:`u_j = n w_j` (n,) [model §4]:
+    :math:`\hat b = H/\sum_h Z_h`, :math:`G^2 = \frac1n\sum_i u_i|v_i|^2/\bar m_i` with
+    :math:`\bar m = \frac1H\sum_h 1/Z_h`, :math:`G^2_{hm} = \frac1n\sum_i u_i|v_i|^2/\hat b_i`
+    (the general passes' tail: no ∂E, no ledger)."""
+    H, n = part.shape
+    bhat = 1.0 / (zsum / H)
+    mbar = (1.0 / part).mean(axis=0)
+    v2 = np.einsum("ia,ia->i", vel, vel)
+    return bhat, (v2 / mbar) @ u / n, (v2 / bhat) @ u / n
 
 
 def _sym_pass(pl, X, D, V, beta, shift, own_shift, lap, norm, ito_p, threads, sums, outs):

@@ -376,6 +376,22 @@ def _cfg(base, **keys):
     return c
 
 
+def _no_mode(c):
+    """Drop the perturbation keys of the ``uniform_mode`` start (another start is used)."""
+    for key in ("mode", "amplitude"):
+        c["init"].pop(key, None)
+    return c
+
+
+def _particles(c):
+    """A density configuration made a particle one: no perturbation keys, no mesh, no tokens
+    stored."""
+    _no_mode(c)
+    c.pop("density")
+    c["output"]["store_tokens"] = False
+    return c
+
+
 def _steps(c, T, nsteps):
     """Set T and Δt = T/nsteps (T rounded to 3 significant digits)."""
     T = float(f"{T:.3g}")
@@ -477,8 +493,7 @@ class Uniform(Study):
                     c = _cfg(base, model__normalization=nm, model__beta=b,
                              model__diffusion=nuc * f, density__diffusion_scheme="split", **ini)
                     if start == "clustered":
-                        for key in ("mode", "amplitude"):
-                            c["init"].pop(key, None)
+                        _no_mode(c)
                     T = p["sweep_T"]
                     if nm == "none" and b > 2.0:
                         # fields ~ I_0(beta): the transport's CFL substeps cost ~ e^beta;
@@ -492,10 +507,7 @@ class Uniform(Study):
                              model__n=512, init__tokens="uniform", init__per_path_tokens=True,
                              solver__representation="particles", solver__method="euler",
                              solver__paths=4, diagnostics__clustering=True)
-                    for key in ("mode", "amplitude"):
-                        c["init"].pop(key, None)
-                    c.pop("density")
-                    c["output"]["store_tokens"] = False
+                    _particles(c)
                     _steps(c, p["sweep_T"] / 2, 1200)
                     add(f"particles-{nm}-b{b:g}-f{f:g}", c)
         # (a) cluster count of particles at large beta, nu = 0
@@ -505,10 +517,7 @@ class Uniform(Study):
                 c = _cfg(base, model__beta=b, model__n=512, init__tokens="uniform",
                          init__per_path_tokens=True, solver__representation="particles",
                          solver__method="euler", solver__paths=4, diagnostics__clustering=True)
-                for key in ("mode", "amplitude"):
-                    c["init"].pop(key, None)
-                c.pop("density")
-                c["output"]["store_tokens"] = False
+                _particles(c)
                 _steps(c, 12.0 / lam, 600)
                 add(f"clusters-head-b{b:g}", c)
         # S^2 coarse: head, degrees 1..3
@@ -523,8 +532,7 @@ class Uniform(Study):
                                      density__cells=Ns)
                             if start == "ref":  # the uniform start on the same mesh and steps
                                 c["init"]["tokens"] = "uniform"
-                                for key in ("mode", "amplitude"):
-                                    c["init"].pop(key, None)
+                                _no_mode(c)
                             _steps(c, T, 200)
                             add(f"sphere{'ref' if start == 'ref' else ''}-head-b{b:g}-l{ell}{tag}",
                                 c)
@@ -543,8 +551,7 @@ class Uniform(Study):
                                      density__diffusion_scheme="split")
                             if ref:
                                 c["init"]["tokens"] = "uniform"
-                                for key in ("mode", "amplitude"):
-                                    c["init"].pop(key, None)
+                                _no_mode(c)
                             _steps(c, T, mult * p["steps"] // 2)
                             add(f"s2crit{'ref' if ref else ''}-{nm}-b{b:g}-N{Ns}-d{dl:+g}{tag}",
                                 c)
@@ -555,8 +562,7 @@ class Uniform(Study):
             c = _cfg(base, model__d=3, model__normalization=nm, model__beta=b,
                      model__diffusion=nu, init__tokens="vmf", init__kappa=10.0,
                      density__cells=500, density__diffusion_scheme="split")
-            for key in ("mode", "amplitude"):
-                c["init"].pop(key, None)
+            _no_mode(c)
             _steps(c, T, int(round(T / 0.2)))
             add(f"s2dens-{nm}-b{b:g}-f{f:g}", c)
             if f < 1:  # the mesh dependence of the clustered state (upwind diffusion)
@@ -568,10 +574,7 @@ class Uniform(Study):
                      model__diffusion=nu, model__n=512, init__tokens="uniform",
                      init__per_path_tokens=True, solver__representation="particles",
                      solver__method="euler", solver__paths=4, diagnostics__clustering=True)
-            for key in ("mode", "amplitude"):
-                c["init"].pop(key, None)
-            c.pop("density")
-            c["output"]["store_tokens"] = False
+            _particles(c)
             _steps(c, T, int(round(T / 0.05)))
             add(f"s2part-{nm}-b{b:g}-f{f:g}", c)
         return tasks

@@ -25,7 +25,7 @@ from wflow.errors import ConfigError
 from wflow.model.weights import WEIGHT_FILE_SUFFIXES
 
 __all__ = ["LAYER_VALUES", "VALUES_SPAWN_KEY", "fixed_values", "layer_values",
-           "load_values_file", "values_at", "model_at"]
+           "load_values_file", "model_at", "check_run"]
 
 #: a layer's ``values``: one of these or the path of an array file (key 'V')
 LAYER_VALUES = ("tied", "identity", "minus_identity", "gaussian", "symmetric_gaussian")
@@ -117,14 +117,6 @@ def layer_values(i, layer, H, d):
         return _finite(v, key, (3,), H, d), "array"
     raise ConfigError(f"{key} = {v!r}: allowed values are {', '.join(LAYER_VALUES)} or a "
                       ".npz/.h5/.hdf5 path")
-
-
-def values_at(process, t):
-    r""":math:`V(t)` (H, d, d) of ``process``, or None (tied, or a process without
-    time-dependent values)."""
-    if not getattr(process, "time_values", False):
-        return None
-    return process.values_at(t)
 
 
 def model_at(model, V):
