@@ -7,9 +7,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import wflow
-from wflow.engine.adaptive_run import record_times
 from wflow.engine.driver import run_to_file
 from wflow.engine.run import Simulation
+from wflow.engine.setup import record_times
 from wflow.errors import ConfigError
 from wflow.model.attention import AttentionModel
 from wflow.stepping.adaptive import Adaptive, hermite

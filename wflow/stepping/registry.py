@@ -45,6 +45,10 @@ class StepContext:
     output : callable Y (P, n, d) -> σ u(Y; D_k), the combined attention output before the
         tangent projection (:math:`P_y u = v`, [model §1c]), or None (a density); costs one
         more pass per call (steppers of the unprojected block use it).
+    t : the time :math:`t_k` of the step's start.
+    last : the series the stepper reported at its previous step (its ``series``, e.g. the
+        radii of the residual stream of a layer-norm placement, [model §1c]); a stepper whose
+        state goes beyond the tokens keeps it there, so a checkpoint holds it.
     """
 
     X: np.ndarray
@@ -57,6 +61,8 @@ class StepContext:
     max_dt: np.ndarray | None = None
     noise: np.ndarray | None = None
     output: Callable | None = None
+    t: float = 0.0
+    last: dict | None = None
 
 
 class Stepper(Protocol):
