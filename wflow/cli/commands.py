@@ -339,8 +339,10 @@ def cmd_animate(args) -> int:
 def cmd_validate(args) -> int:
     from wflow.config import resolve
     from wflow.engine import driver, memory, timing
+    from wflow.engine.run import Simulation
 
     cfg = resolve(args.config, args.set or [])
+    Simulation(cfg, explicit=())  # the run built, not run: every refusal of `wflow run`
     est = memory.check(cfg)  # refused (exit 2) when it cannot fit in memory
     need, free = _check_disk([cfg], cfg["output"]["path"])  # or on the disk
     avail, source = memory.available()

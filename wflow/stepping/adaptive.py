@@ -21,6 +21,9 @@ import numpy as np
 
 from wflow.errors import NumericalError
 from wflow.geometry import sphere
+from wflow.model.processes import get_process
+from wflow.params import Boolean, Choice, Integer, Interval, Param, When, bad, choices_text, declare
+from wflow.stepping.integrators import TABLEAUX
 from wflow.stepping.registry import register_series
 
 __all__ = ["Adaptive", "hermite", "ADAPTIVE_SERIES", "FAC_MIN", "FAC_MAX", "SAFETY",
@@ -325,3 +328,67 @@ class Adaptive:
                 stats[name][rp[j]:, j] = v
         stats["event_time"][:] = t_event
         return Xr, Dr, stats
+
+
+# ------------------------------------------------------------------ configuration keys
+
+#: solver.event: the per-path statistics an event may watch (the clustering series of §8)
+EVENT_SERIES = ("", "merged_fraction", "n_clusters", "order_parameter", "min_cosine",
+                "variance", "spectral_rank")
+
+
+def _adaptive_rule(cfg):
+    """Adaptive steps [model §6d]: an embedded pair, particles, deterministic weights, no
+    token noise."""
+    s = cfg["solver"]
+    if not s["adaptive"]:
+        return
+    where = "with solver.adaptive = true"
+    tab = TABLEAUX.get(s["method"])
+    if tab is None or not tab.embedded:
+        pairs = tuple(n for n, t in TABLEAUX.items() if t.embedded)
+        raise bad("solver.method", s["method"], f"has no error estimate: allowed values {where} "
+                                                f"are {choices_text(pairs)}")
+    if s["representation"] != "particles":
+        raise bad("solver.representation", s["representation"],
+                  f"must be 'particles' {where} (the density's SSP substeps have no error "
+                  "estimate)")
+    proc = cfg["weights"]["process"]
+    if not getattr(get_process(proc), "deterministic", False):
+        raise bad("weights.process", proc,
+                  f"must be a deterministic process (frozen, oscillating, layers, file) {where}: "
+                  "noise would need a Brownian path queried at any time (not in wflow)")
+    diffusion = cfg["model"].get("diffusion", 0)
+    if diffusion:
+        raise bad("model.diffusion", diffusion, f"must be 0 {where} (token noise, [model §6d])")
+
+
+declare(
+    Param("solver.adaptive", False, Boolean(),
+          "adaptive steps: an embedded pair (bs32, dopri5, tsit5) under a PI controller, each "
+          "path on its own, first step solver.dt [model §6d]", rule=_adaptive_rule),
+    Param("solver.rtol", 1e-6, Interval(0, 1, "neither"), "adaptive: relative tolerance",
+          applies=When("solver.adaptive", True)),
+    Param("solver.atol", 1e-8, Interval(0, 1, "neither"), "adaptive: absolute tolerance",
+          applies=When("solver.adaptive", True)),
+    Param("solver.max_steps", 10_000_000, Integer(lo=1),
+          "adaptive: attempted steps per path before the run stops",
+          applies=When("solver.adaptive", True)),
+    Param("solver.stop_at_records", False, Boolean(),
+          "adaptive: end steps exactly on the record times (else dense output, order 3)",
+          applies=When("solver.adaptive", True)),
+    Param("solver.event", "", Choice(EVENT_SERIES),
+          "adaptive: the per-path statistic whose first crossing of solver.event_threshold is "
+          "located ('' none) [model §6d]", applies=When("solver.adaptive", True)),
+    Param("solver.event_threshold", 0.5, Interval(None, None, "neither"),
+          "adaptive: the event's threshold", applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_direction", "up", Choice(("up", "down")),
+          "adaptive: up: the statistic >= threshold; down: <= threshold",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_stop", False, Boolean(),
+          "adaptive: a path stops at its event (the run ends when every path has)",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_tol", 1e-6, Interval(0, None, "neither"),
+          "adaptive: the event time's bisection tolerance",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    after="solver.record_every")
