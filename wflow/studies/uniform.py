@@ -125,6 +125,9 @@ class Uniform(Study):
         return _results.summary(self.measure(data))
 
     def figures(self, data, outdir, formats):
+        """:func:`wflow.figures.uniform.plot_uniform` of the records, with the derived curves
+        it draws: λ_k (k ≤ 12, ν = 0) per (normalisation, β) and the S¹ stationary branch
+        r ↦ ν of every sweep and S¹ continuation chain."""
         from wflow.figures import uniform as _fig
 
         ms = self.measure(data)
