@@ -2,8 +2,8 @@
 (``layernorm``), general interactions and the combination of heads (``interaction``: its keys),
 the weight processes (``weights``: the protocol, initial weights, weight files; ``processes``:
 the registry and the built-in processes, one file each), the density model (``density``),
-token noise (``noise``), clustering diagnostics and W₂ (``diagnostics``), trained checkpoints
-(``checkpoint``).
+token noise (``noise``), the uniform state's linear stability (``uniform_state``),
+clustering diagnostics and W₂ (``diagnostics``), trained checkpoints (``checkpoint``).
 May import ``wflow.geometry``, ``wflow.kernels``, ``wflow.errors``, ``wflow.params`` (features
 and processes declare their keys) and the storage layer's input readers
 (``wflow.storage.io.read_arrays``); never the stepping, configuration, engine or anything

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from wflow.errors import NumericalError
 from wflow.geometry import sphere
 from wflow.model.layernorm import PLACEMENTS
 from wflow.params import Choice, Interval, Param, When, bad, choices_text, declare, error
 from wflow.stepping.integrators import TABLEAUX, ButcherTableau, RungeKutta
 from wflow.stepping.registry import StepContext, register_stepper
 
-__all__ = ["UnprojectedEuler", "PlacedStepper", "placement_step"]
+__all__ = ["UnprojectedEuler", "PlacedStepper", "placement_step", "check_radius"]
 
 
 class UnprojectedEuler:
@@ -131,7 +132,32 @@ class PlacedStepper:
         r = None if ctx.last is None else ctx.last.get("radius")
         X1, r1 = placement_step(self.tableau, place, ctx.X, r, ctx.dt, ctx.output,
                                 self.placement.alpha)
-        return X1, ({"radius": r1} if self.placement.has_radius else {})
+        if self.placement.has_radius:
+            check_radius(place, ctx.X, X1, r, r1, ctx.t, ctx.dt)
+            return X1, {"radius": r1}
+        return X1, {}
+
+
+def check_radius(place, X0, X1, r0, r1, t, dt):
+    r"""Stop where the flow of a residual-stream placement ends [model §1c]: a
+    :class:`~wflow.errors.NumericalError` if a step halved a radius
+    (:math:`r_{k+1} < r_k/2`) or turned a token by more than a right angle
+    (:math:`\langle x_{k+1}, x_k\rangle \le 0`): the radius is then :math:`O(\Delta t)` and
+    reaches 0 within a few steps, where :math:`\dot x = \sigma v/r` has no solution."""
+    r0 = np.ones_like(r1) if r0 is None else np.asarray(r0)
+    halved = r1 < 0.5 * r0
+    turned = np.einsum("...a,...a->...", X0, X1) <= 0.0
+    bad = halved | turned
+    if not np.any(bad):
+        return
+    p, i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    k = int(round(t / dt)) + 1
+    what = "fell from" if halved[p, i] else "turned (direction) at"
+    raise NumericalError(
+        f"model.layernorm = {place!r}: the radius r_i of token {i} (path {p}) {what} "
+        f"{r0[p, i]:.3g} to {r1[p, i]:.3g} at step {k} (t = {t + dt:.6g}); the residual "
+        "stream reaches the origin, where the flow ends (docs/model.md §1c): the run stops "
+        "here", step=k)
 
 
 # ------------------------------------------------------------------ configuration keys
