@@ -304,12 +304,12 @@ def cmd_info(args) -> int:
     print()
     shown, hidden = (info["config"], []) if args.all else _applicable(info["config"])
     print("# configuration" + (" (every key)" if args.all else ""))
-    if hidden:
-        print(f"# the keys that apply to this run; {len(hidden)} that cannot apply (e.g. "
-              f"{', '.join(hidden[:2])}) are left out: `wflow info --all` shows them")
     if moved:
         print(f"# output.path: where the file is (its configuration says {stored!r})")
     print(_toml(shown))
+    if hidden:
+        print(f"# the keys that apply to this run; {len(hidden)} that cannot apply (e.g. "
+              f"{', '.join(hidden[:2])}) are left out: `wflow info --all` shows them")
     table = _file_summary(info["path"], complete=info["status"] == "complete")
     if table:
         print()

@@ -91,14 +91,14 @@ def check_folder(folder) -> None:
                 m.mkdir()
             except OSError as exc:
                 why = exc.strerror or type(exc).__name__
-                raise ConfigError(f"{folder}: cannot create the output folder "
+                raise ConfigError(f"{folder}: cannot create the output directory "
                                   f"({why if m == folder else f'{m}: {why}'})") from None
             made.append(m)
         try:
             with tempfile.TemporaryFile(dir=folder):
                 pass
         except OSError as exc:
-            raise ConfigError(f"{folder}: cannot write to the output folder "
+            raise ConfigError(f"{folder}: cannot write to the output directory "
                               f"({exc.strerror or type(exc).__name__})") from None
     finally:
         for m in reversed(made):
