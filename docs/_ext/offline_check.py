@@ -14,13 +14,14 @@ extension (``_static/mathjax/``).
 
 from __future__ import annotations
 
+import logging
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from sphinx.util import logging
-
-log = logging.getLogger(__name__)
+# a child of Sphinx's "sphinx" logger: its messages go through Sphinx's handlers (as in
+# wflow_pages; the extension imports nothing of Sphinx)
+log = logging.getLogger("sphinx.offline_check")
 
 #: tags whose src/href/data the browser fetches when the page loads
 LOADING_TAGS = {"script", "link", "img", "iframe", "source", "video", "audio", "embed", "object",
