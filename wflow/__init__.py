@@ -7,9 +7,11 @@ Public API::
     wflow.simulate(config) -> Result
     wflow.run_sweep(base, grid, outdir, executor="serial", paths_per_task=None, ...) -> xarray.Dataset
 
-This module is the public facade, above the layers (README, "Layout"): it imports the model at
-import time and the engine and the sweeps inside ``simulate`` and ``run_sweep``; no module of
-the package imports it (an import-linter contract), so these imports close no circle.
+This module is the public facade, above the layers (README, "Layout"): it imports the model on
+first use of ``energy``, ``field``, ``AttentionModel`` or ``Field`` (``import wflow``, and so the
+command line's start, loads no numba), and the engine and the sweeps inside ``simulate`` and
+``run_sweep``; no module of the package imports it (an import-linter contract), so these
+imports close no circle.
 """
 
 import logging
@@ -47,7 +49,21 @@ _threading_defaults()
 
 from wflow._version import __version__  # noqa: E402
 from wflow.errors import ConfigError, NumericalError, WflowError  # noqa: E402
-from wflow.model.attention import AttentionModel, Field, energy, field  # noqa: E402
+
+#: the names of the model that the facade imports on first use (PEP 562)
+_MODEL_NAMES = ("AttentionModel", "Field", "energy", "field")
+
+
+def __getattr__(name):
+    if name in _MODEL_NAMES:
+        from wflow.model import attention
+
+        return getattr(attention, name)
+    raise AttributeError(f"module 'wflow' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODEL_NAMES))
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

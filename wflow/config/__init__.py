@@ -145,7 +145,9 @@ def _process(key, v, cfg=None):
         raise bad(key, v, f"allowed values are {choices_text(tuple(PROCESSES))} or 'module:Class'")
     try:
         get_process(v)
-    except ValueError:
+    except ValueError as exc:
+        if ":" in v:  # a module:Class path: the registry says why (not found, not a process)
+            raise bad(key, v, str(exc).split(": ", 1)[1]) from None
         raise bad(key, v, f"allowed values are {choices_text(tuple(PROCESSES))} or "
                           "'module:Class'") from None
     return v

@@ -47,7 +47,8 @@ __all__ = ["simulate", "Simulation", "Result", "State", "ListRecorder", "perturb
 #: The line a run with a progress bar prints before its kernels compile (a cold numba cache:
 #: once per machine and CPU; the measured times are in docs/performance.md).
 COMPILING = ("wflow: compiling the numba kernels for this CPU, once per machine "
-             "(about 20-60 s on 2 cores; later runs load them from numba's cache)")
+             "(about 20 s on an idle 2-core machine, 60-90 s when other jobs share it; "
+             "later runs load them from numba's cache)")
 
 
 class Simulation:

@@ -63,6 +63,9 @@ JKO_HEAD_WARNING = (
     "gradient flow: no scalar mobility reproduces the head-normalised velocity, the steps use "
     "b_hat and are not expected to converge to the explicit flow [model §7]; "
     "model.normalization = 'joint' or 'none' is exact")
+MIX_WARNING = ("model.layernorm = 'mix' switches from post- to pre-LN at model.mix_switch = %g, "
+               "not before solver.T = %g: this run is post-LN throughout (set model.mix_switch "
+               "below T) [model §1c]")
 
 
 def record_times(cfg) -> np.ndarray:
@@ -201,6 +204,8 @@ def build(cfg: dict, memory, process=None, tokens=None) -> RunSetup:
             run.stepper = PlacedStepper(run.stepper, TABLEAUX[run.method], run.placement)
     if run.method == "jko" and m["normalization"] == "head" and run.H >= 2:
         log.warning(JKO_HEAD_WARNING, run.H)
+    if run.placement.name == "mix" and run.placement.switch >= float(s["T"]):
+        log.warning(MIX_WARNING, run.placement.switch, float(s["T"]))
     run.X0, run.D0, run.values = X0, D0, values
     run.record_steps = sorted(set(range(0, run.nsteps + 1, run.record_every)) | {run.nsteps})
     if f.geometric:  # rounded to the step grid [model §6d]

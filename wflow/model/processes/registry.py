@@ -54,11 +54,21 @@ def get_process(name: str):
     if isinstance(name, str) and ":" in name:
         module, _, attr = name.partition(":")
         try:
-            cls = getattr(import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"process = {name!r}: cannot import it ({exc})") from None
+            mod = import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and (module + ".").startswith(exc.name + "."):
+                raise ValueError(f"process = {name!r}: module {module!r} not found") from None
+            raise ValueError(f"process = {name!r}: importing module {module!r} failed "
+                             f"({exc})") from None
+        except ImportError as exc:
+            raise ValueError(f"process = {name!r}: importing module {module!r} failed "
+                             f"({exc})") from None
+        cls = getattr(mod, attr, None)
+        if cls is None:
+            raise ValueError(f"process = {name!r}: module {module!r} has no {attr!r}")
         if not (isinstance(cls, type) and issubclass(cls, WeightProcess)):
-            raise ValueError(f"process = {name!r}: not a WeightProcess subclass")
+            raise ValueError(f"process = {name!r}: {module}.{attr} is not a WeightProcess "
+                             f"subclass")
         PROCESSES.setdefault(name, cls)
         return cls
     raise ValueError(f"process = {name!r}: allowed values are {', '.join(PROCESSES)} "
