@@ -83,11 +83,17 @@ from wflow.model.attention import (
 )
 from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
 from wflow.model.layernorm import PLACEMENTS
-from wflow.model.processes import PROCESSES, get_process
+from wflow.model.processes import (
+    PROCESSES,
+    deterministic_text,
+    general_processes,
+    get_process,
+    is_deterministic,
+)
 from wflow.model.weights import GENERAL_INITIAL_WEIGHTS, INITIAL_WEIGHTS
 from wflow.stepping import density as _density
 from wflow.stepping.integrators import TABLEAUX
-from wflow.stepping.registry import SDE_ORDERS, STEPPERS
+from wflow.stepping.registry import SDE_ORDERS, STEPPERS, methods_doc
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
@@ -214,7 +220,7 @@ def _interaction_rule(cfg):
     process = cfg["weights"]["process"]
     if not getattr(get_process(process), "accepts_general", False):
         raise bad("weights.process", process, "keeps D_h symmetric: with model.interaction = "
-                                              "'general' allowed are frozen, ou, layers, file")
+                                              f"'general' allowed are {general_processes()}")
 
 
 def _ledger_default(cfg):
@@ -355,9 +361,9 @@ def _adaptive_rule(cfg):
                   f"must be 'particles' {where} (the density's SSP substeps have no error "
                   "estimate)")
     proc = cfg["weights"]["process"]
-    if not getattr(get_process(proc), "deterministic", False):
+    if not is_deterministic(proc, cfg["weights"]):
         raise bad("weights.process", proc,
-                  f"must be a deterministic process (frozen, oscillating, layers, file) {where}: "
+                  f"must be a deterministic process ({deterministic_text()}) {where}: "
                   "noise would need a Brownian path queried at any time (not in wflow)")
     diffusion = cfg["model"].get("diffusion", 0)
     if diffusion:
@@ -496,9 +502,7 @@ for _p in [
     Param("weights.shared_path", False, Boolean(),
           "every path follows one weight path: the same D(0) and the same noise (stream (5,))",
           rule=_shared_path_rule),
-    Param("solver.method", "euler", Choice(METHODS),
-          "euler (renormalised onto the sphere), heun, rk4, ssprk3 (SSP-RK3), jko",
-          rule=_method_rule),
+    Param("solver.method", "euler", Choice(METHODS), methods_doc(), rule=_method_rule),
     Param("solver.representation", "particles", Choice(REPRESENTATIONS),
           "particles: n tokens; density: cell averages of ρ (finite volumes on S^1 or S^2)",
           rule=_representation_rule),
