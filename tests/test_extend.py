@@ -1,7 +1,8 @@
 """Extending wflow from outside the package: a weight process, a recorded series, a stepper and
 a study, each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow").
 
-A weight process is one class: its name, its ``[weights]`` keys declared once (``params``:
+A weight process is one class: its name, whether it is deterministic (``deterministic``: no
+default, a class without it is refused), its ``[weights]`` keys declared once (``params``:
 Param rows — default, constraint, one-line doc), its mathematics; ``register_process`` adds
 it to the registry, and the configuration table, the validation and the generated key
 reference read its keys from there (a built-in process is the same class in one file of
@@ -22,7 +23,7 @@ from wflow.model.processes import register_process
 from wflow.model.weights import WeightProcess
 from wflow.params import Interval, Param, bad, declare, withdraw
 from wflow.stepping.integrators import EULER, RungeKutta
-from wflow.stepping.registry import STEPPER_SERIES, STEPPERS, register_series, register_stepper
+from wflow.stepping.registry import STEPPERS, register_series, register_stepper
 from wflow.storage import io
 from wflow.studies import STUDIES, Study, register_study, run_study, summary_table
 from wflow.sweeps.sweep import expand_grid
@@ -34,6 +35,7 @@ class Decay(WeightProcess):
     :math:`D_{k+1} = e^{-\gamma\Delta t} D_k` (deterministic, no noise)."""
 
     name = "decay"
+    deterministic = True  # no step draws random numbers
     params = (Param("gamma", 0.5, Interval(0, None, "neither"), "decay rate γ of the weights"),)
 
     @classmethod
@@ -158,14 +160,11 @@ def test_a_process_may_not_declare_a_key_of_the_configuration():
 
 
 class TwoHalfSteps:
-    """A stepper declared here: two explicit Euler steps of Δt/2 (order 1), reporting one
-    series of its own, declared beside it."""
+    """A stepper declared here: two explicit Euler steps of Δt/2 (order 1, two field
+    evaluations), reporting one series of its own, declared beside it (once, with the class)."""
 
     name, order = "euler2-test", 1
-
-    def __init__(self):
-        self.series = (register_series("half_steps_test", "Euler half steps of the last step",
-                                       "count"),)
+    series = (register_series("half_steps_test", "Euler half steps of the last step", "count"),)
 
     def step(self, ctx):
         euler = RungeKutta(EULER)
@@ -175,7 +174,8 @@ class TwoHalfSteps:
 
 
 def test_new_stepper_and_its_series(tmp_path):
-    register_stepper("euler2-test", lambda solver_config: TwoHalfSteps())
+    register_stepper("euler2-test", lambda solver_config: TwoHalfSteps(),
+                     doc="two Euler half steps (order 1)", stages=2)
     try:
         cfg = {**_cfg(), "solver": {**_cfg()["solver"], "method": "euler2-test"}}
         res = wflow.simulate(cfg)
@@ -187,7 +187,6 @@ def test_new_stepper_and_its_series(tmp_path):
                 "Euler half steps of the last step")
     finally:
         STEPPERS.pop("euler2-test")
-        STEPPER_SERIES.pop("half_steps_test", None)
 
 
 class DecayStudy(Study):

@@ -84,7 +84,7 @@ from wflow.model.attention import (
 )
 from wflow.model.processes import PROCESSES, get_process
 from wflow.model.weights import INITIAL_WEIGHTS
-from wflow.stepping.registry import STEPPERS  # (the package: every built-in feature's keys)
+from wflow.stepping.registry import STEPPERS, methods_doc  # (the package: every built-in feature's keys)
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
@@ -293,8 +293,7 @@ for _p in [
     Param("weights.shared_path", False, Boolean(),
           "every path follows one weight path: the same D(0) and the same noise (stream (5,))",
           rule=_shared_path_rule),
-    Param("solver.method", "euler", Choice(METHODS),
-          "euler (renormalised onto the sphere), heun, rk4, ssprk3 (SSP-RK3), jko"),
+    Param("solver.method", "euler", Choice(METHODS), methods_doc()),
     Param("solver.dt", 0.005, _POS, "time step Δt"),
     Param("solver.T", 20.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
     Param("solver.record_every", 5, Integer(lo=1),

@@ -62,7 +62,7 @@ class Simulation:
     config : dict (nested, [model §10]), path, or None for the embedded default.
     overrides : list of "section.key=value".
     process : a :class:`~wflow.model.weights.WeightProcess` instance to use instead of the one
-        the ``[weights]`` table describes (e.g. :class:`~wflow.model.weights.DrivenOU` for
+        the ``[weights]`` table describes (e.g. :class:`~wflow.model.processes.DrivenOU` for
         refinement studies); the run then records its parameters, not the table's.
     tokens : array (n, d) or (P, n, d), optional
         The initial tokens X0 (unit rows), instead of the ones ``init.tokens`` draws (the

@@ -41,7 +41,7 @@ from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.model import layernorm as _layernorm
 from wflow.model.attention import AttentionModel
 from wflow.model.density import DensityModel, initial_density
-from wflow.model.processes import make_process
+from wflow.model.processes import deterministic_text, make_process
 from wflow.model.processes import values as _values
 from wflow.stepping.adaptive import Adaptive
 from wflow.stepping.density import DensityStepper
@@ -245,11 +245,10 @@ def _adaptive_solver(run) -> Adaptive:
     """The adaptive solver of ``run``; refuses a weight process that draws random numbers
     (one line naming the key)."""
     s, w = run.config["solver"], run.config["weights"]
-    if not getattr(run.process, "deterministic", False):
-        extra = (f" (weights.noise_var = {w['noise_var']!r})" if "noise_var" in w else "")
-        raise ConfigError(f"weights.process = {w['process']!r}{extra}: must be deterministic "
-                          "with solver.adaptive = true (noise would need a Brownian path "
-                          "queried at any time, not in wflow)")
+    if not getattr(run.process, "deterministic", False):  # (a process given as an object)
+        raise ConfigError(f"weights.process = {w['process']!r}: must be a deterministic process "
+                          f"({deterministic_text()}) with solver.adaptive = true: noise would "
+                          "need a Brownian path queried at any time (not in wflow)")
     return Adaptive(TABLEAUX[s["method"]], s["rtol"], s["atol"], run.dt, s["max_steps"])
 
 

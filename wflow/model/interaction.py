@@ -36,7 +36,8 @@ def _interaction_rule(cfg):
     process = cfg["weights"]["process"]
     if not getattr(_processes.get_process(process), "accepts_general", False):
         raise bad("weights.process", process, "keeps D_h symmetric: with model.interaction = "
-                                              "'general' allowed are frozen, ou, layers, file")
+                                              f"'general' allowed are "
+                                              f"{_processes.general_processes()}")
 
 
 def _head_combine_rule(cfg):

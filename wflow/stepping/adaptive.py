@@ -21,7 +21,7 @@ import numpy as np
 
 from wflow.errors import NumericalError
 from wflow.geometry import sphere
-from wflow.model.processes import get_process
+from wflow.model.processes import deterministic_text, is_deterministic
 from wflow.params import Boolean, Choice, Integer, Interval, Param, When, bad, choices_text, declare
 from wflow.stepping.integrators import TABLEAUX
 from wflow.stepping.registry import register_series
@@ -354,9 +354,9 @@ def _adaptive_rule(cfg):
                   f"must be 'particles' {where} (the density's SSP substeps have no error "
                   "estimate)")
     proc = cfg["weights"]["process"]
-    if not getattr(get_process(proc), "deterministic", False):
+    if not is_deterministic(proc, cfg["weights"]):
         raise bad("weights.process", proc,
-                  f"must be a deterministic process (frozen, oscillating, layers, file) {where}: "
+                  f"must be a deterministic process ({deterministic_text()}) {where}: "
                   "noise would need a Brownian path queried at any time (not in wflow)")
     diffusion = cfg["model"].get("diffusion", 0)
     if diffusion:

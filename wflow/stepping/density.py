@@ -61,7 +61,7 @@ SSPRK3 = register_tableau(ButcherTableau(
     (1 / 6, 1 / 6, 2 / 3),
     (0.0, 1.0, 0.5),
     3,
-))
+), "Shu–Osher SSP-RK3")
 #: the strong-stability-preserving tableaux allowed for a density (non-negative coefficients)
 SSP_METHODS = ("euler", HEUN.name, SSPRK3.name)
 

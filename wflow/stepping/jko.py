@@ -157,7 +157,8 @@ class JKO:
         return out, info
 
 
-@register_stepper("jko")
+@register_stepper("jko", doc="JKO minimising movement of E in W₂ (order 1, [model §7])",
+                 stages=1)
 def _jko_from_config(solver_config: dict) -> JKO:
     return JKO(tol=solver_config.get("jko_tol", 1e-10),
                maxiter=solver_config.get("jko_maxiter", 200),

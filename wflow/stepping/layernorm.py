@@ -52,7 +52,8 @@ class UnprojectedEuler:
         return sphere.normalize(ctx.X + ctx.dt * ctx.output(ctx.X)), {}
 
 
-register_stepper("euler_unprojected", lambda solver_config: UnprojectedEuler())
+register_stepper("euler_unprojected", lambda solver_config: UnprojectedEuler(),
+                 doc="post-LN block LN(x + Δt σu) (order 1, [model §1c])", stages=1)
 
 
 def _add(Z, U):
