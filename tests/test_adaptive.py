@@ -220,3 +220,20 @@ def test_event_statistic_is_the_series_value_per_path(name):
         for j in range(7):
             want = clustering_series(X[j : j + 1], 0.1, 2000, 0.999)[name]
             assert got[j : j + 1].tobytes() == np.asarray(want, dtype=float).tobytes()
+
+
+def test_record_steps_without_a_list_of_steps():
+    """The record steps of a uniform grid, arithmetically, against the set they stand for,
+    and a run of 10¹² steps holds none of them."""
+    from wflow.engine.setup import RecordSteps
+
+    for nsteps, every in ((0, 1), (1, 5), (10, 5), (11, 5), (17, 4), (400, 5), (7, 7)):
+        want = sorted(set(range(0, nsteps + 1, every)) | {nsteps})
+        rs = RecordSteps(nsteps, every)
+        assert list(rs) == want and len(rs) == len(want)
+        assert [k for k in range(-1, nsteps + 3) if k in rs] == want
+        assert [rs.before(k) for k in range(-1, nsteps + 3)] == [
+            sum(1 for s in want if s < k) for k in range(-1, nsteps + 3)]
+    big = RecordSteps(10**12, 5)
+    assert len(big) == 2 * 10**11 + 1 and 10**12 in big and 10**12 - 1 not in big
+    assert big.before(10**12 + 1) == len(big)

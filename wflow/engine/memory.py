@@ -96,7 +96,9 @@ def human(nbytes) -> str:
     x = float(nbytes)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(x) < 1024 or unit == "TB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+            if unit == "B":
+                return f"{x:.0f} {unit}"
+            return f"{x:.1f} {unit}" if abs(x) < 1e5 else f"{x:.3g} {unit}"
         x /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from wflow.engine import series as _series
+from wflow.errors import NumericalError
 from wflow.model.diagnostics import clustering_series
 
-__all__ = ["record_row", "PRODUCERS", "point_series"]
+__all__ = ["record_row", "PRODUCERS", "point_series", "check_row", "DOCUMENTED_NAN",
+           "documented_nan"]
 
 
 def point_series(run, state, F, t) -> dict:
@@ -114,10 +116,68 @@ def stepper(run, state, F, t) -> dict:
 #: the producers of a record, in the order of its columns
 PRODUCERS = [point_series, cumulative, density, snapshots, clustering, step_ledger, w2, stepper]
 
+#: series that hold no energy where none exists (general D_h, the causal mask) [model §1b, §2]
+_ENERGY_SERIES = ("energy", "dissipation", "dEdt_drift", "ito_expected", "int_dissipation",
+                  "int_dEdt_drift", "int_ito_expected", "paper_martingale", "paper_residual")
+#: series of the mobility b̂ = 1/Z̄, undefined under the causal mask and with key biases
+#: (a trained checkpoint's, [model §5c])
+_MOBILITY_SERIES = ("G2", "G2_hm", "b_hat_mean", "b_hat_min", "b_hat_max", "int_G2")
+
+#: Where a NaN is a documented value, not a failure: (series names or groups, when, why).
+#: Every other non-finite value of a record stops the run (:func:`check_row`); an infinity
+#: always does.
+DOCUMENTED_NAN = (
+    (("step_ledger",), lambda run: True,
+     "the per-step ledger of steps not taken yet (the first record, a run's last interval)"),
+    (("w2",), lambda run: True, "no earlier record, or n above diagnostics.max_pairwise_n"),
+    (("stepper", "event_time", "step_size"), lambda run: True,
+     "a stepper's series before its first step; no event; no step covering t = 0"),
+    (("spectral_rank",), lambda run: True, "a collapsed cloud (variance at round-off) [model §8]"),
+    (("ledger", "token_noise", "free_energy_residual"), lambda run: not run.exact_ledger,
+     "the exact ledger is not computed (diagnostics.ledger = false, no energy, adaptive steps)"),
+    (("paper_residual",), lambda run: not run.features.post,
+     "the paper's balance assumes the field σv [model §1c]"),
+    (("int_dissipation", "int_G2", "int_dEdt_drift", "int_ito_expected", "paper_martingale",
+      "paper_residual"), lambda run: run.features.adaptive,
+     "left-point sums are not kept with adaptive steps [model §6d]"),
+    (_ENERGY_SERIES, lambda run: not run.features.energy,
+     "no energy: general D_h or the causal mask [model §1b, §2]"),
+    (_MOBILITY_SERIES, lambda run: (run.config["model"]["mask"] == "causal"
+                                    or run.config["weights"]["process"] == "imported"),
+     "no mobility under the causal mask or with key biases [model §4, §5c]"),
+)
+
+
+def documented_nan(run) -> frozenset:
+    """The series (by name) in which a NaN is documented for ``run`` (:data:`DOCUMENTED_NAN`)."""
+    out = set()
+    for names, when, _ in DOCUMENTED_NAN:
+        if when(run):
+            for key in names:
+                out |= set(_series.names(group=key)) | {key}
+    return frozenset(out)
+
+
+def check_row(run, row, k: int, t: float) -> None:
+    """A :class:`~wflow.errors.NumericalError` naming the series, the step and the time if a
+    recorded value is infinite, or NaN where no NaN is documented."""
+    allowed = run.__dict__.setdefault("_documented_nan", documented_nan(run))
+    for name, value in row.items():
+        a = np.asarray(value)
+        if a.dtype.kind not in "fc" or np.all(np.isfinite(a)):
+            continue
+        if np.any(np.isinf(a)) or name not in allowed:
+            what = "infinite" if np.any(np.isinf(a)) else "NaN"
+            raise NumericalError(f"{what} {name} at step {k} (t = {t:.6g}): the recorded "
+                                 "series overflowed or is undefined; the run stops here",
+                                 step=k)
+
 
 def record_row(run, state, F, t: float) -> dict:
-    """One record: ``t`` and every active series at the state ``state`` with field ``F``."""
+    """One record: ``t`` and every active series at the state ``state`` with field ``F``,
+    checked (:func:`check_row`)."""
     row = {"t": t}
     for produce in PRODUCERS:
         row.update(produce(run, state, F, t))
+    check_row(run, row, state.k, t)
     return row

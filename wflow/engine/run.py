@@ -164,7 +164,7 @@ def fixed_steps(run: RunSetup, rec, state: State | None = None, progress=False,
         if run.features.energy:
             check_finite(F.energy, "energy", k, t)
         ledger.close(st, F, k)  # the weight part of step k − 1 needs E(X_k; D_k)
-        if k in run.record_set:
+        if k in run.record_steps:
             rec.record(record_row(run, st, F, t))
         if k >= run.nsteps or (stop_after is not None and steps_done >= stop_after):
             break

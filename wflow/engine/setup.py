@@ -51,7 +51,7 @@ from wflow.stepping.registry import get_stepper
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunSetup", "build", "record_times", "MASS_TOL", "DENSITY_NEG_TOL"]
+__all__ = ["RunSetup", "RecordSteps", "build", "record_times", "MASS_TOL", "DENSITY_NEG_TOL"]
 
 #: a given density's mass may differ from 1 by this (a run conserves it to round-off)
 MASS_TOL = 1e-9
@@ -79,10 +79,45 @@ def record_times(cfg) -> np.ndarray:
         t = t1 * (T / t1) ** (np.arange(N) / (N - 1))
         t[-1] = T
         return np.concatenate([[0.0], t])
-    steps = sorted(set(range(0, nsteps + 1, int(s["record_every"]))) | {nsteps})
-    t = np.array(steps, dtype=float) * dt
+    t = np.array(list(RecordSteps(nsteps, int(s["record_every"]))), dtype=float) * dt
     t[-1] = T
     return t
+
+
+class RecordSteps:
+    """The steps with a record: 0, every ``every``-th step and the last (uniform records), or
+    the sorted ``steps`` (geometric records). Membership, length, iteration and
+    :meth:`before` without a list of every step (a run of 10⁹ steps holds no set of them)."""
+
+    def __init__(self, nsteps: int, every: int, steps=None):
+        self.nsteps, self.every = int(nsteps), int(every)
+        self.steps = None if steps is None else list(steps)
+        self._set = None if steps is None else frozenset(self.steps)
+
+    def __contains__(self, k) -> bool:
+        if self._set is not None:
+            return k in self._set
+        return 0 <= k <= self.nsteps and (k % self.every == 0 or k == self.nsteps)
+
+    def __len__(self) -> int:
+        if self.steps is not None:
+            return len(self.steps)
+        return self.nsteps // self.every + 1 + (1 if self.nsteps % self.every else 0)
+
+    def __iter__(self):
+        if self.steps is not None:
+            return iter(self.steps)
+        tail = () if self.nsteps % self.every == 0 else (self.nsteps,)
+        return iter((*range(0, self.nsteps + 1, self.every), *tail))
+
+    def before(self, k: int) -> int:
+        """The number of record steps < k."""
+        if self.steps is not None:
+            return sum(1 for s in self.steps if s < k)
+        if k <= 0:
+            return 0
+        multiples = min((k - 1) // self.every + 1, self.nsteps // self.every + 1)
+        return multiples + (1 if self.nsteps % self.every and self.nsteps < k else 0)
 
 
 class RunSetup:
@@ -207,11 +242,11 @@ def build(cfg: dict, memory, process=None, tokens=None) -> RunSetup:
     if run.placement.name == "mix" and run.placement.switch >= float(s["T"]):
         log.warning(MIX_WARNING, run.placement.switch, float(s["T"]))
     run.X0, run.D0, run.values = X0, D0, values
-    run.record_steps = sorted(set(range(0, run.nsteps + 1, run.record_every)) | {run.nsteps})
     if f.geometric:  # rounded to the step grid [model §6d]
-        run.record_steps = sorted({int(round(t / run.dt)) for t in record_times(cfg)}
-                                  | {run.nsteps})
-    run.record_set = frozenset(run.record_steps)
+        run.record_steps = RecordSteps(run.nsteps, run.record_every, sorted(
+            {int(round(t / run.dt)) for t in record_times(cfg)} | {run.nsteps}))
+    else:
+        run.record_steps = RecordSteps(run.nsteps, run.record_every)
     if f.adaptive:  # an embedded pair per path [model §6d]
         run.stepper = _adaptive_solver(run)
     run.exact_ledger = f.ledger and f.energy
