@@ -237,3 +237,29 @@ def test_record_steps_without_a_list_of_steps():
     big = RecordSteps(10**12, 5)
     assert len(big) == 2 * 10**11 + 1 and 10**12 in big and 10**12 - 1 not in big
     assert big.before(10**12 + 1) == len(big)
+
+
+def test_a_step_below_the_floor_stops_in_one_line():
+    """A field that is undefined from t = 0.5 on (NaN at every stage past it): the
+    controller shrinks the step toward the singularity until it falls below the floor,
+    then stops (NumericalError naming the step size, the path and the time) instead of
+    rejecting forever; a field non-finite at the start stops at once."""
+    from wflow.errors import NumericalError
+    from wflow.stepping.adaptive import H_FLOOR, Adaptive
+    from wflow.stepping.integrators import TABLEAUX
+
+    def rot(Y):  # a rotation about e_3: tangent, smooth
+        return np.stack([-Y[..., 1], Y[..., 0], np.zeros_like(Y[..., 0])], axis=-1)
+
+    def field(Y, D, t):
+        return np.where((np.asarray(t) < 0.5)[:, None, None], rot(Y), np.nan)
+
+    X0 = np.array([[[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]])
+    D0 = np.zeros((1, 1, 3, 3))
+    solver = Adaptive(TABLEAUX["bs32"], 1e-8, 1e-10, 0.01, 10**7)
+    with pytest.raises(NumericalError, match=r"step size .* on path 0 at t = 0\.5 is below "
+                                             r"the floor .*error estimate is not finite"):
+        solver.solve(field, X0, D0, 1.0, np.array([0.0, 1.0]))
+    assert H_FLOOR < 1e-13
+    with pytest.raises(NumericalError, match=r"non-finite field on path 0 at t = 0"):
+        solver.solve(lambda Y, D, t: np.full_like(Y, np.inf), X0, D0, 1.0, np.array([0.0, 1.0]))

@@ -33,6 +33,8 @@ __all__ = ["Adaptive", "hermite", "ADAPTIVE_SERIES", "FAC_MIN", "FAC_MAX", "SAFE
 FAC_MIN, FAC_MAX, SAFETY = 0.2, 10.0, 0.9
 #: a step within this fraction of its length short of a stop is stretched onto the stop
 LAND_FRACTION = 1e-3
+#: the smallest step, relative to max(|t|, the first step): below it t + h barely moves t
+H_FLOOR = 64 * np.finfo(float).eps
 
 #: the arrays of the loop state a checkpoint holds [model §6d, "Checkpoints"]: per path the
 #: time, step, controller memory (last accepted error, rejection flag), counters, next stop
@@ -224,6 +226,12 @@ class Adaptive:
             idx = np.flatnonzero(active)
             m = idx.size
             ts, Xs, Ds = t[idx], X[idx], D[idx]
+            bad = ~np.all(np.isfinite(K1[idx].reshape(m, -1)), axis=1)
+            if np.any(bad):  # the field at an accepted point: no step can be estimated
+                j = int(idx[np.argmax(bad)])
+                raise NumericalError(f"non-finite field on path {j} at t = {t[j]:.6g}: the "
+                                     "error estimate cannot be formed; the run stops here",
+                                     step=int(acc[j]))
             stop = stops[sp[idx]]
             hh = h[idx]
             land = ts + hh * (1.0 + LAND_FRACTION) >= stop
@@ -260,6 +268,15 @@ class Adaptive:
             h[idx] = hh * np.where(ok, fac_acc, fac_rej)
             was_rejected[idx] = ~ok
             rej[idx] += ~ok
+            floor = H_FLOOR * np.maximum(np.abs(ts), self.h0)
+            if np.any(h[idx] < floor):  # t + h would not move t, or no step is accepted
+                jj = int(np.argmax(h[idx] < floor))
+                j = int(idx[jj])
+                why = ("the error estimate is not finite" if not np.isfinite(err[jj])
+                       else f"the error estimate is {err[jj]:.3g} of the tolerance")
+                raise NumericalError(f"step size {h[j]:.3g} on path {j} at t = {t[j]:.6g} is "
+                                     f"below the floor {floor[jj]:.3g} ({why}); the run stops "
+                                     "here", step=int(acc[j]))
             if np.any(acc[idx] + rej[idx] > self.max_steps):
                 j = int(idx[np.argmax(acc[idx] + rej[idx] > self.max_steps)])
                 raise NumericalError(f"solver.max_steps = {self.max_steps} reached on path {j} "
