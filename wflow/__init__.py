@@ -69,7 +69,45 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 def simulate(config=None, overrides=(), recorder=None, progress=False):
-    """Run one configuration; see :func:`wflow.engine.run.simulate`."""
+    r"""Run one configuration of the transformer PDE's particle system and return its series.
+
+    .. math::
+
+        \dot x_i = \sigma\, v_i(X; D(t)),\qquad D(t)\ \text{a weight process}
+        \quad [\text{model §2–§6}]
+
+    Parameters
+    ----------
+    config : None, str or path, or dict
+        None: the default run (every key at its default, ``wflow/data/default.toml``); a path:
+        a TOML file; a dict: the nested ``{section: {key: value}}`` of [model §10]. Keys left
+        out take their defaults, the same through every door.
+    overrides : sequence of str
+        ``"section.key=value"`` strings applied on top (values parsed as TOML), as
+        ``wflow run --set``.
+    recorder : object, optional
+        Receives the records instead of memory: ``record(row: dict)`` once per record and
+        ``checkpoint(state)`` every ``output.checkpoint_every`` steps (e.g.
+        :class:`wflow.storage.io.H5Recorder`); it is returned in place of a
+        :class:`~wflow.engine.state.Result`. None keeps every record in memory (after a
+        memory check that refuses a run that cannot fit).
+    progress : bool
+        A progress bar on stderr (tqdm), after the kernels' compilation on a cold cache.
+
+    Returns
+    -------
+    Result
+        ``t`` (records,), every series (records, P) of [model §10], ``X`` (records, P, n, d)
+        when stored; ``result.keys()`` and ``dir(result)`` list them, ``result.config`` is
+        the validated configuration.
+
+    Raises
+    ------
+    ConfigError
+        Bad input (one line naming the key and what is allowed).
+    NumericalError
+        The run left the domain where its equations hold (naming the step and the time).
+    """
     from wflow.engine.run import simulate as _simulate
 
     return _simulate(config, overrides=overrides, recorder=recorder, progress=progress)

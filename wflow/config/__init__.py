@@ -295,7 +295,7 @@ for _p in [
           rule=_shared_path_rule),
     Param("solver.method", "euler", Choice(METHODS), methods_doc()),
     Param("solver.dt", 0.005, _POS, "time step Δt"),
-    Param("solver.T", 20.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
+    Param("solver.T", 2.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
     Param("solver.record_every", 5, Integer(lo=1),
           "steps between records (t = 0 is a record); left out: 5, or every step of a run "
           "of fewer than 5 steps",
@@ -308,7 +308,7 @@ for _p in [
     Param("solver.first_record", 0.0, _NONNEG,
           "geometric: the first positive record time (0: record_every·dt)",
           applies=When("solver.record_times", "geometric"), rule=_first_record_rule),
-    Param("solver.paths", 1, Integer(lo=1), "Monte Carlo paths of the weight noise"),
+    Param("solver.paths", 2, Integer(lo=1), "Monte Carlo paths of the weight noise"),
     Param("solver.backend", "numba", Choice(BACKENDS),
           "numba: compiled kernels; numpy: the plain reference"),
     Param("solver.precision", "float64", Choice(PRECISIONS),
@@ -348,11 +348,6 @@ def __getattr__(name):
     if name == "DEFAULTS":  # every key with its default value: a fresh copy of the table's
         return schema.defaults()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-#: the embedded default run (wflow/data/default.toml): the reference setting of [model §9],
-#: shortened; every other key at its default
-DEFAULT_RUN = {"solver.T": 2.0, "solver.paths": 2}
 
 
 def first_record(cfg: dict) -> float:
