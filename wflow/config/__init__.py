@@ -57,6 +57,21 @@ from wflow.config.files import (
     markdown_reference,
     parse_override,
 )
+from wflow.config.rules import (
+    STEP_RTOL,  # noqa: F401 - re-exported
+    _classes_rule,
+    _first_record_rule,
+    _laplacian,
+    _ledger_default,
+    _needs_file,
+    _process,
+    _record_default,
+    _record_rule,
+    _shared_path_rule,
+    _steps_rule,
+    first_record,  # noqa: F401 - re-exported (the engine's record times)
+    n_steps,
+)
 from wflow.config.schema import (
     Boolean,
     Choice,
@@ -66,10 +81,7 @@ from wflow.config.schema import (
     Param,
     Path,
     When,
-    bad,
-    choices_text,
     error,
-    is_int,
     show,
     typename,
 )
@@ -82,7 +94,7 @@ from wflow.model.attention import (
     PRECISIONS,
     SIGNS,
 )
-from wflow.model.processes import PROCESSES, get_process
+from wflow.model.processes import get_process
 from wflow.model.weights import INITIAL_WEIGHTS
 from wflow.stepping.registry import STEPPERS, methods_doc  # (the package: every built-in feature's keys)
 
@@ -98,8 +110,6 @@ TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file", "uniform_mode"
                "uniform_noise")
 
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
-#: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
-STEP_RTOL = 1e-9
 
 #: parameter names of the model modules -> configuration keys (see :func:`config_errors`)
 PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
@@ -109,113 +119,6 @@ PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
               "nu": "model.diffusion", "diffusion_scheme": "density.diffusion_scheme",
               "diffusion_mobility": "density.diffusion_mobility",
               "interaction": "model.interaction", "head_combine": "model.head_combine"}
-
-# --------------------------------------------------------------------------------------
-# Cross-key checks (referenced from the table)
-# --------------------------------------------------------------------------------------
-
-
-def _laplacian(key, value, cfg) -> list[int]:
-    heads = cfg["model"]["heads"]
-    if is_int(value):
-        k = int(value)
-        if not 0 <= k <= heads:
-            raise bad(key, value, "an integer k (the last k heads) must satisfy "
-                                  f"0 <= k <= model.heads = {heads}")
-        return list(range(heads - k, heads))
-    if not isinstance(value, (list, tuple)):
-        raise bad(key, value, "must be a list of head indices or an integer k (the last k heads) "
-                              f"(got {typename(value)})")
-    out = []
-    for item in value:
-        if not is_int(item):
-            raise bad(key, value, f"indices must be integers (got {typename(item)} {show(item)})")
-        i = int(item)
-        if not 0 <= i < heads:
-            raise bad(key, value, f"indices must be in 0..{heads - 1} (model.heads = {heads})")
-        if i in out:
-            raise bad(key, value, f"indices must be distinct (index {i} repeated)")
-        out.append(i)
-    return sorted(out)
-
-
-def _process(key, v, cfg=None):
-    """``weights.process``: a registered name, an entry point or ``module:Class``."""
-    if not isinstance(v, str):
-        raise bad(key, v, f"allowed values are {choices_text(tuple(PROCESSES))} or 'module:Class'")
-    try:
-        get_process(v)
-    except ValueError as exc:
-        if ":" in v:  # a module:Class path: the registry says why (not found, not a process)
-            raise bad(key, v, str(exc).split(": ", 1)[1]) from None
-        raise bad(key, v, f"allowed values are {choices_text(tuple(PROCESSES))} or "
-                          "'module:Class'") from None
-    return v
-
-
-def _needs_file(key, when_key, when_value):
-    def rule(cfg):
-        s, k = key.split(".")
-        ws, wk = when_key.split(".")
-        if cfg[ws][wk] == when_value and not cfg[s][k].strip():
-            raise bad(key, cfg[s][k], f"must name a file (a non-empty path) when "
-                                      f"{when_key} = {when_value!r}")
-    return rule
-
-
-def _shared_path_rule(cfg):
-    if cfg["weights"]["shared_path"] and cfg["init"]["per_path_weights"]:
-        raise error("weights.shared_path = true with init.per_path_weights = true: one weight "
-                    "path for every path needs one D(0); set one of them to false")
-
-
-def _classes_rule(cfg):
-    C, d = cfg["init"]["classes"], cfg["model"]["d"]
-    if cfg["init"]["tokens"] == "classes" and C > 2 * d:
-        raise bad("init.classes", C, f"must be <= 2 model.d = {2 * d} (the class centres are "
-                                     "the vertices ±e_a)")
-
-
-def _ledger_default(cfg):
-    """True, unless the energy does not exist (``model.interaction = "general"``) or the
-    layer-norm placement rescales the speeds (``model.layernorm`` other than "post")."""
-    return cfg["model"]["interaction"] == "symmetric" and cfg["model"]["layernorm"] == "post"
-
-
-def _steps_rule(cfg):
-    s = cfg["solver"]
-    if s["T"] < s["dt"]:
-        raise bad("solver.T", s["T"], f"must be >= solver.dt = {s['dt']!r}")
-    ratio = s["T"] / s["dt"]
-    if not math.isfinite(ratio):
-        raise bad("solver.T", s["T"], f"must be a whole number of steps of solver.dt = "
-                                      f"{s['dt']!r} (T/dt overflows)")
-    steps = int(round(ratio))
-    if steps < 1 or abs(steps * s["dt"] - s["T"]) > STEP_RTOL * s["T"]:
-        raise bad("solver.T", s["T"],
-                  f"must be a whole number of steps of solver.dt (T/dt = {ratio:.10g})")
-
-
-def _first_record_rule(cfg):
-    s = cfg["solver"]
-    if s["record_times"] == "geometric" and not first_record(cfg) < s["T"]:
-        raise bad("solver.first_record", s["first_record"], f"must be < solver.T = {s['T']!r}")
-
-
-def _record_default(cfg):
-    """5, or the number of steps of a shorter run (a default never makes a run invalid)."""
-    s = cfg["solver"]
-    ratio = s["T"] / s["dt"]
-    steps = int(round(ratio)) if math.isfinite(ratio) else 5
-    return max(1, min(5, steps))
-
-
-def _record_rule(cfg):
-    steps = n_steps(cfg)
-    if cfg["solver"]["record_every"] > steps:
-        raise bad("solver.record_every", cfg["solver"]["record_every"],
-                  f"must be <= the number of steps round(solver.T/solver.dt) = {steps}")
-
 
 # --------------------------------------------------------------------------------------
 # The table
@@ -348,18 +251,6 @@ def __getattr__(name):
     if name == "DEFAULTS":  # every key with its default value: a fresh copy of the table's
         return schema.defaults()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def first_record(cfg: dict) -> float:
-    """The first positive geometric record time: ``solver.first_record``, or (0) ``record_every``
-    steps of ``dt`` [model §6d]."""
-    s = cfg["solver"]
-    return float(s["first_record"]) or float(s["dt"]) * int(s["record_every"])
-
-
-def n_steps(cfg: dict) -> int:
-    """Number of steps ``round(T/dt)`` of a validated configuration."""
-    return int(round(cfg["solver"]["T"] / cfg["solver"]["dt"]))
 
 
 def validate(cfg, explicit=None) -> dict:

@@ -150,7 +150,7 @@ DOCUMENTED_NAN = (
 
 def documented_nan(run) -> frozenset:
     """The series (by name) in which a NaN is documented for ``run`` (:data:`DOCUMENTED_NAN`)."""
-    out = set()
+    out = set(run.stepper.series)  # (a stepper registered after the series table)
     for names, when, _ in DOCUMENTED_NAN:
         if when(run):
             for key in names:
