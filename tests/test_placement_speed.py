@@ -215,3 +215,21 @@ def test_radial_bad_array():
     for bad in (np.empty((1, 9)), np.empty((1, 10), dtype=np.float32), np.empty((1, 20))[:, ::2]):
         with pytest.raises(ValueError, match="radial"):
             K.fused_pass(X, D, None, 1.0, "head", lap, False, True, radial=bad)
+
+
+def test_placements_suite_rows():
+    """The benchmark suite's rows (quick): one per placement against post-LN, in the
+    results schema, with the goal ≤ 1.3 and positive times."""
+    from benchmarks import results
+    from benchmarks.placements import PLACEMENTS, placements_suite
+    from benchmarks.suites import DEFAULT_SUITES, SUITES
+
+    assert SUITES["placements"] is placements_suite and "placements" in DEFAULT_SUITES
+    rows = placements_suite(quick=True, repeats=1)
+    res = results.new_result(("placements",))
+    res["rows"] = rows
+    results.validate(res)
+    assert [r["what"] for r in rows] == [f"time per step: {p} ÷ post" for p in PLACEMENTS]
+    for r in rows:
+        assert r["suite"] == "placements" and r["goal"] == "≤ 1.3"
+        assert r["ratio"] > 0 and r["seconds"] > 0 and r["data"]["post_step_s"] > 0
