@@ -7,7 +7,8 @@ and the scalar diagnostics in per-row accumulators, and the tile's partial sum o
 then the per-row outputs (:func:`_rows_epilogue`: normalisation head / joint / none, the
 velocity, gradient, b̂ and the row terms of 𝒟, G², G²_hm, E and the Itô sum). The symmetric
 pass combines with explicit vectors (:func:`_sym_epilogue3`). :func:`_finish` sums rows and
-tiles in a fixed order on one thread.
+tiles in a fixed order on one thread. :func:`_radial_rows` forms, on request, the radial part
+ρ of the output before the projection [model §1c] from the row sums a pass leaves.
 
 Shapes: X (P, n, d), D and V (P, H, d, d); S0, SI, RS (P, H, n), SX (P, H, n, d); outputs
 vel, grad (P, n, d), part (P, H, n), bhat (P, n), er (5, P, n) row terms, dEp

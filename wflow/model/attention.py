@@ -343,11 +343,20 @@ class AttentionModel:
             u_i = \sum_h c_h\, o_h(x_i) = v_i + \rho_i x_i,\qquad
             \rho_i = \langle x_i, u_i\rangle,
 
-        as its tangent part v (P, n, d) and its radial part ρ (P, n), before the sign, from
-        one field evaluation at (X; D) (arguments as in :meth:`evaluate`): the numba backend
-        forms ρ from the row sums of the pass that gives v (cost :math:`H n d^2` per path on
-        top of the pass's :math:`H n^2 d`), the NumPy backend from its dense reference.
-        A subclass whose :meth:`evaluate` does not take ``radial`` does not serve it."""
+        from one field evaluation at (X; D): the numba backend forms ρ from the row sums of
+        the pass that gives v (cost :math:`H n d^2` per path on top of the pass's
+        :math:`H n^2 d`; every route), the NumPy backend from its dense reference. A subclass
+        whose :meth:`evaluate` does not take ``radial`` does not serve it.
+
+        Parameters
+        ----------
+        X, D, weights, values, key_bias : as in :meth:`evaluate`.
+
+        Returns
+        -------
+        v : (P, n, d) the tangent part, the velocity (before the sign σ).
+        rho : (P, n) the radial part ρ (before the sign σ; with ``head_combine``).
+        """
         X = np.ascontiguousarray(X, dtype=float)
         rho = np.empty(X.shape[:2])
         F = self.evaluate(X, D, want_ito=False, weights=weights, values=values,
