@@ -58,7 +58,7 @@ def _u_direct(X, D, V, beta, normalization, lap, causal, head_combine):
     ("head", (), True, "sum", "numba"),
 ])
 def test_output_from_velocity_and_radial_part(normalization, lap, causal, combine, backend):
-    """v + ρx (kernel velocity, NumPy radial part) is the output u of the definition, for
+    """v + ρx (v and ρ from one field evaluation) is the output u of the definition, for
     general D, untied values, Laplacian heads, the mask and summed heads; P_x u = v."""
     X, D, V = _problem(general=True)
     model = AttentionModel(beta=1.3, normalization=normalization, laplacian_heads=lap,
