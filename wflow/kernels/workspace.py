@@ -71,3 +71,9 @@ class Outputs(NamedTuple):
     G2hm: np.ndarray  # (P,)
     ito: np.ndarray  # (P,)
     dEdD: np.ndarray  # (P, H, d, d)
+
+
+def release() -> None:
+    """Forget the arrays this Python thread keeps between passes (the next pass allocates
+    them again, as the first pass of a process does)."""
+    _WORKSPACE.__dict__.clear()
