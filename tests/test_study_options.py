@@ -90,8 +90,8 @@ def test_section6_paths_apply_to_the_ou_family_and_the_summary_says_where_not():
 
 def test_what_counts_as_applied(family):
     """A value derived from the override (Δt/2 of the given Δt) is applied; a grid value
-    equal to the override by coincidence is not (β = 0.5 of the frozen family's grid); a key
-    set to one value in all runs holds nowhere."""
+    equal to the override by coincidence is not (β = 0.5 of the frozen family's grid), so β
+    is refused; a key one family fixes is applied to the others, with a note."""
     st = family
     opts = StudyOptions(scale="quick", overrides=("solver.dt=0.02",))
     tasks = dict(st.tasks(opts))
@@ -100,6 +100,13 @@ def test_what_counts_as_applied(family):
         with pytest.raises(ConfigError, match=rf"^--set {over}: study {st.name} sweeps "
                                               rf"{over.split('=')[0]} itself [^\n]*$"):
             st.tasks(StudyOptions(overrides=(over,)))
+    # a study that makes its tasks itself (phase replaces its β axis by a given β) is
+    # compared with its own tasks made without the override
+    phase = get_study("phase")
+    for over in (("model.beta=2.0",), ("solver.adaptive=true", "model.beta=2.0")):
+        opts = StudyOptions(overrides=over)
+        assert {c["model"]["beta"] for _, c in phase.tasks(opts)} == {2.0}
+        assert phase.overridden(opts) == []
     notes = st.overridden(StudyOptions(overrides=("solver.paths=4",)))
     assert notes == ["--set solver.paths=4 applies to 3 of 5 runs; study family-test-study sets "
                      "solver.paths = 1 itself in frozen-beta=0.5, frozen-beta=1"]
@@ -113,8 +120,9 @@ def test_every_output_of_a_quick_study_says_it_is_one(family, tmp_path):
     quick = run_study(st, tmp_path / "q", scale="quick", formats=("png", "pdf"),
                       overrides=["solver.paths=3"])
     lines = (tmp_path / "q" / "summary.txt").read_text().splitlines()
-    assert lines[0] == (f"QUICK: wflow study {st.name} --quick ({st.quick}) is a pipeline check, "
-                        "not the published setting: no number below is a result")
+    assert lines[0] == (f"QUICK: wflow study {st.name} --quick is a pipeline check, not the "
+                        f"published setting: no number below is a result. Quick scale: "
+                        f"{st.quick}.")
     assert lines[1].startswith("note: --set solver.paths=3 applies to 3 of 5 runs") and not lines[2]
     rows = list(csv.DictReader(open(tmp_path / "q" / "summary.csv")))
     assert rows and {r["scale"] for r in rows} == {"quick"}
@@ -138,7 +146,9 @@ def test_quick_section6_fit_says_it_is_a_transient(tmp_path):
     line of a quick section6 names the T it comes from."""
     r = run_study("section6", tmp_path, scale="quick", formats=(),
                   overrides=["model.n=8", "solver.T=0.05", "solver.backend=numpy"])
-    assert r.text.startswith("QUICK: wflow study section6 --quick (T = 0.5, 2 OU paths")
+    assert r.text.startswith("QUICK: wflow study section6 --quick is a pipeline check")
+    assert r.text.splitlines()[0].endswith("Quick scale: T = 0.5, 2 OU paths (the pipeline, "
+                                           "not the exponents).")
     fits = [ln for ln in r.text.splitlines() if ln.startswith("fit G2")]
     assert len(fits) == 2 and all("quick: a T = 0.05 transient, not the exponent" in ln
                                   for ln in fits), fits

@@ -188,7 +188,8 @@ class Study:
         r"""What the study does with each ``--set``: the notes for the summary, or a refusal.
 
         For an override ``k = v`` let :math:`c_j` be task j's configuration and
-        :math:`c^0_j` the same task made without it. The study sets k itself in task j when
+        :math:`c^0_j` the same task made without it (by :meth:`variants`, or by
+        :meth:`tasks` where a study overrides it). The study sets k itself in task j when
         :math:`c_j[k] = c^0_j[k]` (the override did not reach it) and either
         :math:`c_j[k] \ne v` or the base without the override has another value (the grid
         gives v by coincidence). A value derived from the override (Δt/2 of the given Δt)
@@ -217,7 +218,10 @@ class Study:
             others = dataclasses.replace(options, overrides=options.overrides[:i]
                                          + options.overrides[i + 1:])
             base0 = others.configure(self.base(options.scale))
-            without = self.variants(base0, options.scale)
+            if type(self).tasks is Study.tasks:
+                without = self.variants(base0, options.scale)
+            else:  # a study that makes its tasks itself (phase) makes them without it too
+                without = self.tasks(others)
             if len(without) == len(tasks):
                 pairs = [(n, c, c0) for (n, c), (_, c0) in zip(tasks, without)]
             else:  # the override changes the task list: compare the tasks of both lists
@@ -525,9 +529,9 @@ def summary_header(study, options, notes=()) -> list:
     itself in some runs (:meth:`Study.overridden`); an empty line closes a non-empty header."""
     lines = []
     if options.scale == "quick":
-        what = f" ({study.quick})" if study.quick else ""
-        lines.append(f"QUICK: wflow study {study.name} --quick{what} is a pipeline check, not "
-                     "the published setting: no number below is a result")
+        what = f" Quick scale: {study.quick}." if study.quick else ""
+        lines.append(f"QUICK: wflow study {study.name} --quick is a pipeline check, not the "
+                     f"published setting: no number below is a result.{what}")
     lines += [f"note: {n}" for n in notes]
     return [*lines, ""] if lines else []
 
