@@ -116,8 +116,8 @@ def test_quick_study_pipeline(tmp_path):
 
 def test_every_study_honours_the_options(caplog):
     """--ledger sets diagnostics.ledger in every run of every study; --set reaches every base;
-    a --set on a key the study sweeps (regimes sweeps β) is overridden by its grid, with a
-    warning naming the key; a study whose D_h are not symmetric refuses --ledger in one line."""
+    a --set on a key the study sweeps (regimes sweeps β) is refused in one line naming the
+    study and the key; a study whose D_h are not symmetric refuses --ledger in one line."""
     opts = StudyOptions(scale="quick", ledger=True, overrides=("init.seed=11",))
     for name, study in STUDIES.items():
         if not study.ledger:
@@ -129,9 +129,11 @@ def test_every_study_honours_the_options(caplog):
         for _, cfg in tasks:
             assert cfg["diagnostics"]["ledger"] is True, name
             assert cfg["init"]["seed"] == 11, name
+        assert study.overridden(opts, tasks) == [], name
     assert not caplog.records
-    STUDIES["regimes"].tasks(StudyOptions(scale="quick", overrides=("model.beta=0.5",)))
-    assert any("model.beta" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ConfigError, match=r"^--set model.beta=0.5: study regimes sets model.beta"
+                                          r"[^\n]*cannot hold"):
+        STUDIES["regimes"].tasks(StudyOptions(scale="quick", overrides=("model.beta=0.5",)))
     with pytest.raises(ConfigError, match="scale"):
         StudyOptions(scale="tiny")
     with pytest.raises(ConfigError, match="allowed values are .*energy"):
@@ -178,7 +180,8 @@ def test_study_registered_from_outside_the_package(tmp_path, tiny_study, capsys)
     assert r.name == "tiny-test-study" and len(r.paths) == 2
     assert r.table["run"] == ["tiny-heads=1", "tiny-heads=2"]
     assert all(np.isfinite(r.table["ledger_residual"]))  # --ledger reached the runs
-    assert (tmp_path / "summary.csv").read_text().splitlines()[0] == "run,energy,ledger_residual"
+    assert (tmp_path / "summary.csv").read_text().splitlines()[0] == ("scale,run,energy,"
+                                                                      "ledger_residual")
     assert main(["study", "list"]) == 0
     assert "does a study from outside the package" in capsys.readouterr().out
     assert main(["study", "tiny-test-study", "--quick", "-q", "-o", str(tmp_path / "c")]) == 0

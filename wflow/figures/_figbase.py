@@ -121,8 +121,9 @@ _CONTEXT = {"mark": None, "on_save": None}
 @contextlib.contextmanager
 def figure_context(mark=None, on_save=None):
     """Within the block, every figure :func:`_save` writes carries ``mark`` (a short red note
-    in its lower left corner, e.g. ``"quick: pipeline check, not the published setting"``)
-    and every file written is passed to ``on_save(path)``."""
+    at its top, e.g. ``"quick: pipeline check, not the published setting"``, and the same
+    text in the file's description metadata) and every file written is passed to
+    ``on_save(path)``."""
     old = dict(_CONTEXT)
     _CONTEXT.update(mark=mark, on_save=on_save)
     try:
@@ -221,11 +222,22 @@ def _save(fig, outdir, kind, formats, dpi=None):
     for fmt in formats:
         p = outdir / f"{kind}.{fmt}"
         with replacing(p) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=DPI if dpi is None else dpi)
+            fig.savefig(tmp, format=fmt, dpi=DPI if dpi is None else dpi,
+                        metadata=_mark_metadata(fmt, _CONTEXT["mark"]))
         out.append(p)
         if _CONTEXT["on_save"] is not None:
             _CONTEXT["on_save"](p)
     return out
+
+
+#: the metadata field of each format that carries the mark (PNG text chunk, PDF info, SVG)
+_MARK_FIELD = {"png": "Description", "pdf": "Subject", "svg": "Description"}
+
+
+def _mark_metadata(fmt, mark):
+    """The file's metadata when marked: the mark in the format's description field, so a
+    program reading the file (not only a person looking at it) sees a quick figure."""
+    return {_MARK_FIELD[fmt]: mark} if mark else None
 
 
 def _check_formats(formats):

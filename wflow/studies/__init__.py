@@ -3,13 +3,17 @@ r"""The studies: each one a class in the registry, a sweep plus a summary.
 A study answers one question with a set of runs. It gives
 
 - its base configuration :math:`c_0 = \mathrm{base}(\text{scale})`, to which the options
-  apply (``--ledger``: ``diagnostics.ledger = true``; ``--set``: the overrides), then
+  apply (``--ledger``: ``diagnostics.ledger = true``; ``--set``: the overrides — one on a
+  key the study sweeps is refused, one a family of the study fixes is applied to the other
+  runs and named at the head of ``summary.txt``: :meth:`Study.overridden`), then
 - its tasks :math:`\{(\text{name}_k, c_k)\} = \mathrm{variants}(c_0)`, one result file each,
 - a summary (text and a column table) and figures, both computed from the result files.
 
 :func:`run_study` runs every registered study the same way: tasks →
 :func:`wflow.sweeps.sweep.run_sweep` → ``summary.txt``, ``summary.csv`` and figures in the
-output folder. The built-in studies are the modules of this package, registered by the one
+output folder; at the quick scale every output says it is one (the first line of
+``summary.txt``, the ``scale`` column of ``summary.csv``, a banner on every figure and the
+mark in its metadata). The built-in studies are the modules of this package, registered by the one
 import line each below (``wflow study list`` prints them with their questions; each module's
 docstring describes its set-up). A study's own figures are a module of :mod:`wflow.figures`
 (which imports no study: the study hands it its data and labels); the generic run figures

@@ -100,11 +100,14 @@ class StudyData:
         The sweep summary (:mod:`wflow.sweeps.summary`): one row per task and path, with
         the columns ``point`` (task name), ``path``, the swept keys, the standard and the
         study's own ``summary_columns``.
+    scale : {"full", "quick"}
+        The scale the runs were made at (a quick study labels its numbers).
     """
 
     paths: list
     tasks: list
     summary: dict
+    scale: str = "full"
 
     def __iter__(self):  # ``for p in data`` walks the result files
         return iter(self.paths)
@@ -169,20 +172,85 @@ class Study:
         return expand_grid(base, {}, name=self.name)
 
     def tasks(self, options: StudyOptions | None = None) -> list:
-        """``variants(options.configure(base(scale)), scale)``: the list of (name, config)."""
+        """``variants(options.configure(base(scale)), scale)``: the list of (name, config).
+
+        A ``--set`` on a key the study sweeps is refused (:meth:`overridden`)."""
         options = options or StudyOptions()
         if options.ledger and not self.ledger:
             raise ConfigError(f"--ledger (diagnostics.ledger = true) with study {self.name}: its "
                               "D_h are not symmetric, so no energy ledger exists (docs/model.md "
                               "§1b)")
         tasks = self.variants(options.configure(self.base(options.scale)), options.scale)
-        for text in options.overrides:  # a key the study sweeps: its grid wins, say so
-            keys, value = _config.parse_override(text)
-            sec, key = keys[0], ".".join(keys[1:])
-            if any(cfg.get(sec, {}).get(key) != value for _, cfg in tasks):
-                log.warning("study %s sets %s.%s itself in some runs: --set %s does not hold "
-                            "there", self.name, sec, key, text)
+        self.overridden(options, tasks)
         return tasks
+
+    def overridden(self, options: StudyOptions, tasks=None) -> list:
+        r"""What the study does with each ``--set``: the notes for the summary, or a refusal.
+
+        For an override ``k = v`` let :math:`c_j` be task j's configuration and
+        :math:`c^0_j` the same task made without it (by :meth:`variants`, or by
+        :meth:`tasks` where a study overrides it). The study sets k itself in task j when
+        :math:`c_j[k] = c^0_j[k]` (the override did not reach it) and either
+        :math:`c_j[k] \ne v` or the base without the override has another value (the grid
+        gives v by coincidence). A value derived from the override (Δt/2 of the given Δt)
+        changes with it and counts as applied.
+
+        - Those tasks hold two or more values of k: the study sweeps k, and the override
+          cannot hold — :class:`~wflow.errors.ConfigError`, one line naming the study, the
+          key and the values it runs (exit 2 on the command line).
+        - They are all the tasks: the override holds nowhere — ConfigError as well.
+        - They hold one value (a family of the study fixes k, e.g. the one-path oscillating
+          family of ``section6`` under ``--set solver.paths=3``): the override applies to
+          the other tasks, and the returned note, which heads ``summary.txt``, says where it
+          does not.
+
+        Returns
+        -------
+        list of str
+            One note per override the study sets itself in some tasks.
+        """
+        tasks = self.tasks(options) if tasks is None else tasks
+        notes = []
+        for i, text in enumerate(options.overrides):
+            keys, value = _config.parse_override(text)
+            if not any(_lookup(cfg, keys) != value for _, cfg in tasks):
+                continue  # every task holds it
+            others = dataclasses.replace(options, overrides=options.overrides[:i]
+                                         + options.overrides[i + 1:])
+            base0 = others.configure(self.base(options.scale))
+            if type(self).tasks is Study.tasks:
+                without = self.variants(base0, options.scale)
+            else:  # a study that makes its tasks itself (phase) makes them without it too
+                without = self.tasks(others)
+            if len(without) == len(tasks):
+                pairs = [(n, c, c0) for (n, c), (_, c0) in zip(tasks, without)]
+            else:  # the override changes the task list: compare the tasks of both lists
+                w = dict(without)
+                pairs = [(n, c, w[n]) for n, c in tasks if n in w]
+            b0 = _lookup(base0, keys)
+            own = [(n, _lookup(c, keys)) for n, c, c0 in pairs
+                   if _lookup(c, keys) == _lookup(c0, keys)
+                   and (_lookup(c, keys) != value or b0 != value)]
+            if not own:
+                continue
+            key = ".".join(keys)
+            values = list(dict.fromkeys(_show(v) for _, v in own))
+            shown = ", ".join(values[:6]) + (", ..." if len(values) > 6 else "")
+            if len(values) > 1:
+                raise ConfigError(f"--set {text}: study {self.name} sweeps {key} itself "
+                                  f"({shown} across its runs), so the override cannot hold; "
+                                  f"run that setting alone (wflow run --set {text}) or sweep "
+                                  "it (wflow sweep)")
+            if len(own) == len(tasks):
+                raise ConfigError(f"--set {text}: study {self.name} sets {key} = {shown} "
+                                  "itself in every run, so the override cannot hold; run that "
+                                  f"setting alone (wflow run --set {text})")
+            names = [n for n, _ in own]
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4
+                                            else "")
+            notes.append(f"--set {text} applies to {len(tasks) - len(names)} of {len(tasks)} "
+                         f"runs; study {self.name} sets {key} = {values[0]} itself in {shown}")
+        return notes
 
     def chains(self, base: dict, scale: str) -> list:
         """Continuation sweeps ``[(name, config), ...]`` per chain, as a list of chains
@@ -358,6 +426,7 @@ def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
     study = get_study(name)
     options = dataclasses.replace(options or StudyOptions(), **fields)
     tasks = study.tasks(options) if tasks is None else list(tasks)
+    notes = study.overridden(options, tasks)  # refuses a --set on a key the study sweeps
     if options.ledger:  # whatever the study's tasks do, the switch holds for every run
         for _, cfg in tasks:
             cfg.setdefault("diagnostics", {})["ledger"] = True
@@ -375,12 +444,15 @@ def run_study(name, outdir, options: StudyOptions | None = None, tasks=None,
         rows += _run_chain(study, chain, outdir, options)
         tasks += [(n, c) for n, c in chain]
         paths += [str(outdir / f"{n}.h5") for n, _ in chain]
-    data = StudyData(paths, tasks, {k: np.asarray(v) for k, v in sweep.table.items()})
+    data = StudyData(paths, tasks, {k: np.asarray(v) for k, v in sweep.table.items()},
+                     scale=options.scale)
     text, table = study.summarize(data)
+    text = "\n".join([*summary_header(study, options, notes), text])
     files = [outdir / "summary.txt", outdir / "summary.csv"]
     with replacing(files[0]) as tmp:
         tmp.write_text(text + "\n", encoding="utf-8")
-    write_csv(table, files[1])
+    n = len(next(iter(table.values()))) if table else 0
+    write_csv({"scale": [options.scale] * n, **table}, files[1])
     if options.figure_formats:
         files += _draw_figures(study, data, outdir / "figures", options)
     return StudyResult(study.name, outdir, rows, text, table, files, data)
@@ -419,6 +491,23 @@ def _run_chain(study, chain, outdir, options) -> list:
     return rows
 
 
+_MISSING = object()
+
+
+def _lookup(cfg, keys):
+    """``cfg[k0][k1]...``, or a marker when the key is absent."""
+    node = cfg
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return _MISSING
+        node = node[k]
+    return node
+
+
+def _show(value) -> str:
+    return "(not set)" if value is _MISSING else repr(value) if isinstance(value, str) else str(value)
+
+
 def final_state(source) -> np.ndarray:
     """The last record of a result's tokens ``X`` (P, n, d) or density ``rho`` (P, N)
     (a path or a :class:`~wflow.engine.run.Result`); ConfigError if it stored neither."""
@@ -432,6 +521,19 @@ def final_state(source) -> np.ndarray:
 
 #: the mark on every figure of a quick study
 QUICK_MARK = "quick: pipeline check (short T, few paths), not the published setting"
+
+
+def summary_header(study, options, notes=()) -> list:
+    """The lines that head ``summary.txt``: at the quick scale, that the run is a pipeline
+    check and what it reduces (``study.quick``); then one line per ``--set`` the study sets
+    itself in some runs (:meth:`Study.overridden`); an empty line closes a non-empty header."""
+    lines = []
+    if options.scale == "quick":
+        what = f" Quick scale: {study.quick}." if study.quick else ""
+        lines.append(f"QUICK: wflow study {study.name} --quick is a pipeline check, not the "
+                     f"published setting: no number below is a result.{what}")
+    lines += [f"note: {n}" for n in notes]
+    return [*lines, ""] if lines else []
 
 
 def _draw_figures(study, data, figdir, options) -> list:

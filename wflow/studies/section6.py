@@ -116,8 +116,10 @@ class Section6(Study):
                                         iv.label, fit.label if fit is not None else "")):
                     table[k].append(v)
             if fit is not None:
+                quick = (f"; quick: a T = {data.config(Path(srcs[0]).stem)['solver']['T']:g} "
+                         "transient, not the exponent" if data.scale == "quick" else "")
                 lines.append(f"fit G2 = a H^b: a = {fa:.4g}, b = {fit.fmt('.3f')} "
-                             f"({fit.label})")
+                             f"({fit.label}{quick})")
         return "\n".join(lines), table
 
     def figures(self, data, outdir, formats):
