@@ -48,6 +48,15 @@ _CHILD = (
 )
 
 
+def _time_case(sets):
+    """A calibration run in this process (as ``wflow validate --calibrate``)."""
+    from wflow.engine.run import Simulation
+
+    sim = Simulation(None, list(sets))
+    sim.run()
+    return float(sim.elapsed), sim.config
+
+
 def _measure(sets):
     """The stepping seconds of the run of ``sets`` (overrides of the embedded default), warm,
     in a fresh process (as ``wflow run``: no thread pools left by other cases), and its
@@ -86,7 +95,7 @@ def timings(quick=False, calibrate=True, target=TARGET_S, progress=None):
     from wflow.engine import timing
 
     if calibrate:
-        timing.calibrate(progress=progress)
+        timing.calibrate(_time_case, progress=progress)
     out = []
     for label, sets in cases(quick, target):
         sec, cfg = _measure(sets)
@@ -136,7 +145,7 @@ def main(argv=None):
     def say(line):
         print(line, file=sys.stderr, flush=True)
 
-    cal = timing.calibrate(progress=say)
+    cal = timing.calibrate(_time_case, progress=say)
     rows = timings(args.quick, calibrate=False, progress=say)
     for label, z, est, sec in rows:
         print(f"{label:<14} {z.route:<13} {z.steps:>4} steps  estimate {est.seconds:8.3g} s  "

@@ -92,7 +92,7 @@ def test_validate_prints_what_it_validated(capsys):
                         "records=801")
     assert lines[1].startswith("memory: about ") and "available" in lines[1]
     assert lines[2].startswith("disk: about ") and "wflow_run.h5" in lines[2]
-    assert lines[3].startswith("time: roughly ") and "nothing compiled" in lines[3]
+    assert lines[3].startswith("time: roughly ") and "stepping" in lines[3]
     assert lines[4] == f"config_hash: {driver.result_hash(C.resolve(None, sets))}"
 
 

@@ -552,6 +552,16 @@ def cmd_animate(args) -> int:
 
 
 # ---------------------------------------------------------------------- validate
+def _time_case(sets):
+    """The stepping seconds and the configuration of a run of the embedded default with the
+    overrides ``sets``, records in memory (a calibration run of the time estimate)."""
+    from wflow.engine.run import Simulation
+
+    sim = Simulation(None, list(sets))
+    sim.run()
+    return float(sim.elapsed), sim.config
+
+
 def cmd_validate(args) -> int:
     from wflow.config import resolve
     from wflow.engine import driver, memory, timing
@@ -572,7 +582,7 @@ def cmd_validate(args) -> int:
           f"({memory.human(free)} free)")
     if getattr(args, "calibrate", False):
         print("calibrating the time estimate (a few short runs):", file=sys.stderr)
-        timing.calibrate(progress=lambda line: print(f"  {line}", file=sys.stderr))
+        timing.calibrate(_time_case, progress=lambda line: print(f"  {line}", file=sys.stderr))
     est_t = timing.estimate(cfg)
     print(f"time: {'roughly ' if est_t.rough else 'about '}{timing.human_seconds(est_t.seconds)} "
           f"stepping ({est_t.how})")

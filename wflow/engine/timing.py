@@ -391,26 +391,24 @@ def estimate(cfg) -> Estimate:
 
 
 # ---------------------------------------------------------------------- calibration
-def calibrate(progress=None) -> list[tuple[str, Sizes, float]]:
+def calibrate(run_case, progress=None) -> list[tuple[str, Sizes, float]]:
     """Run :data:`CALIBRATION_CASES` (a few seconds) and keep their stepping times as this
-    machine's calibration; returns ``(case, sizes, seconds)``. Each case first runs one step
-    (its kernels loaded or compiled), then every case runs in :data:`CALIBRATION_REPEATS`
-    rounds, the median kept (a change of the machine's load spreads over every case).
-    ``progress`` receives a line per case."""
-    from wflow.engine.run import Simulation
-
+    machine's calibration; returns ``(case, sizes, seconds)``. ``run_case(overrides)`` runs
+    the embedded default with the overrides and returns ``(stepping seconds, validated
+    configuration)`` (the command line's runs :class:`wflow.engine.run.Simulation`). Each
+    case first runs one step (its kernels loaded or compiled), then every case runs in
+    :data:`CALIBRATION_REPEATS` rounds, the median kept (a change of the machine's load
+    spreads over every case). ``progress`` receives a line per case."""
     cases = {name: [*sets, "output.store_tokens=false"]
              for name, sets in CALIBRATION_CASES.items()}
     for sets in cases.values():
-        Simulation(None, [*sets, "solver.T=0.005", "solver.dt=0.005"]).run()
+        run_case([*sets, "solver.T=0.005", "solver.dt=0.005"])
     times: dict[str, list[float]] = {name: [] for name in cases}
     configs = {}
     for _ in range(CALIBRATION_REPEATS):
         for name, sets in cases.items():
-            sim = Simulation(None, sets)
-            sim.run()
-            times[name].append(float(sim.elapsed))
-            configs[name] = sim.config
+            sec, configs[name] = run_case(sets)
+            times[name].append(float(sec))
     rows = []
     for name in cases:
         z, sec = sizes(configs[name]), float(np.median(times[name]))
