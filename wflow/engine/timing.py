@@ -12,13 +12,14 @@ evaluations per path (:math:`s` the method's stages,
 :func:`wflow.stepping.registry.stepper_stages`; :math:`\ell = 1` with the exact ledger's
 second evaluation), P paths, H heads, n tokens (the cells of a density run), d the dimension,
 R records and m = min(n, ``diagnostics.max_pairwise_n``) the tokens of the pair diagnostics.
-The fixed part (every run): :math:`c_{\text{run}}`, :math:`c_{\text{step}} N`,
-:math:`c_{\text{eval}} E`, :math:`c_{\text{head}} E P H`, :math:`c_{\text{head·d³}} E P H d^3`
+The terms of every run (:data:`FIXED_TERMS`): :math:`c_{\text{run}}`,
+:math:`c_{\text{step}} N`, :math:`c_{\text{head}} E P H`, :math:`c_{\text{head·d³}} E P H d^3`
 (the spectral norms and the weight step), :math:`c_{\text{row}} E P H n d` (the per-row
 combine), :math:`c_{\text{record}} R P` and, with the clustering diagnostics,
-:math:`c_{\text{record·m²}} R P m^2`. The pair part is the route's own
-(:data:`ROUTE_TERMS`, the route chosen by :func:`wflow.kernels.plan_shapes` as the run will):
-:math:`c_{\text{pairs}/r} E P H n^2` and, for routes whose pair cost grows with d,
+:math:`c_{\text{record·m²}} R P m^2`. The terms of the route r the run will take
+(:data:`ROUTE_TERMS`; r as :func:`wflow.kernels.plan_shapes` chooses it, ``numpy`` for the
+NumPy backend): a pass's fixed cost :math:`c_{\text{eval}/r} E`, the pairs
+:math:`c_{\text{pairs}/r} E P H n^2` and, for routes whose work per pair grows with d,
 :math:`c_{\text{pairs·d}/r} E P H n^2 d`. A new route adds its terms with
 :func:`register_route_terms`.
 
@@ -392,7 +393,7 @@ def estimate(cfg) -> Estimate:
 
 # ---------------------------------------------------------------------- calibration
 def calibrate(run_case, progress=None) -> list[tuple[str, Sizes, float]]:
-    """Run :data:`CALIBRATION_CASES` (a few seconds) and keep their stepping times as this
+    """Run :data:`CALIBRATION_CASES` (a few seconds on a quiet machine) and keep their stepping times as this
     machine's calibration; returns ``(case, sizes, seconds)``. ``run_case(overrides)`` runs
     the embedded default with the overrides and returns ``(stepping seconds, validated
     configuration)`` (the command line's runs :class:`wflow.engine.run.Simulation`). Each
