@@ -79,3 +79,26 @@ def test_adaptive_checkpoints_count_rounds_not_grid_steps(tmp_path):
     # a fixed-step file keeps its steps
     fixed = commands._info_status({**info, "config": {"solver": {}}}, None)
     assert "at step 384800 of 100" in fixed
+
+
+def test_killed_adaptive_file_info_and_resume_count_rounds(tmp_path, monkeypatch, capsys):
+    """A real adaptive file killed in a checkpoint write: ``info`` and ``resume`` name the
+    round of the loop (the fixed grid would say "step 10 of 2000")."""
+    from test_adaptive_checkpoint import CASES
+    from test_io import crash_in_checkpoint
+
+    p = tmp_path / "r.h5"
+    crash_in_checkpoint(monkeypatch, CASES["frozen"], p, 4)  # checkpoints 0, 5, 10, † 15
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(["info", str(p)]) == 0
+    out = capsys.readouterr().out
+    status = [ln for ln in out.splitlines() if ln.startswith("status")][0]
+    assert "interrupted, checkpoint after round 10 of the adaptive loop" in status
+    assert "of 800" not in out
+    steps = [ln for ln in out.splitlines() if ln.startswith("steps")][0]
+    assert steps.split(None, 1)[1] == "adaptive (no records yet)"
+    assert main(["resume", "-q", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == (f"resumed {p} from round 10 of the adaptive loop: "
+                                   f"complete, 31 records")

@@ -140,7 +140,10 @@ def _interrupted(path) -> Interrupted:
     if ck is None:
         return Interrupted(f"interrupted before the first checkpoint of {path} "
                            f"(`wflow resume {path}` runs it again from step 0)")
-    return Interrupted(f"interrupted; {path} keeps the checkpoint at step {ck} of {info['nsteps']} "
+    where = (f"after round {ck} of the adaptive loop"
+             if info["config"].get("solver", {}).get("adaptive")
+             else f"at step {ck} of {info['nsteps']}")
+    return Interrupted(f"interrupted; {path} keeps the checkpoint {where} "
                        f"(`wflow resume {path}` continues from there)")
 
 
@@ -275,6 +278,9 @@ def cmd_resume(args) -> int:
         return 0
     if r.action == "restarted":
         print(f"{r.path}: no usable checkpoint, ran again from step 0: "
+              f"complete, {r.n_records} records")
+    elif info["config"].get("solver", {}).get("adaptive"):  # k counts rounds [model §6d]
+        print(f"resumed {r.path} from round {r.from_step} of the adaptive loop: "
               f"complete, {r.n_records} records")
     else:
         print(f"resumed {r.path} from step {r.from_step} of {r.nsteps}: "

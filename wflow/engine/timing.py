@@ -377,8 +377,8 @@ def estimate(cfg) -> Estimate:
     parts = sorted(((f.coef[t.name] * t.size(z), t.name) for t in terms(z.route)), reverse=True)
     main = ", ".join(f"{k} {v / sec:.0%}" for v, k in parts[:2] if sec > 0)
     if f.count == 0:
-        how = ("rough: no timing on this machine yet; `wflow validate --calibrate` measures "
-               "one in a few seconds")
+        how = ("rough: no timing on this machine yet; `wflow validate --calibrate` times a "
+               "few short runs")
     elif rough:
         unmeasured = [k for v, k in parts if k not in f.measured and v >= 0.1 * sec]
         how = (f"rough: {', '.join(unmeasured) or 'its main terms'} not yet timed on this "
