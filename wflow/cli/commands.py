@@ -587,7 +587,8 @@ def cmd_validate(args) -> int:
     print(f"disk: about {memory.human(need)} for {cfg['output']['path']} "
           f"({memory.human(free)} free)")
     if getattr(args, "calibrate", False):
-        print("calibrating the time estimate (a few short runs):", file=sys.stderr)
+        print("calibrating the time estimate: a few short runs of each kernel route (kernels "
+              "not yet compiled on this machine compile first)", file=sys.stderr)
         timing.calibrate(_time_case, progress=lambda line: print(f"  {line}", file=sys.stderr))
     est_t = timing.estimate(cfg)
     print(f"time: {'roughly ' if est_t.rough else 'about '}{timing.human_seconds(est_t.seconds)} "
