@@ -33,7 +33,9 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
 ``placements`` (:mod:`benchmarks.placements`)
     The default run's step under pre-LN, peri-LN, nGPT and Mix-LN against post-LN
     [model §1c].
-``contention`` (:mod:`benchmarks.contention`) and ``section6``
+``contention`` (:mod:`benchmarks.contention`), ``section6`` and ``estimate``
+    (:mod:`benchmarks.estimate`: ``wflow validate``'s time estimate against the measured
+    time, n = 16 … 2000, d = 2 … 64)
     Minutes each; run only when named.
 """
 
@@ -50,6 +52,7 @@ import numpy as np
 
 from benchmarks import internals
 from benchmarks.contention import child_env, contention_rows
+from benchmarks.estimate import estimate_suite
 from benchmarks.placements import placements_suite
 from benchmarks.results import row
 from wflow.cli.bench import (
@@ -661,7 +664,7 @@ def _contention(quick=False):
 SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
           "contention": _contention, "section6": section6_suite, "general": general_suite,
-          "noise": noise_suite, "placements": placements_suite}
+          "noise": noise_suite, "placements": placements_suite, "estimate": estimate_suite}
 DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "placements",
                   "memory", "run")
 

@@ -94,36 +94,8 @@ def test_validate_prints_what_it_validated(capsys):
                         "records=801")
     assert lines[1].startswith("memory: about ") and "available" in lines[1]
     assert lines[2].startswith("disk: about ") and "wflow_run.h5" in lines[2]
-    assert lines[3].startswith("time: roughly ") and "nothing compiled" in lines[3]
+    assert lines[3].startswith("time: roughly ") and "stepping" in lines[3]
     assert lines[4] == f"config_hash: {driver.result_hash(C.resolve(None, sets))}"
-
-
-def test_run_time_estimate_from_the_work_and_a_saved_rate(tmp_path, monkeypatch, capsys):
-    """The work is N_steps s P H n² pair terms; without a saved rate the estimate is the rough
-    one and says so; a complete ``wflow run`` saves this machine's rate, which validate uses."""
-    from wflow.engine import timing
-
-    monkeypatch.setenv("WFLOW_CACHE_DIR", str(tmp_path / "cache"))
-    c = C.resolve(None, ["model.n=300", "solver.method=\"rk4\"", "solver.T=1"])
-    assert timing.work(c) == 200 * 4 * 2 * 10 * 300**2  # steps, stages, paths, heads, n²
-    sec, how = timing.estimate(c)
-    assert sec == timing.work(c) / timing.ROUGH_RATES["numba"] and "rough" in how
-    timing.record(c, 0.1)  # too short to say anything: not saved
-    assert not timing.rates_file().exists()
-    timing.record(c, 12.0)
-    sec, how = timing.estimate(C.resolve(None, ["model.n=600", "solver.method=\"rk4\"",
-                                                "solver.T=1"]))
-    assert sec == pytest.approx(48.0) and "this machine" in how and "n = 300" in how
-    # the run below takes ~0.3-1 s depending on the machine and its load: every duration counts
-    monkeypatch.setattr(timing, "MIN_RECORDED_S", 0.0)
-    run = ["run", "-q", "-o", str(tmp_path / "r.h5"), "--set", "model.n=40",
-           "--set", "solver.backend=\"numpy\"", "--set", "solver.T=0.5"]
-    assert main(run) == 0
-    saved = json.loads(timing.rates_file().read_text())
-    assert any(k.endswith("/numpy/float64") and v["n"] == 40 for k, v in saved.items())
-    capsys.readouterr()
-    assert main(["validate", "--set", "solver.backend=\"numpy\""]) == 0
-    assert "this machine's rate of its last run, n = 40" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("cmd", ["validate", "run"])
@@ -296,7 +268,6 @@ def test_the_total_bounds_the_peak_resident_memory(tmp_path):
     allowance and a 30% margin. The probe runs one step first (compiling, if numba's cache is
     cold, takes far more memory than a run and is not what the estimate is for), then resets
     the process's peak (Linux: ``/proc/self/clear_refs``) and measures the run."""
-    import json
     import subprocess
     import sys
 

@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("validate", parents=[common], help="check a configuration")
     r.add_argument("config", nargs="?", default=None, help="TOML file (default: the embedded)")
     r.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", help="override a key")
+    r.add_argument("--calibrate", action="store_true",
+                   help="first time a few short runs on this machine (seconds) for the time "
+                        "estimate; kept in the cache for later estimates")
     r.set_defaults(func=cmd_validate)
 
     e = sub.add_parser("experiments", parents=[common],

@@ -19,19 +19,71 @@ log = logging.getLogger("wflow")
 
 def _summary_table(res, last: str = "t = T") -> str:
     """A small table of the first and the last record (column ``last``): mean over paths of
-    the main series."""
+    the main series. Rows that are NaN throughout are marked ``*`` and a note says why."""
     names = ["energy", "dissipation", "G2", "G2_hm", "b_hat_mean", "int_G2", "int_dissipation",
              "ledger_residual", "token_martingale", "token_ito_realised", "paper_residual",
              "order_parameter", "n_clusters"]
     lines = [f"{'series':<18}{'t = 0':>14}{last:>14}   (mean over {res.energy.shape[1]} paths)"]
+    missing = []
     for k in names:
         if k not in res.keys():
             continue
-        a = np.asarray(res[k])
-        lines.append(f"{k:<18}{np.mean(a[0]):>14.6g}{np.mean(a[-1]):>14.6g}")
-    if "ledger_residual" in res.keys():
+        a = np.asarray(res[k], dtype=float)
+        blank = a.size > 0 and bool(np.isnan(a).all())
+        if blank:
+            missing.append(k)
+        lines.append(f"{k:<18}{np.mean(a[0]):>14.6g}{np.mean(a[-1]):>14.6g}"
+                     + ("  *" if blank else ""))
+    if "ledger_residual" in res.keys() and "ledger_residual" not in missing:
         lines.append(_LEDGER_NOTE_NOISE if "token_martingale" in res.keys() else _LEDGER_NOTE)
+    if missing:
+        lines.append(f"* nan: {_why_nan(getattr(res, 'config', None) or {})}")
     return "\n".join(lines)
+
+
+def _why_nan(cfg) -> str:
+    """Why a run's ledger rows (the exact ledger, the left-point integrals) are NaN."""
+    s, m, dg = cfg.get("solver", {}), cfg.get("model", {}), cfg.get("diagnostics", {})
+    if s.get("adaptive"):
+        return ("an adaptive run computes no ledger and no left-point integrals: the split "
+                "into a token part at frozen weights and a weight part assumes the "
+                "frozen-weight step, which adaptive steps are not [model §6d]")
+    if m.get("interaction", "symmetric") != "symmetric" or m.get("mask", "none") == "causal":
+        return ("no energy, hence no ledger: model.interaction = 'general' or a causal mask "
+                "[model §1b]")
+    if not dg.get("ledger", True):
+        return "the exact ledger is off (diagnostics.ledger = false) [model §6]"
+    return "not computed by this run"
+
+
+def _adaptive_counts(cfg, last: dict) -> str:
+    """What an adaptive run did, from the stepper series of its last record (``last``:
+    name -> (P,) values): accepted and rejected steps and field evaluations (sums over the
+    paths), and the event times of ``solver.event``."""
+    s = cfg["solver"]
+    P = int(s["paths"])
+    acc, rej, ev = (np.asarray(last.get(k, np.full(P, np.nan)), dtype=float)
+                    for k in ("steps_accepted", "steps_rejected", "field_evals"))
+
+    def total(a):
+        return "?" if np.isnan(a).all() else f"{int(np.nansum(a))}"
+
+    text = (f"steps accepted={total(acc)} rejected={total(rej)} field_evals={total(ev)}"
+            + (f" (sums over {P} paths)" if P > 1 else ""))
+    if s.get("event"):
+        t = np.asarray(last.get("event_time", np.full(P, np.nan)), dtype=float)
+        hit = t[np.isfinite(t)]
+        what = (f"{s['event']} {'>=' if s.get('event_direction', 'up') == 'up' else '<='} "
+                f"{s['event_threshold']:g}")
+        if P <= 4:
+            times = ", ".join("none" if not np.isfinite(x) else f"{x:.6g}" for x in t)
+            text += f"; event {what} at t = {times}"
+        elif hit.size:
+            text += (f"; event {what} on {hit.size} of {P} paths, t in "
+                     f"[{hit.min():.6g}, {hit.max():.6g}]")
+        else:
+            text += f"; event {what} on no path"
+    return text
 
 
 #: what the summary's ledger_residual is [model §6, §6b]
@@ -50,11 +102,17 @@ def _run_line(sim, total: float | None = None) -> str:
     stepping = getattr(sim, "elapsed", 0.0)
     times = (f"in {stepping:.2f} s" if total is None
              else f"in {total:.2f} s ({stepping:.2f} s stepping; the rest setup, compiling, writing)")
+    if c["solver"].get("adaptive"):  # the steps each path took, not the first step's grid
+        st = getattr(sim, "final_state", None)
+        steps = "adaptive " + _adaptive_counts(c, getattr(st, "stepper_info", None) or {})
+        grid = f"dt0={sim.dt:g}"
+    else:
+        steps, grid = f"steps={sim.nsteps}", f"dt={sim.dt:g}"
     return (
         f"wflow run: n={sim.n} d={sim.d} H={sim.H} paths={sim.P} "
         f"{c['model']['normalization']}/{c['model']['sign']} process={c['weights']['process']} "
-        f"method={c['solver']['method']} dt={sim.dt:g} T={c['solver']['T']:g} "
-        f"steps={sim.nsteps} {times}"
+        f"method={c['solver']['method']} {grid} T={c['solver']['T']:g} "
+        f"{steps} {times}"
     )
 
 
@@ -82,7 +140,10 @@ def _interrupted(path) -> Interrupted:
     if ck is None:
         return Interrupted(f"interrupted before the first checkpoint of {path} "
                            f"(`wflow resume {path}` runs it again from step 0)")
-    return Interrupted(f"interrupted; {path} keeps the checkpoint at step {ck} of {info['nsteps']} "
+    where = (f"after round {ck} of the adaptive loop"
+             if info["config"].get("solver", {}).get("adaptive")
+             else f"at step {ck} of {info['nsteps']}")
+    return Interrupted(f"interrupted; {path} keeps the checkpoint {where} "
                        f"(`wflow resume {path}` continues from there)")
 
 
@@ -168,6 +229,8 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
 
     t0 = time.perf_counter()
     sim = Simulation(config, sets or [])
+    ready = getattr(sim.model, "kernels_ready", None)  # a compiling run says nothing of speed
+    warm = ready is None or ready(sim.X0, sim.D0)
     out = Path(output) if output else Path(sim.config["output"]["path"])
     _check_disk([sim.config], out)  # before anything is written, even a directory
     _output_dir(out.parent)
@@ -180,7 +243,8 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
     total = time.perf_counter() - t0
     from wflow.engine import timing
 
-    timing.record(sim.config, sim.elapsed)  # the rate `wflow validate` estimates times from
+    if warm:  # a timing of the cost model `wflow validate` estimates from
+        timing.record(sim.config, sim.elapsed)
     print(_run_line(sim, total))
     print(f"wrote {out}")
     table = _file_summary(out)
@@ -215,6 +279,9 @@ def cmd_resume(args) -> int:
     if r.action == "restarted":
         print(f"{r.path}: no usable checkpoint, ran again from step 0: "
               f"complete, {r.n_records} records")
+    elif info["config"].get("solver", {}).get("adaptive"):  # k counts rounds [model §6d]
+        print(f"resumed {r.path} from round {r.from_step} of the adaptive loop: "
+              f"complete, {r.n_records} records")
     else:
         print(f"resumed {r.path} from step {r.from_step} of {r.nsteps}: "
               f"complete, {r.n_records} records")
@@ -235,6 +302,8 @@ def _info_status(info, holder) -> str:
     """The status line of ``wflow info``: complete, failed, live (a writer holds the lock) or
     interrupted, with what to do."""
     a, status, path = info["attrs"], info["status"], info["path"]
+    if info["config"].get("solver", {}).get("adaptive"):
+        return _info_status_adaptive(info, holder)
     if status == "failed":
         step = a.get("failed_step")
         return "failed" + (f" at step {step} of {info['nsteps']}" if step is not None
@@ -250,6 +319,41 @@ def _info_status(info, holder) -> str:
         return (f"interrupted before its first checkpoint (resume with `wflow resume {path}`: "
                 f"it runs again from step 0)")
     return f"interrupted at step {ck} of {info['nsteps']} (resume with `wflow resume {path}`)"
+
+
+def _info_status_adaptive(info, holder) -> str:
+    """The status line of an adaptive run: its checkpoints count rounds of the adaptive loop
+    [model §6d], not steps of a grid."""
+    status, path, ck = info["status"], info["path"], info["checkpoint_step"]
+    if status in ("complete", "failed"):
+        return status + (" (nothing to resume)" if status == "failed" else "")
+    where = "" if ck is None else f"after round {ck} of the adaptive loop"
+    if holder is not None:
+        who = f"pid {holder}" if holder > 0 else "another process"
+        return f"live (written by {who}" + (f", last checkpoint {where})" if where else ")")
+    if ck is None:
+        return (f"interrupted before its first checkpoint (resume with `wflow resume {path}`: "
+                f"it runs again from t = 0)")
+    return f"interrupted, checkpoint {where} (resume with `wflow resume {path}`)"
+
+
+def _info_steps(info) -> str:
+    """The ``steps`` row of ``wflow info``: the grid's steps, or what an adaptive run did
+    (from its last record; none before its records are written)."""
+    cfg = info["config"]
+    if not cfg.get("solver", {}).get("adaptive"):
+        return str(info["nsteps"])
+    from wflow.storage.io import read
+
+    names = ("steps_accepted", "steps_rejected", "field_evals", "event_time")
+    try:
+        _, arrays, _ = read(info["path"], tokens=False)
+    except (OSError, WflowError, KeyError):
+        arrays = {}
+    last = {k: np.asarray(arrays[k])[-1] for k in names if k in arrays and len(arrays[k])}
+    if not last:
+        return "adaptive (no records yet)"
+    return "adaptive " + _adaptive_counts(cfg, last)
 
 
 def cmd_info(args) -> int:
@@ -273,7 +377,7 @@ def cmd_info(args) -> int:
         ("finished", a.get("finished", "-")),
         ("config_hash", a.get("config_hash")),
         ("seed", a.get("seed")),
-        ("steps", info["nsteps"]),
+        ("steps", _info_steps(info)),
         ("records", f"{info['n_records']} of {a.get('n_records_expected', '?')}"),
         ("resumes", a.get("resumes", 0)),
         ("machine", json.dumps(a.get("machine"))),
@@ -454,6 +558,16 @@ def cmd_animate(args) -> int:
 
 
 # ---------------------------------------------------------------------- validate
+def _time_case(sets):
+    """The stepping seconds and the configuration of a run of the embedded default with the
+    overrides ``sets``, records in memory (a calibration run of the time estimate)."""
+    from wflow.engine.run import Simulation
+
+    sim = Simulation(None, list(sets))
+    sim.run()
+    return float(sim.elapsed), sim.config
+
+
 def cmd_validate(args) -> int:
     from wflow.config import resolve
     from wflow.engine import driver, memory, timing
@@ -472,8 +586,13 @@ def cmd_validate(args) -> int:
     print(f"memory: about {est}{there}")
     print(f"disk: about {memory.human(need)} for {cfg['output']['path']} "
           f"({memory.human(free)} free)")
-    sec, how = timing.estimate(cfg)
-    print(f"time: roughly {timing.human_seconds(sec)} ({how}; nothing compiled to say so)")
+    if getattr(args, "calibrate", False):
+        print("calibrating the time estimate: a few short runs of each kernel route (kernels "
+              "not yet compiled on this machine compile first)", file=sys.stderr)
+        timing.calibrate(_time_case, progress=lambda line: print(f"  {line}", file=sys.stderr))
+    est_t = timing.estimate(cfg)
+    print(f"time: {'roughly ' if est_t.rough else 'about '}{timing.human_seconds(est_t.seconds)} "
+          f"stepping ({est_t.how})")
     print(f"config_hash: {driver.result_hash(cfg)}")
     return 0
 
