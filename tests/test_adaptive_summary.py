@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from wflow.cli import commands, main
+from wflow.cli import inspect as commands
+from wflow.cli import main
 from wflow.storage.io import read
 
 ADAPTIVE = ["solver.adaptive=true", 'solver.method="bs32"', "model.n=12", "model.heads=2",

@@ -31,20 +31,17 @@ try:  # Ctrl-C while the command starts (its imports): one line, no traceback
         _run_config,
         _run_line,
         _summary_table,
-        _toml,
-        cmd_animate,
         cmd_bench,
         cmd_experiments_list,
         cmd_experiments_run,
         cmd_import_weights,
-        cmd_info,
-        cmd_plot,
         cmd_resume,
         cmd_run,
         cmd_study,
         cmd_sweep,
         cmd_validate,
     )
+    from wflow.cli.inspect import _toml, cmd_animate, cmd_info, cmd_plot  # noqa: F401
     from wflow.errors import ConfigError, RunFailedError, WflowError, WriteError
 except KeyboardInterrupt:
     print("wflow: interrupted", file=sys.stderr)
