@@ -40,8 +40,9 @@ from scipy.special import ive
 
 from wflow.kernels import nufft
 from wflow.kernels.pool import get_num_threads
+from wflow.kernels.spectral_rows import combine_rows
 
-__all__ = ["BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail", "sums",
+__all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail", "sums",
            "indicator", "direct_rows", "head_norms"]
 
 #: points per work item of the NUFFTs (moments added in block order)
@@ -162,6 +163,25 @@ def _s1_coefficients(beta, D, La):
     return C[:, idx][:, :, idx]
 
 
+def _synthesis(points, B, n, pool):
+    r"""Real functions with coefficients B (K, ...) at the points (K, n): two at a time, as the
+    real and imaginary parts of one complex synthesis (each function is real at the points)."""
+    K = B.shape[0]
+    if K % 2:
+        B = np.concatenate([B, np.zeros_like(B[:1])])
+    C = B[0::2] + 1j * B[1::2]
+    out = np.empty((C.shape[0] * 2, n))
+    blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+
+    def synth(b):
+        f = nufft.type2(tuple(t[b[0]:b[1]] for t in points), C, +1)
+        out[0::2, b[0]:b[1]] = f.real
+        out[1::2, b[0]:b[1]] = f.imag
+
+    list(pool.map(synth, blocks))
+    return out[:K]
+
+
 def _s1_path(X, D, beta, L, pool):
     """S0 (H, n), SX (H, n, 2) and SI (H, n) for one path on S¹."""
     n = X.shape[0]
@@ -173,13 +193,7 @@ def _s1_path(X, D, beta, L, pool):
     F = sum(pool.map(lambda b: nufft.type1((phi[b[0]:b[1]],), ones[:, b[0]:b[1]], La, +1)[0], blocks))
     coefs = list(pool.map(lambda h: _s1_coefficients(beta, D[h], La), range(H)))
     G = np.stack([C @ F for C in coefs]).reshape(4 * H, 2 * La + 1)  # g_k = Σ_l c_kl F_l
-    out = np.empty((4 * H, n))
-
-    def synth(b):
-        out[:, b[0]:b[1]] = nufft.type2((phi[b[0]:b[1]],), G, +1).real
-
-    list(pool.map(synth, blocks))
-    out = out.reshape(H, 4, n)
+    out = _synthesis((phi,), G, n, pool).reshape(H, 4, n)
     return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3]
 
 
@@ -285,13 +299,7 @@ def _s2_path(X, D, beta, L, pool):
                                            ones[:, b[0]:b[1]], La, -1)[0], blocks))
     ahat, mu = _s2_measure(F, La)
     B = np.concatenate(list(pool.map(lambda h: _s2_head(beta, D[h], mu, La), range(H))))  # (5H, N, N)
-    out = np.empty((5 * H, n))
-
-    def synth(b):
-        out[:, b[0]:b[1]] = nufft.type2((theta[b[0]:b[1]], phi[b[0]:b[1]]), B, +1).real
-
-    list(pool.map(synth, blocks))
-    out = out.reshape(H, 5, n)
+    out = _synthesis((theta, phi), B, n, pool).reshape(H, 5, n)
     return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4]
 
 
@@ -317,6 +325,18 @@ def sums(X, D, beta, L):
         if d == 2:
             return _s1_path(X, D, beta, L, pool)
         return _s2_path(X, D, beta, L, pool)
+
+
+def combine(X, D, V, S0, SX, lap, norm, general, summed, v, g, zbar, mbar):
+    """The per-row combine (:func:`wflow.kernels.spectral_rows.combine_rows`) over blocks of
+    :data:`BLOCK` rows on ``get_num_threads()`` threads."""
+    n = X.shape[0]
+    args = [np.ascontiguousarray(a, dtype=float) for a in (X, D, V, S0, SX)]
+    lap = np.ascontiguousarray(lap, dtype=np.bool_)
+    blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+    with ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
+        list(pool.map(lambda b: combine_rows(*args, lap, int(norm), bool(general), bool(summed),
+                                             b[0], b[1], v, g, zbar, mbar), blocks))
 
 
 def direct_rows(X, D, beta, rows):

@@ -83,34 +83,22 @@ def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combin
     """
     n, d = X.shape
     H = D.shape[0]
-    Z = S0 / n
-    xbar = SX / S0[..., None]
-    A = np.einsum("hab,hib->hia", V, xbar)
-    VX = np.einsum("hab,ib->hia", V, X)
-    Wh = np.where(lap[:, None, None], VX - A, A)
-    Wh = Wh - np.einsum("hia,ia->hi", Wh, X)[..., None] * X[None]
-    if normalization == "head":
-        v = Wh.mean(axis=0)
-    elif normalization == "joint":
-        v = np.einsum("hi,hia->ia", Z, Wh) / Z.sum(axis=0)[:, None]
-    else:
-        v = np.einsum("hi,hia->ia", Z, Wh) / H
-    if head_combine == "sum":
-        v = H * v
-    v2 = np.einsum("ia,ia->i", v, v)
-    Zbar = Z.mean(axis=0)
-    out = dict(velocity=v, partition=Z, b_hat=1.0 / Zbar, G2=np.mean(v2 / (1.0 / Z).mean(axis=0)),
-               G2_hm=np.mean(v2 * Zbar))
+    v, g = np.empty((n, d)), np.empty((n, d))
+    zbar, mbar = np.empty(n), np.empty(n)
+    _sp.combine(X, D, V, S0, SX, lap, ("head", "joint", "none").index(normalization), general,
+                head_combine == "sum", v, g, zbar, mbar)
+    v2 = np.sum(v * v, axis=1)
+    out = dict(velocity=v, partition=S0 / n, b_hat=1.0 / zbar, G2=np.mean(v2 / mbar),
+               G2_hm=np.mean(v2 * zbar))
     nan = float("nan")
     if general:
         out.update(energy=nan, gradient=np.full_like(X, nan), dissipation=nan,
                    dE_dD=np.full((H, d, d), nan), ito_sum=nan)
         return out
-    g = np.einsum("hab,hib->ia", D, SX) / (H * n)
-    g = g - np.einsum("ia,ia->i", g, X)[:, None] * X
+    # Σ_i x_i S^X_iᵀ by columns (pairwise sums over i, no BLAS reduction)
+    dE = np.array([[[np.sum(X[:, a] * SX[h, :, b]) for b in range(d)] for a in range(d)] for h in range(H)])
     out.update(energy=S0.sum() / (2 * beta * H * n * n), gradient=g,
-               dissipation=np.mean(np.einsum("ia,ia->i", g, v)),
-               dE_dD=np.einsum("ia,hib->hab", X, SX) / (2 * H * n * n),
+               dissipation=np.mean(np.sum(g * v, axis=1)), dE_dD=dE / (2 * H * n * n),
                ito_sum=float(np.sum(ito)) / (2 * H * n * n))
     return out
 
