@@ -30,6 +30,9 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
     a dense NumPy softmax attention and PyTorch SDPA when installed; the factored pass at a
     trained-model shape against the whole attention block (projections, softmax, output
     projection) in NumPy and in PyTorch when installed.
+``scale`` (:mod:`benchmarks.scale`)
+    The spectral summation from n = 10³ to 10⁷ on S¹ and S² against exact sums and the
+    direct pass; minutes to hours, run only when named.
 ``contention`` (:mod:`benchmarks.contention`) and ``section6``
     Minutes each; run only when named.
 """
@@ -48,6 +51,7 @@ import numpy as np
 from benchmarks import internals
 from benchmarks.contention import child_env, contention_rows
 from benchmarks.results import row
+from benchmarks.scale import scale_suite
 from wflow.cli.bench import (
     case_arrays,
     case_label,
@@ -657,7 +661,7 @@ def _contention(quick=False):
 SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
           "contention": _contention, "section6": section6_suite, "general": general_suite,
-          "noise": noise_suite}
+          "noise": noise_suite, "scale": scale_suite}
 DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "memory", "run")
 
 __all__ = ["SUITES", "DEFAULT_SUITES"]

@@ -50,8 +50,9 @@ BLOCK = 1 << 18
 #: the largest degree L per sphere (d = 2, 3): beyond it the summation is refused
 L_MAX = {2: 2048, 3: 96}
 #: the library's term of the indicator, relative to the largest sum, per sphere: ρ₂ = 4(ε_lib + 8u)
-#: on S¹, 40(ε_lib + 8u) on S²; the round-off term is ρ₁ = u(L+3) on S¹, 2u(L+3)² on S², relative to
-#: n e^{β‖D‖} (measured constants with a margin ≥ 3, docs/model.md §2s "The error bound")
+#: on S¹, 40(ε_lib + 8u) on S²; the round-off term is ρ₁ = u(L+3) on S¹, 8u(L+3)·spread on S² (the
+#: spread of the band-limited measure, :func:`sums`), relative to n e^{β‖D‖} (measured constants
+#: with a margin ≥ 3, docs/model.md §2s "The error bound")
 RHO2 = {2: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps), 3: 40.0 * (nufft.EPS + 8.0 * np.finfo(float).eps)}
 _U = np.finfo(float).eps
 
@@ -127,7 +128,7 @@ def degree(beta, D, d, target, start=2):
     return max(hi, start), tails(max(hi, start))
 
 
-def indicator(S0, c, tails, d, L):
+def indicator(S0, c, tails, d, L, spread=1.0):
     r"""The per-target error bound of Z and of the attention average (relative; the average
     relative to the tokens' norm 1):
 
@@ -136,8 +137,9 @@ def indicator(S0, c, tails, d, L):
 
     (the truncation and round-off of terms of size up to :math:`e^{c_h}`, and the library's
     relative precision). S0 (H, n) the sums, c (H,) the :math:`\beta\lVert D_h\rVert`, tails
-    (H,) the tail bounds relative to :math:`e^{c_h}`."""
-    rho1 = _U * ((L + 3) if d == 2 else 2.0 * (L + 3) ** 2)
+    (H,) the tail bounds relative to :math:`e^{c_h}`; ``spread`` that of :func:`sums`
+    (:math:`\rho_1 = u(L+3)` on S¹, :math:`8u(L+3)\,\mathrm{spread}` on S²)."""
+    rho1 = _U * (L + 3) * (1.0 if d == 2 else 8.0 * spread)
     n = S0.shape[-1]
     big = np.max(np.abs(S0), axis=-1, keepdims=True)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -194,7 +196,7 @@ def _s1_path(X, D, beta, L, pool):
     coefs = list(pool.map(lambda h: _s1_coefficients(beta, D[h], La), range(H)))
     G = np.stack([C @ F for C in coefs]).reshape(4 * H, 2 * La + 1)  # g_k = Σ_l c_kl F_l
     out = _synthesis((phi,), G, n, pool).reshape(H, 4, n)
-    return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3]
+    return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3], 1.0
 
 
 # --------------------------------------------------------------------------------- S²
@@ -298,9 +300,11 @@ def _s2_path(X, D, beta, L, pool):
     F = sum(pool.map(lambda b: nufft.type1((theta[b[0]:b[1]], phi[b[0]:b[1]]),
                                            ones[:, b[0]:b[1]], La, -1)[0], blocks))
     ahat, mu = _s2_measure(F, La)
+    T, wg, Lg, Y, omega, Em = _s2_tables(La)
+    spread = float(np.sum(np.abs(omega * mu))) / n  # Σ_g |ω_g μ_L(y_g)| / n ≥ 1
     B = np.concatenate(list(pool.map(lambda h: _s2_head(beta, D[h], mu, La), range(H))))  # (5H, N, N)
     out = _synthesis((theta, phi), B, n, pool).reshape(H, 5, n)
-    return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4]
+    return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4], spread
 
 
 def sums(X, D, beta, L):
@@ -315,7 +319,9 @@ def sums(X, D, beta, L):
 
     Returns
     -------
-    S0 (H, n), SX (H, n, d), SI (H, n) :math:`\sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`.
+    S0 (H, n), SX (H, n, d), SI (H, n) :math:`\sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`,
+    and the spread :math:`\sum_g \omega_g\lvert\mu_L(y_g)\rvert/n \ge 1` of the band-limited
+    measure on S² (1 on S¹), a factor of the round-off term of :func:`indicator`.
     """
     from threadpoolctl import threadpool_limits
 

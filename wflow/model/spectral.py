@@ -20,7 +20,8 @@ import numpy as np
 from wflow.errors import NumericalError
 from wflow.kernels import spectral as _sp
 
-__all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "spectral_pass"]
+__all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "kernel_sums",
+           "spectral_pass"]
 
 #: how the kernel sums are computed: every pair, or the spectral summation of §2s
 SUMMATIONS = ("direct", "spectral")
@@ -109,8 +110,9 @@ def _refuse(beta, D, n, d, tol):
                      f"a degree above L_max = {_sp.L_MAX[d]} on S^{d - 1}: use summation = 'direct'")
 
 
-def _path(X, D, beta, tol, max_flagged):
-    """The kernel sums of one path with the fallback, and (degree, flagged, indicator).
+def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED):
+    """The kernel sums S0, SX, SI of one path (X (n, d), D (H, d, d)) with the fallback, and
+    (degree, flagged fraction, largest indicator kept).
 
     The degree of the rule (tail ≤ tol/(4n) relative to e^{β‖D‖}); where the truncation term
     of the indicator then exceeds tol/2 at targets whose other terms are below it (sums far
@@ -121,8 +123,8 @@ def _path(X, D, beta, tol, max_flagged):
     L, tails = _sp.degree(beta, D, d, tol / (4.0 * n))
     if L > _sp.L_MAX[d]:
         _refuse(beta, D, n, d, tol)
-    S0, SX, ito = _sp.sums(X, D, beta, L)
-    eta = _sp.indicator(S0, c, tails, d, L)
+    S0, SX, ito, spread = _sp.sums(X, D, beta, L)
+    eta = _sp.indicator(S0, c, tails, d, L, spread)
     trunc = k * n * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
     fixable = (eta - trunc <= tol / 2) & (trunc > tol / 2)
     if np.any(fixable):
@@ -131,8 +133,8 @@ def _path(X, D, beta, tol, max_flagged):
         L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * n)), start=L)
         if L < L2 <= _sp.L_MAX[d]:
             L, tails = L2, tails2
-            S0, SX, ito = _sp.sums(X, D, beta, L)
-            eta = _sp.indicator(S0, c, tails, d, L)
+            S0, SX, ito, spread = _sp.sums(X, D, beta, L)
+            eta = _sp.indicator(S0, c, tails, d, L, spread)
     bad = ~(np.max(eta, axis=0) <= tol)  # NaN or over the tolerance
     frac = float(np.mean(bad))
     if frac > max_flagged:
@@ -171,7 +173,7 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
         raise ValueError(f"tol = {tol!r}: must be in (0, 1)")
     res, deg, frac, kept = [], [], [], []
     for p in range(P):
-        S0, SX, ito, L, f, k = _path(X[p], D[p], float(beta), float(tol), float(max_flagged))
+        S0, SX, ito, L, f, k = kernel_sums(X[p], D[p], float(beta), float(tol), float(max_flagged))
         res.append(combine(X[p], D[p], V[p], S0, SX, ito, float(beta), normalization,
                            np.asarray(lap, dtype=bool), interaction == "general", head_combine))
         deg.append(L)
