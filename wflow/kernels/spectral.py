@@ -49,11 +49,10 @@ __all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", 
 BLOCK = 1 << 18
 #: the largest degree L per sphere (d = 2, 3): beyond it the summation is refused
 L_MAX = {2: 2048, 3: 96}
-#: the library's term of the indicator, relative to the largest sum, per sphere: ρ₂ = 4(ε_lib + 8u)
-#: on S¹, 40(ε_lib + 8u) on S²; the round-off term is ρ₁ = u(L+3) on S¹, 8u(L+3)·spread on S² (the
-#: spread of the band-limited measure, :func:`sums`), relative to n e^{β‖D‖} (measured constants
-#: with a margin ≥ 3, docs/model.md §2s "The error bound")
-RHO2 = {2: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps), 3: 40.0 * (nufft.EPS + 8.0 * np.finfo(float).eps)}
+#: the library's term of the indicator, relative to the largest sum: ρ₂ = 4(ε_lib + 8u); the round-off
+#: term is ρ₁A with ρ₁ = u(L+3) on S¹, 4u(L+3) on S² (measured constants with a margin ≥ 5,
+#: docs/model.md §2s "The error bound")
+RHO2 = {2: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps), 3: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps)}
 _U = np.finfo(float).eps
 
 
@@ -128,22 +127,23 @@ def degree(beta, D, d, target, start=2):
     return max(hi, start), tails(max(hi, start))
 
 
-def indicator(S0, c, tails, d, L, spread=1.0):
+def indicator(S0, c, tails, d, L, mag, fmax):
     r"""The per-target error bound of Z and of the attention average (relative; the average
     relative to the tokens' norm 1):
 
     .. math::
-        \eta_{hi} = (1+\sqrt d)\,\frac{n e^{c_h}(\tau_h + \rho_1) + \rho_2\max_k S^0_{hk}}{S^0_{hi}}
+        \eta_{hi} = (1+\sqrt d)\,\frac{n e^{c_h}\tau_h + \rho_1 A_{hi} + \rho_2\max_x S^0_h(x)}{S^0_{hi}}
 
-    (the truncation and round-off of terms of size up to :math:`e^{c_h}`, and the library's
-    relative precision). S0 (H, n) the sums, c (H,) the :math:`\beta\lVert D_h\rVert`, tails
-    (H,) the tail bounds relative to :math:`e^{c_h}`; ``spread`` that of :func:`sums`
-    (:math:`\rho_1 = u(L+3)` on S¹, :math:`8u(L+3)\,\mathrm{spread}` on S²)."""
-    rho1 = _U * (L + 3) * (1.0 if d == 2 else 8.0 * spread)
+    (the truncation, the round-off of the terms summed, :math:`A` from :func:`sums`, and the
+    library's relative precision). S0 (H, n) the sums, c (H,) the :math:`\beta\lVert D_h\rVert`,
+    tails (H,) the tail bounds relative to :math:`e^{c_h}`, mag (H, n) the magnitudes A, fmax
+    (H,) the largest sums over the sphere (:func:`sums`);
+    :math:`\rho_1 = u(L+3)` on S¹, :math:`4u(L+3)` on S²."""
+    rho1 = _U * (L + 3) * (1.0 if d == 2 else 4.0)
     n = S0.shape[-1]
-    big = np.max(np.abs(S0), axis=-1, keepdims=True)
+    big = np.asarray(fmax, dtype=float)[:, None]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        num = n * np.exp(c + np.log(tails + rho1))[:, None] + RHO2[d] * big
+        num = n * np.exp(c + np.log(tails))[:, None] + rho1 * mag + RHO2[d] * big
         return (1.0 + np.sqrt(d)) * num / np.abs(S0)
 
 
@@ -196,7 +196,13 @@ def _s1_path(X, D, beta, L, pool):
     coefs = list(pool.map(lambda h: _s1_coefficients(beta, D[h], La), range(H)))
     G = np.stack([C @ F for C in coefs]).reshape(4 * H, 2 * La + 1)  # g_k = Σ_l c_kl F_l
     out = _synthesis((phi,), G, n, pool).reshape(H, 4, n)
-    return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3], 1.0
+    mag = np.broadcast_to((n * np.exp(beta * head_norms(D)))[:, None], (H, n))
+    N = 4 * (La + 1)  # S0 on a fine grid of the circle: its largest value
+    g0 = np.zeros((H, N), dtype=np.complex128)
+    g0[:, np.arange(-La, La + 1) % N] = G.reshape(H, 4, -1)[:, 0]
+    fmax = np.maximum(np.max(np.abs(np.fft.ifft(g0, axis=1).real * N), axis=1),
+                      np.max(np.abs(out[:, 0]), axis=1))
+    return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3], mag, fmax
 
 
 # --------------------------------------------------------------------------------- S²
@@ -263,28 +269,29 @@ def _s2_analysis(f, La):
     return [(Fphi[:, :, m + La] * wg) @ Lg[abs(m)].T for m in range(-La, La + 1)]
 
 
-def _s2_head(beta, Dh, mu, La):
-    """One head on the grid: the double-Fourier coefficients (5, 2La+1, 2La+1) of S0, SX (3)
-    and SI."""
+def _s2_head(beta, Dh, mu, La, n):
+    """One head on the grid: the double-Fourier coefficients (6, 2La+1, 2La+1) of S0, SX (3),
+    SI and the magnitude A of the round-off term (:func:`indicator`)."""
     T, wg, Lg, Y, omega, Em = _s2_tables(La)
     G = Y.shape[0]
     wm = omega * mu
     iu = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
-    Wv = np.column_stack([wm, wm[:, None] * Y] + [wm * Y[:, a] * Y[:, b] for a, b in iu])  # (G, 10)
-    Q = beta * (Y @ Dh)  # rows q_g = β Dhᵀ... s_gg' = β ⟨y_g, D y_g'⟩ = ⟨Dᵀ y_g β, y_g'⟩
-    out = np.empty((G, 10))
+    wa = np.abs(wm) + omega * ((La + 1) * n / (4 * np.pi))
+    Wv = np.column_stack([wm, wm[:, None] * Y] + [wm * Y[:, a] * Y[:, b] for a, b in iu] + [wa])  # (G, 11)
+    Q = beta * (Y @ Dh)  # s_gg' = β ⟨y_g, D y_g'⟩ = ⟨β Dᵀ y_g, y_g'⟩
+    out = np.empty((G, 11))
     step = max(1, (1 << 22) // G)
     for a in range(0, G, step):
         E = np.exp(Q[a:a + step] @ Y.T)
         out[a:a + step] = E @ Wv
     f0 = out[:, 0]
-    M = out[:, 4:]
+    M = out[:, 4:10]
     fI = f0 + sum((1.0 if a == b else 2.0) * Y[:, a] * Y[:, b] * M[:, k] for k, (a, b) in enumerate(iu))
-    coef = _s2_analysis(np.vstack([out[:, :4].T, fI[None]]), La)  # list over m of (5, nl)
-    B = np.zeros((5, 2 * La + 1, 2 * La + 1), dtype=np.complex128)
+    coef = _s2_analysis(np.vstack([out[:, :4].T, fI[None], out[:, 10][None]]), La)  # over m: (6, nl)
+    B = np.zeros((6, 2 * La + 1, 2 * La + 1), dtype=np.complex128)
     for m in range(-La, La + 1):
         B[:, :, m + La] = coef[m + La] @ T[abs(m)]
-    return B
+    return B, float(np.max(np.abs(f0)))
 
 
 def _s2_path(X, D, beta, L, pool):
@@ -300,11 +307,12 @@ def _s2_path(X, D, beta, L, pool):
     F = sum(pool.map(lambda b: nufft.type1((theta[b[0]:b[1]], phi[b[0]:b[1]]),
                                            ones[:, b[0]:b[1]], La, -1)[0], blocks))
     ahat, mu = _s2_measure(F, La)
-    T, wg, Lg, Y, omega, Em = _s2_tables(La)
-    spread = float(np.sum(np.abs(omega * mu))) / n  # Σ_g |ω_g μ_L(y_g)| / n ≥ 1
-    B = np.concatenate(list(pool.map(lambda h: _s2_head(beta, D[h], mu, La), range(H))))  # (5H, N, N)
-    out = _synthesis((theta, phi), B, n, pool).reshape(H, 5, n)
-    return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4], spread
+    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, La, n), range(H)))
+    B = np.concatenate([r[0] for r in res])  # (6H, N, N)
+    out = _synthesis((theta, phi), B, n, pool).reshape(H, 6, n)
+    mag = np.maximum(np.abs(out[:, 5]), np.abs(out[:, 0]))
+    fmax = np.maximum(np.array([r[1] for r in res]), np.max(np.abs(out[:, 0]), axis=1))
+    return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4], mag, fmax
 
 
 def sums(X, D, beta, L):
@@ -320,8 +328,11 @@ def sums(X, D, beta, L):
     Returns
     -------
     S0 (H, n), SX (H, n, d), SI (H, n) :math:`\sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`,
-    and the spread :math:`\sum_g \omega_g\lvert\mu_L(y_g)\rvert/n \ge 1` of the band-limited
-    measure on S² (1 on S¹), a factor of the round-off term of :func:`indicator`.
+    the magnitude :math:`A_{hi}` (H, n) of the round-off term of :func:`indicator`:
+    :math:`n e^{c_h}` on S¹; on S² the kernel applied to
+    :math:`\lvert\mu_L\rvert + (L_a+1)n/(4\pi)` on the grid (the size of the terms summed there,
+    and of the round-off of :math:`\mu_L`), synthesised at the targets; and the largest
+    :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere and the targets.
     """
     from threadpoolctl import threadpool_limits
 

@@ -123,8 +123,8 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED):
     L, tails = _sp.degree(beta, D, d, tol / (4.0 * n))
     if L > _sp.L_MAX[d]:
         _refuse(beta, D, n, d, tol)
-    S0, SX, ito, spread = _sp.sums(X, D, beta, L)
-    eta = _sp.indicator(S0, c, tails, d, L, spread)
+    S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L)
+    eta = _sp.indicator(S0, c, tails, d, L, mag, fmax)
     trunc = k * n * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
     fixable = (eta - trunc <= tol / 2) & (trunc > tol / 2)
     if np.any(fixable):
@@ -133,8 +133,8 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED):
         L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * n)), start=L)
         if L < L2 <= _sp.L_MAX[d]:
             L, tails = L2, tails2
-            S0, SX, ito, spread = _sp.sums(X, D, beta, L)
-            eta = _sp.indicator(S0, c, tails, d, L, spread)
+            S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L)
+            eta = _sp.indicator(S0, c, tails, d, L, mag, fmax)
     bad = ~(np.max(eta, axis=0) <= tol)  # NaN or over the tolerance
     frac = float(np.mean(bad))
     if frac > max_flagged:
