@@ -6,11 +6,11 @@ For tokens on :math:`S^1` and :math:`S^2` (uniform, seeded), H = 1 and 10 heads,
 sums, the fallback rows and the combine of :func:`wflow.model.spectral.spectral_pass`), the
 degree, the flagged fraction (a case over the limit reports it instead of a time), the
 observed error of Z and of the attention average at random targets against their exact sums
-(O(n) each; 1000 targets, fewer where 1000·n·H exceeds :data:`CHECK_BUDGET`: the row says how
-many), the peak resident memory of the evaluation, and the direct pass (every pair, the numba
-kernel) up to :data:`DIRECT_MAX_N` — never extrapolated. A last row per sphere gives the
-measured crossover (the smallest n where the spectral evaluation is faster than the direct
-one, H = 1, β = 5, D = I).
+(O(n) each; 1000 targets, fewer where 1000·n·H exceeds :data:`CHECK_BUDGET` or
+``WFLOW_SCALE_CHECK_BUDGET``: the row says how many), the peak resident memory of the
+evaluation, and the direct pass (every pair, the numba kernel) up to :data:`DIRECT_MAX_N`,
+never extrapolated. A last row per sphere gives the measured crossover (the smallest n where
+the spectral evaluation is faster than the direct one, H = 1, β = 5, D = I).
 
 The goals of the issue are rows of their own (``spectral seconds ÷ goal``, goal ≤ 1).
 Minutes to hours; run only when named: ``python -m benchmarks.run --suite scale``.
@@ -109,7 +109,10 @@ def _case(d, n, H, beta, kind, seed, goal=None, direct_max_n=DIRECT_MAX_N):
         return row("scale", label, "spectral (every diagnostic)", status=f"flagged over the limit: {e}",
                    data={"d": d, "n": n, "H": H, "beta": beta, "weights": kind}), None
     peak = _peak_mb()
-    k = int(min(1000, max(1, CHECK_BUDGET // (n * H))))
+    import os
+
+    budget = float(os.environ.get("WFLOW_SCALE_CHECK_BUDGET", CHECK_BUDGET))
+    k = int(min(1000, max(1, budget // (n * H))))
     rows = np.sort(rng.choice(n, size=min(k, n), replace=False))
     R0, RX, _ = direct_rows(X, D, beta, rows)
     s0, sx = S0[:, rows], SX[:, rows]
