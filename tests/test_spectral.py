@@ -290,3 +290,20 @@ def test_large_n_random_targets(d):
     err = _errors(S0[:, rows], SX[:, rows], R0, RX)
     assert np.all(err <= eta)
     assert np.all(err[eta <= TOL] <= TOL)
+
+
+# ----------------------------------------------------------------------------------- benchmark
+def test_scale_suite_rows():
+    """The ``scale`` benchmark suite: rows of the results schema, errors within the tolerance
+    at the checked targets, the direct pass timed where asked."""
+    from benchmarks.results import SCHEMA
+    from benchmarks.scale import scale_suite
+
+    rows = scale_suite(ns=(400,), heads=(1,), betas=(5.0,), weights=("identity", "general"),
+                       goals=False, direct_max_n=400)
+    assert [r["suite"] for r in rows] == ["scale"] * 6
+    for r in rows:
+        assert tuple(r) == SCHEMA["row"]
+    cases = [r for r in rows if "crossover" not in r["what"]]
+    assert all(r["data"]["max_error"] <= TOL and r["data"]["direct_s"] > 0 for r in cases)
+    assert all(r["data"]["targets_checked"] == 400 for r in cases)
