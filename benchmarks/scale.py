@@ -141,7 +141,8 @@ def scale_suite(quick=False, seed=0, max_n=None, direct_max_n=None, ns=NS, heads
     ----------
     quick : small cases (n = 1000, 3000; one β per sphere): checks that everything runs.
     max_n : the largest n (default: all of :data:`NS`; the environment variable
-        ``WFLOW_SCALE_MAX_N`` sets it from the command line).
+        ``WFLOW_SCALE_MAX_N`` sets it from the command line, as ``WFLOW_SCALE_BETAS`` and
+        ``WFLOW_SCALE_WEIGHTS`` set the β and the weights, comma-separated).
     direct_max_n : the largest n of the direct pass (default :data:`DIRECT_MAX_N`, or
         ``WFLOW_SCALE_DIRECT_MAX_N``).
     goals : also the goal rows (:data:`GOALS`, those with n ≤ max_n).
@@ -150,6 +151,11 @@ def scale_suite(quick=False, seed=0, max_n=None, direct_max_n=None, ns=NS, heads
 
     if max_n is None:
         max_n = float(os.environ.get("WFLOW_SCALE_MAX_N", max(ns)))
+    env = os.environ.get
+    if env("WFLOW_SCALE_BETAS"):
+        betas = tuple(float(b) for b in env("WFLOW_SCALE_BETAS").split(","))
+    if env("WFLOW_SCALE_WEIGHTS"):
+        weights = tuple(env("WFLOW_SCALE_WEIGHTS").split(","))
     if quick:
         ns, heads, betas, weights = (1000, 3000), (1, 2), (5.0,), ("identity", "general")
         max_n, goals = 3000, False
