@@ -33,6 +33,9 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
 ``placements`` (:mod:`benchmarks.placements`)
     The default run's step under pre-LN, peri-LN, nGPT and Mix-LN against post-LN
     [model §1c].
+``scale`` (:mod:`benchmarks.scale`)
+    The spectral summation from n = 10³ to 10⁷ on S¹ and S² against exact sums and the
+    direct pass; minutes to hours, run only when named.
 ``contention`` (:mod:`benchmarks.contention`), ``section6`` and ``estimate``
     (:mod:`benchmarks.estimate`: ``wflow validate``'s time estimate against the measured
     time, n = 16 … 2000, d = 2 … 64)
@@ -55,6 +58,7 @@ from benchmarks.contention import child_env, contention_rows
 from benchmarks.estimate import estimate_suite
 from benchmarks.placements import placements_suite
 from benchmarks.results import row
+from benchmarks.scale import scale_suite
 from wflow.cli.bench import (
     case_arrays,
     case_label,
@@ -664,7 +668,8 @@ def _contention(quick=False):
 SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
           "contention": _contention, "section6": section6_suite, "general": general_suite,
-          "noise": noise_suite, "placements": placements_suite, "estimate": estimate_suite}
+          "noise": noise_suite, "placements": placements_suite, "estimate": estimate_suite,
+          "scale": scale_suite}
 DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "placements",
                   "memory", "run")
 

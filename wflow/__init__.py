@@ -3,7 +3,8 @@
 Public API::
 
     wflow.energy(X, D, beta=1.0) -> float
-    wflow.field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None)
+    wflow.field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None,
+                summation="direct")   # "spectral": S¹ and S² in O(n), within a tolerance
     wflow.simulate(config) -> Result
     wflow.run_sweep(base, grid, outdir, executor="serial", paths_per_task=None, ...) -> xarray.Dataset
 

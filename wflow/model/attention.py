@@ -34,10 +34,12 @@ from wflow.kernels.reference import (
     NORMALIZATIONS,
     Factored,
 )
+from wflow.model import spectral as _spectral
+from wflow.model.spectral import SUMMATIONS
 
 __all__ = ["AttentionModel", "Field", "field", "energy", "attention_update", "Factored",
            "laplacian_indices", "NORMALIZATIONS", "SIGNS", "MASKS", "BACKENDS", "PRECISIONS",
-           "EXPS", "INTERACTIONS", "HEAD_COMBINES", "ENERGY_OUTPUTS", "NO_ENERGY_GENERAL"]
+           "EXPS", "INTERACTIONS", "HEAD_COMBINES", "ENERGY_OUTPUTS", "NO_ENERGY_GENERAL", "SUMMATIONS"]
 
 # The allowed values of the model's options, defined once (wflow.config's schema imports them).
 # Errors of this module are plain ValueErrors naming the parameter (``beta = 0: must be > 0``);
@@ -135,6 +137,10 @@ class AttentionModel:
         factored or dense; the energy-based outputs are NaN) [model §1b].
     head_combine : "mean" (§2) | "sum" (the heads' outputs added, v = H·v_mean; not with
         normalization "joint") [model §1b].
+    summation : "direct" (every pair) | "spectral" (S¹ and S², unmasked, float64, numba
+        backend: the kernel sums by spectral summation within ``tol``) [model §2s].
+    tol : the spectral summation's relative tolerance on Z and the attention average.
+    max_flagged : the largest fraction of targets the spectral summation recomputes directly.
     """
 
     beta: float = 1.0
@@ -148,6 +154,9 @@ class AttentionModel:
     precision: str = "float64"
     interaction: str = "symmetric"
     head_combine: str = "mean"
+    summation: str = "direct"
+    tol: float = _spectral.TOL
+    max_flagged: float = _spectral.MAX_FLAGGED
 
     def __post_init__(self):
         _allowed("normalization", self.normalization, NORMALIZATIONS)
@@ -164,6 +173,9 @@ class AttentionModel:
         if self.precision == "float32" and not (self.backend == "numba" and self.fast_exp):
             raise ValueError("precision = 'float32': needs backend = 'numba' and fast_exp = True "
                              f"(got backend = {self.backend!r}, fast_exp = {self.fast_exp!r})")
+        _allowed("summation", self.summation, SUMMATIONS)
+        if self.summation == "spectral":
+            _spectral.check(3, self.causal, self.precision, self.backend)
 
     @property
     def energy_defined(self) -> bool:
@@ -192,6 +204,9 @@ class AttentionModel:
         ``radial``: None, or a (P, n) float64 array that receives the radial part
         ρ_i = ⟨x_i, u_i⟩ of the combined output before the projection [model §1c] (before
         the sign, with ``head_combine``), from the same pass (:meth:`output`)."""
+        if self.summation == "spectral" and radial is None:
+            return self.evaluate_spectral(X, D, weights=weights, values=values,
+                                          key_bias=key_bias)[0]
         X = np.ascontiguousarray(X, dtype=float)
         general = self.interaction == "general"
         DF = D if isinstance(D, Factored) else None
@@ -259,6 +274,26 @@ class AttentionModel:
         if radial is not None:
             radial[...] = np.stack([r["radial"] for r in res])
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
+
+    def evaluate_spectral(self, X, D, weights=None, values=None, key_bias=None):
+        """The field by spectral summation [model §2s] and its
+        :class:`~wflow.model.spectral.SpectralReport`: (Field, report). Arguments as
+        :meth:`evaluate`; masses and key biases are refused."""
+        X = np.ascontiguousarray(X, dtype=float)
+        _spectral.check(X.shape[-1], self.causal, self.precision, self.backend, weights, key_bias)
+        if isinstance(D, Factored):
+            D = D.dense()
+        D = np.ascontiguousarray(np.broadcast_to(D, X.shape[:1] + np.shape(D)[-3:]), dtype=float)
+        vals = self.values if values is None else values
+        if isinstance(vals, Factored):
+            vals = vals.dense()
+        V = D if vals is None else np.broadcast_to(np.asarray(vals, dtype=float), D.shape)
+        lap = np.zeros(D.shape[1], dtype=bool)
+        lap[list(self.laplacian_heads)] = True
+        out, report = _spectral.spectral_pass(X, D, V, self.beta, self.normalization, lap,
+                                              self.interaction, self.head_combine, self.tol,
+                                              self.max_flagged)
+        return Field(**out), report
 
     def _combine_heads(self, F, H, radial=None):
         """Summed heads: Σ_h = H × (1/H)Σ_h [model §1b] (v, G², G²_hm, 𝒟 and the radial
@@ -386,7 +421,8 @@ def _as_batch(X, D, general=False):
 
 
 def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None,
-          backend="numba", fast_exp=True, interaction="symmetric", head_combine="mean") -> Field:
+          backend="numba", fast_exp=True, interaction="symmetric", head_combine="mean",
+          summation="direct", tol=_spectral.TOL, max_flagged=_spectral.MAX_FLAGGED, report=False):
     r"""The attention field v of [model §2] and every diagnostic of §3–4 at (X; D).
 
     Parameters
@@ -401,23 +437,36 @@ def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none",
     interaction : "symmetric" | "general" (any real D_h; the energy-based outputs are NaN)
         [model §1b].
     head_combine : "mean" | "sum" [model §1b].
+    summation : "direct" (every pair) | "spectral" (d = 2 or 3: the kernel sums by spectral
+        summation, within ``tol`` of the direct sums at every target) [model §2s].
+    tol : relative tolerance of the spectral summation on Z and the attention average.
+    max_flagged : the largest fraction of targets the spectral summation recomputes directly
+        (beyond it: :class:`~wflow.errors.NumericalError`).
+    report : also return the :class:`~wflow.model.spectral.SpectralReport` (spectral only).
 
     Returns
     -------
     Field with ``velocity`` (n, d), ``partition`` (H, n), ``gradient`` (n, d), ``b_hat`` (n,),
     ``energy``, ``dissipation``, ``G2``, ``G2_hm``, ``ito_sum`` (floats), ``dE_dD`` (H, d, d).
-    Energy-based fields are NaN under the causal mask.
+    Energy-based fields are NaN under the causal mask. With ``report=True``: (Field, report).
     """
     _allowed("interaction", interaction, INTERACTIONS)
     Xb, Db = _as_batch(X, D, general=(interaction == "general"))
     H = Db.shape[1]
     _allowed("mask", mask, MASKS)
     V = None if values is None else np.asarray(values, dtype=float).reshape(Db.shape[1:])
+    _allowed("summation", summation, SUMMATIONS)
+    if report and summation != "spectral":
+        raise ValueError("report = True: needs summation = 'spectral'")
     model = AttentionModel(
         beta=float(beta), normalization=normalization, laplacian_heads=laplacian_indices(laplacian_heads, H),
         causal=(mask == "causal"), values=V, backend=backend, fast_exp=fast_exp,
-        interaction=interaction, head_combine=head_combine,
+        interaction=interaction, head_combine=head_combine, summation=summation, tol=float(tol),
+        max_flagged=float(max_flagged),
     )
+    if summation == "spectral":
+        F, rep = model.evaluate_spectral(Xb, Db)
+        return (F.path(0), rep) if report else F.path(0)
     return model.evaluate(Xb, Db).path(0)
 
 

@@ -1,0 +1,321 @@
+"""The spectral summation on S¹ and S² [model §2s]: agreement with the direct sums at every
+target within the tolerance, the fallback, the degree rule against the closed-form Bessel
+tails, the error indicator against the observed error, the bits at 1 and 2 threads, the
+refusals."""
+
+import mpmath
+import numpy as np
+import pytest
+
+import wflow
+from wflow.errors import NumericalError
+from wflow.kernels import set_num_threads
+from wflow.kernels import spectral as sp
+from wflow.kernels.reference import field_reference
+
+TOL = 1e-10
+
+
+def _unit(A):
+    return A / np.linalg.norm(A, axis=-1, keepdims=True)
+
+
+def _state(kind, n, d, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        return _unit(rng.standard_normal((n, d)))
+    c = _unit(rng.standard_normal(d))
+    X = _unit(c + 0.05 * rng.standard_normal((n, d)))
+    if kind == "straggler":  # one token opposite a single cluster
+        X[0] = -c
+    return X
+
+
+def _weights(kind, d, seed):
+    rng = np.random.default_rng(100 + seed)
+    A = rng.standard_normal((d, d))
+    if kind == "identity":
+        return np.eye(d)
+    if kind == "indefinite":
+        S = A + A.T
+        w, Q = np.linalg.eigh(S)
+        w[0], w[-1] = -1.0, 1.0  # indefinite, norm 1
+        return (Q * w) @ Q.T
+    return A / np.linalg.norm(A, 2)  # non-symmetric, norm 1
+
+
+def _direct_sums(X, D, beta):
+    S = beta * np.einsum("ia,hab,jb->hij", X, D, X)
+    E = np.exp(S)
+    C = X @ X.T
+    return E.sum(2), np.einsum("hij,jb->hib", E, X), (E * (1 + C ** 2)).sum((1, 2))
+
+
+def _errors(S0, SX, R0, RX):
+    """Relative error of Z and of the attention average x̄ = SX/S0 (relative to |x| = 1)."""
+    return np.maximum(np.abs(S0 / R0 - 1),
+                      np.linalg.norm(SX / S0[..., None] - RX / R0[..., None], axis=-1))
+
+
+# ------------------------------------------------------------------------ against the direct pass
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("state", ["uniform", "cluster", "straggler"])
+@pytest.mark.parametrize("weights", ["identity", "indefinite", "general"])
+@pytest.mark.parametrize("beta", [1.0, 5.0, 10.0, 20.0])
+def test_every_target_within_tolerance(d, state, weights, beta):
+    """Z and the attention average at every target within the tolerance of the direct sums,
+    the fallback included; every Field quantity agrees with the dense reference."""
+    n = 500 if d == 2 else 300
+    X = _state(state, n, d, seed=d)
+    D = _weights(weights, d, seed=d)
+    inter = "general" if weights == "general" else "symmetric"
+    F, rep = wflow.field(X, D, beta=beta, interaction=inter, summation="spectral", report=True,
+                         max_flagged=1.0)
+    R = field_reference(X, D[None], beta, interaction=inter)
+    assert np.max(np.abs(F.partition / R["partition"] - 1)) <= TOL
+    # tied values: v = P_x(D x̄) with ‖D‖ = 1, so |Δv| ≤ |Δx̄| ≤ tol
+    assert np.max(np.abs(F.velocity - R["velocity"])) <= TOL
+    assert np.max(np.abs(F.b_hat / R["b_hat"] - 1)) <= TOL
+    for k in ("G2", "G2_hm"):
+        assert abs(getattr(F, k) / R[k] - 1) <= 4 * TOL
+    if inter == "symmetric":
+        assert abs(F.energy / R["energy"] - 1) <= TOL
+        assert np.max(np.abs(F.gradient - R["gradient"])) <= TOL * np.max(np.abs(R["partition"]))
+        assert np.max(np.abs(F.dE_dD - R["dE_dD"])) <= TOL * np.max(np.abs(R["dE_dD"]))
+        assert abs(F.ito_sum / R["ito_sum"] - 1) <= TOL
+        assert abs(F.dissipation - R["dissipation"]) <= 4 * TOL * (1 + abs(R["dissipation"]))
+    else:
+        assert np.isnan(F.energy) and np.isnan(F.ito_sum)
+    assert 0.0 <= rep.flagged[0] <= 1.0 and rep.indicator[0] <= TOL
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("kw", [dict(normalization="joint"),
+                                dict(normalization="none", laplacian_heads=[1]),
+                                dict(normalization="head", laplacian_heads=1, values="random"),
+                                dict(normalization="head", head_combine="sum", values="random")])
+def test_normalisations_heads_values(d, kw):
+    """Multi-head (a symmetric and an indefinite head), each normalisation, Laplacian heads,
+    separate values and summed heads: every quantity as the dense reference."""
+    rng = np.random.default_rng(7)
+    n = 400
+    X = _state("uniform", n, d, seed=3)
+    D = np.stack([np.eye(d), _weights("indefinite", d, seed=4)])
+    kw = dict(kw)
+    V = rng.standard_normal((2, d, d)) if kw.pop("values", None) == "random" else None
+    lap = kw.pop("laplacian_heads", ())
+    F = wflow.field(X, D, beta=4.0, values=V, laplacian_heads=lap, summation="spectral",
+                    max_flagged=1.0, **kw)
+    Rr = field_reference(X, D, 4.0, V=V, laplacian_heads=wflow.model.attention.laplacian_indices(lap, 2),
+                         **kw)
+    scale = 1.0 if V is None else np.max(np.linalg.norm(V, 2, axis=(1, 2)))
+    assert np.max(np.abs(F.partition / Rr["partition"] - 1)) <= TOL
+    assert np.max(np.abs(F.velocity - Rr["velocity"])) <= 4 * TOL * scale
+    for k in ("energy", "dissipation", "G2", "G2_hm", "ito_sum"):
+        assert abs(getattr(F, k) - Rr[k]) <= 8 * TOL * (abs(Rr[k]) + scale ** 2)
+
+
+def test_batches_and_the_model():
+    """AttentionModel(summation="spectral") over a batch of paths equals path by path."""
+    from wflow.model.attention import AttentionModel
+
+    X = np.stack([_state("uniform", 300, 2, s) for s in (1, 2)])
+    D = np.stack([np.eye(2)[None], _weights("indefinite", 2, 5)[None]])
+    m = AttentionModel(beta=3.0, summation="spectral", max_flagged=1.0)
+    F = m.evaluate(X, D)
+    for p in range(2):
+        Fp = m.evaluate(X[p:p + 1], D[p:p + 1])
+        assert np.array_equal(F.velocity[p], Fp.velocity[0])
+        assert np.array_equal(F.partition[p], Fp.partition[0])
+
+
+# ------------------------------------------------------------------------------------- fallback
+def test_fallback_recomputes_the_straggler():
+    """A straggler at β‖D‖ = 20 (non-symmetric D) on S¹: its spectral sums miss the tolerance,
+    the indicator flags it, the direct row brings it back within."""
+    n = 2000
+    X = _state("straggler", n, 2, seed=7)
+    D = _weights("general", 2, seed=7)[None]
+    beta = 20.0
+    R0, RX, _ = _direct_sums(X, D, beta)
+    L, tails = sp.degree(beta, D, 2, TOL / (4 * n))
+    S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+    raw = _errors(S0, SX, R0, RX)[0]
+    assert raw[0] > TOL  # the straggler, summed spectrally
+    F, rep = wflow.field(X, D, beta=beta, interaction="general", summation="spectral", report=True,
+                         max_flagged=1.0)
+    assert rep.flagged[0] > 0
+    assert np.max(np.abs(F.partition / (R0 / n) - 1)) <= TOL
+
+
+def test_flagged_fraction_limit():
+    """Beyond the stated fraction of flagged targets the pass stops with one line."""
+    X = _state("uniform", 500, 3, seed=1)
+    D = _weights("indefinite", 3, seed=1)
+    with pytest.raises(NumericalError, match="exceed the tolerance"):
+        wflow.field(X, D, beta=20.0, summation="spectral", max_flagged=0.0)
+
+
+# ----------------------------------------------------------------------------------- degree rule
+def _bessel_tail_mp(c, L):
+    return float(2 * mpmath.nsum(lambda k: mpmath.besseli(k, c), [L + 1, mpmath.inf]) * mpmath.exp(-c))
+
+
+def _spherical_tail_mp(c, L):
+    """Σ_{l>L} (2l+1) i_l(c) e^{-c}: the sup error of the degree-L truncation of e^{c⟨x,y⟩}."""
+    il = lambda ll: mpmath.sqrt(mpmath.pi / (2 * c)) * mpmath.besseli(ll + 0.5, c)
+    return float(mpmath.nsum(lambda ll: (2 * ll + 1) * il(ll), [L + 1, mpmath.inf]) * mpmath.exp(-c))
+
+
+@pytest.mark.parametrize("beta", [1.0, 5.0, 10.0, 20.0])
+def test_degree_rule_closed_form_tails(beta):
+    """S¹, D = I: the tail is the closed form 2e^{-β}Σ_{k>L} I_k(β), and the degree is the
+    smallest with tail ≤ tol/(4n). S²: the bound is at least the spherical-Bessel tail
+    Σ_{l>L}(2l+1) i_l(β) (the exact sup error for D = I) and at most (L+3)²+1 times the
+    Chebyshev tail."""
+    n = 10 ** 5
+    target = TOL / (4 * n)
+    L, t = sp.degree(beta, np.eye(2)[None], 2, target)
+    assert t[0] == pytest.approx(_bessel_tail_mp(beta, L), rel=1e-10)
+    assert t[0] <= target < sp.tail_s1(beta, np.eye(2), L - 1)
+    # a rotation has the same tail; a non-symmetric D of the same norm no larger
+    R = np.array([[0.6, -0.8], [0.8, 0.6]])
+    assert sp.tail_s1(beta, R, L) == pytest.approx(t[0], rel=1e-12)
+    L3, t3 = sp.degree(beta, np.eye(3)[None], 3, target)
+    for ll in (L3 - 1, L3):
+        assert sp.tail_s2(beta, np.eye(3), ll) >= _spherical_tail_mp(beta, ll)
+    assert t3[0] <= target < sp.tail_s2(beta, np.eye(3), L3 - 1)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_truncation_error_within_tail(d):
+    """At a low degree (truncation dominating), the observed absolute error of the sums, per
+    n e^{β}, is below the tail bound of the degree and above the tail a few degrees further
+    (the bound is not vacuous)."""
+    beta, n = 8.0, 400
+    X = _state("cluster", n, d, seed=2)
+    D = np.eye(d)[None]
+    R0, RX, _ = _direct_sums(X, D, beta)
+    L = 6
+    S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+    err = np.max(np.abs(S0 - R0)) / (n * np.exp(beta))
+    tail = sp.tail_s1 if d == 2 else sp.tail_s2
+    assert err <= tail(beta, D[0], L)
+    assert err >= sp.tail_s1(beta, np.eye(2), L + 6)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_indicator_bounds_the_error(d):
+    """The indicator η_hi bounds the observed error of Z and of the attention average at every
+    target, over states, weights and β (the sums before the fallback)."""
+    n = 600 if d == 2 else 400
+    seen = 0
+    for state in ("uniform", "cluster", "straggler"):
+        X = _state(state, n, d, seed=11)
+        D = np.stack([_weights(w, d, seed=11) for w in ("identity", "indefinite", "general")])
+        for beta in (1.0, 5.0, 10.0, 20.0):
+            L, tails = sp.degree(beta, D, d, TOL / (4 * n))
+            S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+            R0, RX, _ = _direct_sums(X, D, beta)
+            err = _errors(S0, SX, R0, RX)
+            eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax)
+            assert np.all(err <= eta)
+            seen += int(np.sum(err > 1e-14))
+    assert seen > 0  # the errors checked are not all round-off of the comparison
+
+
+# ----------------------------------------------------------------------------------- the bits
+@pytest.mark.parametrize("d", [2, 3])
+def test_bits_independent_of_threads(d, monkeypatch):
+    """The same bytes at 1 and 2 threads and across two runs (several blocks of points)."""
+    monkeypatch.setattr(sp, "BLOCK", 700)
+    X = _state("uniform", 3000, d, seed=9)
+    D = np.stack([np.eye(d), _weights("indefinite", d, 9), _weights("general", d, 9)])
+    out = []
+    try:
+        for threads in (1, 2, 2, 1):
+            set_num_threads(threads)
+            out.append(sp.sums(X, D, 6.0, 20))
+    finally:
+        set_num_threads(2)
+    for o in out[1:]:
+        for a, b in zip(out[0][:3], o[:3]):
+            assert a.tobytes() == b.tobytes()
+        assert o[3].tobytes() == out[0][3].tobytes() and o[4].tobytes() == out[0][4].tobytes()
+
+
+# ----------------------------------------------------------------------------------- refusals
+@pytest.mark.parametrize("kw, match", [
+    (dict(d=4), "d = 2 or 3"),
+    (dict(mask="causal"), "unmasked"),
+    (dict(backend="numpy"), "backend"),
+    (dict(beta=3000.0), "L_max"),
+])
+def test_refusals(kw, match):
+    kw = dict(kw)
+    d = kw.pop("d", 3)
+    X = _state("uniform", 50, d, seed=0)
+    with pytest.raises(ValueError, match=match):
+        wflow.field(X, np.eye(d), summation="spectral", **kw)
+
+
+def test_refused_in_one_line_without_the_extra(monkeypatch):
+    """finufft is an optional extra (its wheels link GPL FFTW): without it the spectral
+    summation names the extra to install; the direct pass needs nothing."""
+    from wflow.kernels import nufft
+
+    monkeypatch.setattr(nufft, "available", lambda: False)
+    X = _state("uniform", 50, 3, seed=0)
+    with pytest.raises(ValueError, match=r'pip install "wflow\[spectral\]"'):
+        wflow.field(X, np.eye(3), summation="spectral")
+    assert np.all(np.isfinite(wflow.field(X, np.eye(3)).velocity))
+
+
+def test_refusals_of_the_model():
+    from wflow.model.attention import AttentionModel
+
+    with pytest.raises(ValueError, match="float64"):
+        AttentionModel(summation="spectral", precision="float32")
+    m = AttentionModel(summation="spectral")
+    X = _state("uniform", 50, 3, seed=0)[None]
+    with pytest.raises(ValueError, match="masses"):
+        m.evaluate(X, np.eye(3)[None, None], weights=np.full((1, 50), 1 / 50))
+    with pytest.raises(ValueError, match="summation"):
+        wflow.field(X[0], np.eye(3), summation="fast")
+
+
+# ----------------------------------------------------------------------------------- large n
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [2, 3])
+def test_large_n_random_targets(d):
+    """n = 10⁵: the exact sums at 200 random targets (O(n) each) within the tolerance."""
+    n = 10 ** 5
+    X = _state("uniform", n, d, seed=21)
+    X[: n // 2] = _state("cluster", n // 2, d, seed=22)
+    D = np.stack([np.eye(d), _weights("general", d, 21)])
+    beta = 10.0
+    L, tails = sp.degree(beta, D, d, TOL / (4 * n))
+    S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+    rows = np.random.default_rng(3).choice(n, 200, replace=False)
+    R0, RX, _ = sp.direct_rows(X, D, beta, rows)
+    eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax)[:, rows]
+    err = _errors(S0[:, rows], SX[:, rows], R0, RX)
+    assert np.all(err <= eta)
+    assert np.all(err[eta <= TOL] <= TOL)
+
+
+# ----------------------------------------------------------------------------------- benchmark
+def test_scale_suite_rows():
+    """The ``scale`` benchmark suite: rows of the results schema, errors within the tolerance
+    at the checked targets, the direct pass timed where asked."""
+    from benchmarks.results import SCHEMA
+    from benchmarks.scale import scale_suite
+
+    rows = scale_suite(ns=(400,), heads=(1,), betas=(5.0,), weights=("identity", "general"),
+                       goals=False, direct_max_n=400)
+    assert [r["suite"] for r in rows] == ["scale"] * 6
+    for r in rows:
+        assert tuple(r) == SCHEMA["row"]
+    cases = [r for r in rows if "crossover" not in r["what"]]
+    assert all(r["data"]["max_error"] <= TOL and r["data"]["direct_s"] > 0 for r in cases)
+    assert all(r["data"]["targets_checked"] == 400 for r in cases)

@@ -1,0 +1,387 @@
+r"""The kernel sums on :math:`S^1` and :math:`S^2` by spectral summation [model §2s].
+
+For tokens :math:`x_i` and one head (:math:`c = \beta\lVert D\rVert_2`)
+
+.. math::
+    S^0_i = \sum_j e^{\beta\langle x_i, D x_j\rangle},\qquad
+    S^X_i = \sum_j e^{\beta\langle x_i, D x_j\rangle}\, x_j,\qquad
+    S^I_i = \sum_j e^{\beta\langle x_i, D x_j\rangle}(1 + \langle x_i, x_j\rangle^2),
+
+computed in :math:`O(n + L^2\log L)` (:math:`S^1`) and :math:`O(n + L^4)` (:math:`S^2`, the
+kernel on a quadrature grid) instead of :math:`O(n^2)`:
+
+- :math:`S^1`: the kernel's 2-D Fourier coefficients :math:`c_{kl}`, :math:`|k|, |l| \le L+2`, by
+  one small FFT per head (any 2×2 D); the tokens' Fourier moments
+  :math:`F_l = \sum_j e^{il\varphi_j}` by a type-1 NUFFT; :math:`S(\theta_i) = \sum_k e^{ik\theta_i}
+  \sum_l c_{kl} F_l` by a type-2 NUFFT.
+- :math:`S^2`: the tokens' spherical-harmonic moments to degree :math:`L_a = L + 2` (a type-1 NUFFT
+  on the double Fourier sphere, then the Fourier–Legendre tables); the band-limited measure on a
+  Gauss–Legendre grid of :math:`(L_a+1)(2L_a+2)` points; the kernel applied by the quadrature;
+  the result's harmonic coefficients turned back into double-Fourier coefficients and
+  synthesised at the tokens by a type-2 NUFFT.
+
+The degree :math:`L` comes from the tail bounds (:func:`tail_s1`, :func:`tail_s2`, :func:`degree`);
+:func:`indicator` is the per-target error bound; rows over the tolerance are recomputed by
+:func:`direct_rows`.
+
+*Determinism.* The work is cut into items fixed by the data (a path, a head, a block of
+:data:`BLOCK` points): the NUFFTs of an item run on one library thread with a fixed plan, BLAS
+on one thread, the items on ``get_num_threads()`` Python threads, and the blocks' moments are
+added in block order: the bits do not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from scipy.special import ive
+
+from wflow.kernels import nufft
+from wflow.kernels.pool import get_num_threads
+from wflow.kernels.spectral_rows import combine_rows
+
+__all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail", "sums",
+           "indicator", "direct_rows", "head_norms"]
+
+#: points per work item of the NUFFTs (moments added in block order)
+BLOCK = 1 << 18
+#: the largest degree L per sphere (d = 2, 3): beyond it the summation is refused
+L_MAX = {2: 2048, 3: 96}
+#: the library's term of the indicator, relative to the largest sum: ρ₂ = 4(ε_lib + 8u); the round-off
+#: term is ρ₁A with ρ₁ = u(L+3) on S¹, 4u(L+3) on S² (measured constants with a margin ≥ 5,
+#: docs/model.md §2s "The error bound")
+RHO2 = {2: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps), 3: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps)}
+_U = np.finfo(float).eps
+
+
+def head_norms(D):
+    """:math:`\\lVert D_h\\rVert_2` for D (..., d, d)."""
+    return np.linalg.norm(np.asarray(D, dtype=float), ord=2, axis=(-2, -1))
+
+
+def _bessel_row(c, K):
+    r""":math:`e^{-c} I_k(c)`, k = 0..K (c ≥ 0)."""
+    return ive(np.arange(K + 1), c) if c > 0 else (np.arange(K + 1) == 0).astype(float)
+
+
+def bessel_tail(c, L):
+    r"""The Chebyshev tail of :math:`e^{cs}` on [-1, 1], relative to :math:`e^c`:
+    :math:`2e^{-c}\sum_{k>L} I_k(c)` (the sup error of the degree-L truncation)."""
+    K = L + 64 + int(2 * c)
+    return 2.0 * float(np.sum(_bessel_row(c, K)[L + 1:]))
+
+
+def tail_s1(beta, D, L):
+    r"""The sup error of the square Fourier truncation :math:`|k|, |l| \le L` of
+    :math:`e^{\beta\langle x, Dy\rangle}` on :math:`S^1\times S^1`, relative to
+    :math:`e^{\beta\lVert D\rVert}`:
+
+    .. math::
+        e^{-\beta\sigma_1}\sum_{|m| + |m'| > L} I_{|m|}(\beta p)\, I_{|m'|}(\beta q),\quad
+        p = \tfrac{\sigma_1 + \sigma_2}{2},\ q = \tfrac{\sigma_1 - \sigma_2}{2}
+
+    (:math:`\sigma_{1,2}` the singular values of D); for D = I, :math:`2e^{-\beta}\sum_{k>L} I_k(\beta)`.
+    """
+    s = np.linalg.svd(np.asarray(D, dtype=float), compute_uv=False)
+    p, q = beta * (s[0] + s[1]) / 2, beta * (s[0] - s[1]) / 2
+    K = L + 64 + int(2 * beta * s[0])
+    a = _bessel_row(p, K)  # e^{-p} I_m(p)
+    b = _bessel_row(q, K)
+    a2 = np.concatenate([a[:0:-1], a])  # m = -K..K
+    b2 = np.concatenate([b[:0:-1], b])
+    m = np.abs(np.arange(-K, K + 1))
+    out = (m[:, None] + m[None, :]) > L
+    return float(np.sum(np.outer(a2, b2)[out]))
+
+
+def tail_s2(beta, D, L):
+    r"""The bound of the degree-L error on :math:`S^2` of the quadrature route, relative to
+    :math:`e^{\beta\lVert D\rVert}`: :math:`((L+3)^2 + 1)\cdot 2e^{-c}\sum_{k>L} I_k(c)`,
+    :math:`c = \beta\lVert D\rVert_2` (the Chebyshev tail times the Lebesgue bound of two
+    projections to degree L + 2)."""
+    c = beta * float(head_norms(D))
+    return ((L + 3) ** 2 + 1) * bessel_tail(c, L)
+
+
+def degree(beta, D, d, target, start=2):
+    r"""The smallest L ≥ ``start`` with :math:`\mathrm{tail}_h(L) \le \mathrm{target}_h` for
+    every head (tails relative to :math:`e^{\beta\lVert D_h\rVert}`, :func:`tail_s1` or
+    :func:`tail_s2`), and the tails at it. The rule of [model §2s] is
+    :math:`\mathrm{target} = \mathrm{tol}/(4n)`.
+
+    Returns (L, tails (H,)); L > :data:`L_MAX` [d] means refused (the caller says so)."""
+    tail = tail_s1 if d == 2 else tail_s2
+    target = np.broadcast_to(np.asarray(target, dtype=float), (len(D),))
+    tails = lambda L: np.array([tail(beta, Dh, L) for Dh in D])
+    ok = lambda L: bool(np.all(tails(L) <= target))
+    lo, hi = start - 1, start  # the tails decrease with L: ok(hi), not ok(lo)
+    while not ok(hi):
+        if hi > L_MAX[d]:
+            return hi, tails(hi)
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return max(hi, start), tails(max(hi, start))
+
+
+def indicator(S0, c, tails, d, L, mag, fmax):
+    r"""The per-target error bound of Z and of the attention average (relative; the average
+    relative to the tokens' norm 1):
+
+    .. math::
+        \eta_{hi} = (1+\sqrt d)\,\frac{n e^{c_h}\tau_h + \rho_1 A_{hi} + \rho_2\max_x S^0_h(x)}{S^0_{hi}}
+
+    (the truncation, the round-off of the terms summed, :math:`A` from :func:`sums`, and the
+    library's relative precision). S0 (H, n) the sums, c (H,) the :math:`\beta\lVert D_h\rVert`,
+    tails (H,) the tail bounds relative to :math:`e^{c_h}`, mag (H, n) the magnitudes A, fmax
+    (H,) the largest sums over the sphere (:func:`sums`);
+    :math:`\rho_1 = u(L+3)` on S¹, :math:`4u(L+3)` on S²."""
+    rho1 = _U * (L + 3) * (1.0 if d == 2 else 4.0)
+    n = S0.shape[-1]
+    big = np.asarray(fmax, dtype=float)[:, None]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        num = n * np.exp(c + np.log(tails))[:, None] + rho1 * mag + RHO2[d] * big
+        return (1.0 + np.sqrt(d)) * num / np.abs(S0)
+
+
+# --------------------------------------------------------------------------------- S¹
+def _s1_coefficients(beta, D, La):
+    r"""The 2-D Fourier coefficients :math:`c_{kl}`, :math:`|k|,|l| \le L_a`, of the kernels
+    :math:`K`, :math:`K\cos\varphi`, :math:`K\sin\varphi` and :math:`K(1 + \cos^2(\theta-\varphi))`,
+    :math:`K = e^{\beta\langle x(\theta), D x(\varphi)\rangle}`: (4, 2La+1, 2La+1)."""
+    N = 4 * (La + 1)
+    t = 2 * np.pi * np.arange(N) / N
+    ct, st = np.cos(t), np.sin(t)
+    s = beta * (D[0, 0] * np.outer(ct, ct) + D[0, 1] * np.outer(ct, st)
+                + D[1, 0] * np.outer(st, ct) + D[1, 1] * np.outer(st, st))
+    K = np.exp(s)
+    cos2 = np.cos(t[:, None] - t[None, :]) ** 2
+    ker = np.stack([K, K * ct[None, :], K * st[None, :], K * (1.0 + cos2)])
+    C = np.fft.fft2(ker) / (N * N)
+    idx = np.arange(-La, La + 1) % N
+    return C[:, idx][:, :, idx]
+
+
+def _synthesis(points, B, n, pool):
+    r"""Real functions with coefficients B (K, ...) at the points (K, n): two at a time, as the
+    real and imaginary parts of one complex synthesis (each function is real at the points)."""
+    K = B.shape[0]
+    if K % 2:
+        B = np.concatenate([B, np.zeros_like(B[:1])])
+    C = B[0::2] + 1j * B[1::2]
+    out = np.empty((C.shape[0] * 2, n))
+    blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+
+    def synth(b):
+        f = nufft.type2(tuple(t[b[0]:b[1]] for t in points), C, +1)
+        out[0::2, b[0]:b[1]] = f.real
+        out[1::2, b[0]:b[1]] = f.imag
+
+    list(pool.map(synth, blocks))
+    return out[:K]
+
+
+def _s1_path(X, D, beta, L, pool):
+    """S0 (H, n), SX (H, n, 2) and SI (H, n) for one path on S¹."""
+    n = X.shape[0]
+    H = D.shape[0]
+    La = L + 2
+    phi = np.arctan2(X[:, 1], X[:, 0])
+    blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+    ones = np.ones((1, n), dtype=np.complex128)
+    F = sum(pool.map(lambda b: nufft.type1((phi[b[0]:b[1]],), ones[:, b[0]:b[1]], La, +1)[0], blocks))
+    coefs = list(pool.map(lambda h: _s1_coefficients(beta, D[h], La), range(H)))
+    G = np.stack([C @ F for C in coefs]).reshape(4 * H, 2 * La + 1)  # g_k = Σ_l c_kl F_l
+    out = _synthesis((phi,), G, n, pool).reshape(H, 4, n)
+    mag = np.broadcast_to((n * np.exp(beta * head_norms(D)))[:, None], (H, n))
+    N = 4 * (La + 1)  # S0 on a fine grid of the circle: its largest value
+    g0 = np.zeros((H, N), dtype=np.complex128)
+    g0[:, np.arange(-La, La + 1) % N] = G.reshape(H, 4, -1)[:, 0]
+    fmax = np.maximum(np.max(np.abs(np.fft.ifft(g0, axis=1).real * N), axis=1),
+                      np.max(np.abs(out[:, 0]), axis=1))
+    return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3], mag, fmax
+
+
+# --------------------------------------------------------------------------------- S²
+def _legendre(La, x, s):
+    r"""Orthonormal associated Legendre functions :math:`\Lambda_{lm}` (with
+    :math:`2\pi\int\Lambda_{lm}^2\sin\theta\,d\theta = 1`) at cos θ = x, sin θ = s (s signed: the
+    double-Fourier-sphere extension), as a list over m = 0..La of (La+1-m, len(x)) arrays."""
+    out = []
+    pmm = np.full_like(x, 1.0 / np.sqrt(4 * np.pi))
+    for m in range(La + 1):
+        if m > 0:
+            pmm = -np.sqrt((2 * m + 1) / (2 * m)) * s * pmm
+        rows = [pmm]
+        if m < La:
+            rows.append(np.sqrt(2 * m + 3) * x * pmm)
+        for ll in range(m + 2, La + 1):
+            a = np.sqrt((4 * ll * ll - 1) / (ll * ll - m * m))
+            b = np.sqrt(((ll - 1) ** 2 - m * m) / (4 * (ll - 1) ** 2 - 1))
+            rows.append(a * (x * rows[-1] - b * rows[-2]))
+        out.append(np.array(rows))
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _s2_tables(La):
+    """The tables of degree La: DFS coefficients t[m] (La+1-m, 2La+1) of Λ_lm(θ) on [0, 2π),
+    the Gauss–Legendre grid (nodes, weights, Λ_lm at the nodes), the grid points and the
+    azimuthal phases."""
+    Nt = 2 * La + 2
+    th = 2 * np.pi * np.arange(Nt) / Nt
+    lam = _legendre(La, np.cos(th), np.sin(th))
+    idx = np.arange(-La, La + 1) % Nt
+    T = [np.fft.fft(v, axis=1)[:, idx] / Nt for v in lam]
+    xg, wg = np.polynomial.legendre.leggauss(La + 1)
+    sg = np.sqrt(1.0 - xg * xg)
+    Lg = _legendre(La, xg, sg)
+    Nphi = 2 * La + 2
+    ph = 2 * np.pi * np.arange(Nphi) / Nphi
+    Y = np.stack([np.outer(sg, np.cos(ph)), np.outer(sg, np.sin(ph)),
+                  np.outer(xg, np.ones(Nphi))], axis=-1).reshape(-1, 3)
+    omega = np.outer(wg, np.full(Nphi, 2 * np.pi / Nphi)).reshape(-1)
+    Em = np.exp(1j * np.outer(np.arange(-La, La + 1), ph))  # (2La+1, Nphi)
+    return T, wg, Lg, Y, omega, Em
+
+
+def _s2_measure(F, La):
+    """â_lm = Σ_k conj(t_lm[k]) F[k, m] (list over m = -La..La of (La+1-|m|,)) and the
+    band-limited measure μ_L on the grid (G,)."""
+    T, wg, Lg, Y, omega, Em = _s2_tables(La)
+    ahat = [T[abs(m)].conj() @ F[:, m + La] for m in range(-La, La + 1)]
+    Gm = np.zeros((La + 1, 2 * La + 1), dtype=np.complex128)
+    for m in range(-La, La + 1):
+        Gm[:, m + La] = ahat[m + La] @ Lg[abs(m)]
+    mu = np.real(Gm @ Em).reshape(-1)
+    return ahat, mu
+
+
+def _s2_analysis(f, La):
+    """Harmonic coefficients of grid functions f (K, G): list over m of (K, La+1-|m|)."""
+    T, wg, Lg, Y, omega, Em = _s2_tables(La)
+    K = f.shape[0]
+    Nphi = Em.shape[1]
+    Fphi = (f.reshape(K, La + 1, Nphi) @ Em.conj().T) * (2 * np.pi / Nphi)  # (K, La+1, 2La+1)
+    return [(Fphi[:, :, m + La] * wg) @ Lg[abs(m)].T for m in range(-La, La + 1)]
+
+
+def _s2_head(beta, Dh, mu, La, n):
+    """One head on the grid: the double-Fourier coefficients (6, 2La+1, 2La+1) of S0, SX (3),
+    SI and the magnitude A of the round-off term (:func:`indicator`)."""
+    T, wg, Lg, Y, omega, Em = _s2_tables(La)
+    G = Y.shape[0]
+    wm = omega * mu
+    iu = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+    wa = np.abs(wm) + omega * ((La + 1) * n / (4 * np.pi))
+    Wv = np.column_stack([wm, wm[:, None] * Y] + [wm * Y[:, a] * Y[:, b] for a, b in iu] + [wa])  # (G, 11)
+    Q = beta * (Y @ Dh)  # s_gg' = β ⟨y_g, D y_g'⟩ = ⟨β Dᵀ y_g, y_g'⟩
+    out = np.empty((G, 11))
+    step = max(1, (1 << 22) // G)
+    for a in range(0, G, step):
+        E = np.exp(Q[a:a + step] @ Y.T)
+        out[a:a + step] = E @ Wv
+    f0 = out[:, 0]
+    M = out[:, 4:10]
+    fI = f0 + sum((1.0 if a == b else 2.0) * Y[:, a] * Y[:, b] * M[:, k] for k, (a, b) in enumerate(iu))
+    coef = _s2_analysis(np.vstack([out[:, :4].T, fI[None], out[:, 10][None]]), La)  # over m: (6, nl)
+    B = np.zeros((6, 2 * La + 1, 2 * La + 1), dtype=np.complex128)
+    for m in range(-La, La + 1):
+        B[:, :, m + La] = coef[m + La] @ T[abs(m)]
+    return B, float(np.max(np.abs(f0)))
+
+
+def _s2_path(X, D, beta, L, pool):
+    """S0 (H, n), SX (H, n, 3) and SI (H, n) for one path on S²."""
+    n = X.shape[0]
+    H = D.shape[0]
+    La = L + 2
+    _s2_tables(La)
+    theta = np.arccos(np.clip(X[:, 2], -1.0, 1.0))
+    phi = np.arctan2(X[:, 1], X[:, 0])
+    blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+    ones = np.ones((1, n), dtype=np.complex128)
+    F = sum(pool.map(lambda b: nufft.type1((theta[b[0]:b[1]], phi[b[0]:b[1]]),
+                                           ones[:, b[0]:b[1]], La, -1)[0], blocks))
+    ahat, mu = _s2_measure(F, La)
+    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, La, n), range(H)))
+    B = np.concatenate([r[0] for r in res])  # (6H, N, N)
+    out = _synthesis((theta, phi), B, n, pool).reshape(H, 6, n)
+    mag = np.maximum(np.abs(out[:, 5]), np.abs(out[:, 0]))
+    fmax = np.maximum(np.array([r[1] for r in res]), np.max(np.abs(out[:, 0]), axis=1))
+    return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4], mag, fmax
+
+
+def sums(X, D, beta, L):
+    r"""The kernel sums of one path by spectral summation at degree L.
+
+    Parameters
+    ----------
+    X : (n, d) tokens, d = 2 or 3.
+    D : (H, d, d) interaction matrices (any real).
+    beta : β > 0.
+    L : the degree (:func:`degree`).
+
+    Returns
+    -------
+    S0 (H, n), SX (H, n, d), SI (H, n) :math:`\sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`,
+    the magnitude :math:`A_{hi}` (H, n) of the round-off term of :func:`indicator`:
+    :math:`n e^{c_h}` on S¹; on S² the kernel applied to
+    :math:`\lvert\mu_L\rvert + (L_a+1)n/(4\pi)` on the grid (the size of the terms summed there,
+    and of the round-off of :math:`\mu_L`), synthesised at the targets; and the largest
+    :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere and the targets.
+    """
+    from threadpoolctl import threadpool_limits
+
+    d = X.shape[1]
+    with threadpool_limits(limits=1, user_api="blas"), \
+            ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
+        if d == 2:
+            return _s1_path(X, D, beta, L, pool)
+        return _s2_path(X, D, beta, L, pool)
+
+
+def combine(X, D, V, S0, SX, lap, norm, general, summed, v, g, zbar, mbar):
+    """The per-row combine (:func:`wflow.kernels.spectral_rows.combine_rows`) over blocks of
+    :data:`BLOCK` rows on ``get_num_threads()`` threads."""
+    n = X.shape[0]
+    args = [np.ascontiguousarray(a, dtype=float) for a in (X, D, V, S0, SX)]
+    lap = np.ascontiguousarray(lap, dtype=np.bool_)
+    blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+    with ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
+        list(pool.map(lambda b: combine_rows(*args, lap, int(norm), bool(general), bool(summed),
+                                             b[0], b[1], v, g, zbar, mbar), blocks))
+
+
+def direct_rows(X, D, beta, rows):
+    r"""The direct sums at the target rows: :math:`S^0_i = \sum_j e^{s_{ij}}`,
+    :math:`S^X_i = \sum_j e^{s_{ij}} x_j`, :math:`S^I_i = \sum_j e^{s_{ij}}(1 + \langle x_i,
+    x_j\rangle^2)` for i in ``rows`` ((m,) ints), every head: (H, m), (H, m, d), (H, m). O(n)
+    per row and head (NumPy, no BLAS)."""
+    n, d = X.shape
+    H = D.shape[0]
+    m = len(rows)
+    S0 = np.empty((H, m))
+    SX = np.empty((H, m, d))
+    SI = np.empty((H, m))
+    step = max(1, (1 << 21) // n)
+    c = beta * head_norms(D)
+    for h in range(H):
+        Q = beta * X[rows] @ D[h]  # q_i = β Dᵀ x_i: s_ij = ⟨q_i, x_j⟩
+        for a in range(0, m, step):
+            q = Q[a:a + step]
+            xr = X[rows[a:a + step]]
+            s = q[:, :1] * X[None, :, 0]
+            g = xr[:, :1] * X[None, :, 0]
+            for k in range(1, d):
+                s = s + q[:, k:k + 1] * X[None, :, k]
+                g = g + xr[:, k:k + 1] * X[None, :, k]
+            e = np.exp(s - c[h])
+            SI[h, a:a + step] = np.exp(c[h]) * (e * (1.0 + g * g)).sum(axis=1)
+            S0[h, a:a + step] = np.exp(c[h]) * e.sum(axis=1)
+            for k in range(d):
+                SX[h, a:a + step, k] = np.exp(c[h]) * (e * X[None, :, k]).sum(axis=1)
+    return S0, SX, SI

@@ -1,0 +1,186 @@
+r"""The attention field from spectrally summed kernel sums, with an accuracy contract [model §2s].
+
+.. math::
+    Z_h(x_i) = \tfrac1n S^0_{hi},\qquad
+    \bar x_h(x_i) = S^X_{hi}/S^0_{hi},\qquad a_h(x_i) = V_h\bar x_h(x_i),\qquad
+    g_i = P_{x_i}\tfrac{1}{Hn}\textstyle\sum_h D_h S^X_{hi},
+
+and every other quantity of §2–4 from the same sums (:func:`combine`). The sums come from
+:func:`wflow.kernels.spectral.sums` at the degree of the tail rule; a target whose indicator
+exceeds the tolerance is recomputed by the direct sums over its row
+(:func:`wflow.kernels.spectral.direct_rows`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wflow.errors import NumericalError
+from wflow.kernels import nufft as _nufft
+from wflow.kernels import spectral as _sp
+
+__all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "kernel_sums",
+           "spectral_pass"]
+
+#: how the kernel sums are computed: every pair, or the spectral summation of §2s
+SUMMATIONS = ("direct", "spectral")
+#: default relative tolerance on Z and on the attention average at every target
+TOL = 1e-10
+#: default largest fraction of targets recomputed directly before the pass stops
+MAX_FLAGGED = 0.1
+
+
+@dataclass(frozen=True)
+class SpectralReport:
+    """What the spectral summation did, per path.
+
+    Attributes
+    ----------
+    degree : (P,) the degree L of the tail rule.
+    flagged : (P,) the fraction of targets recomputed by the direct sums.
+    indicator : (P,) the largest error indicator among the targets kept (≤ the tolerance).
+    tol : the tolerance.
+    """
+
+    degree: np.ndarray
+    flagged: np.ndarray
+    indicator: np.ndarray
+    tol: float
+
+
+def check(d, causal=False, precision="float64", backend="numba", weights=None, key_bias=None):
+    """Refuse, in one line, what the spectral summation does not do [model §2s]."""
+    why = None
+    if d not in (2, 3):
+        why = f"needs tokens on S¹ or S² (d = 2 or 3; got d = {d})"
+    elif causal:
+        why = "needs unmasked attention (mask = 'causal' sums over j ≤ i)"
+    elif precision != "float64":
+        why = f"runs in float64 (got precision = {precision!r})"
+    elif backend != "numba":
+        why = f"needs backend = 'numba' (got {backend!r}; the NumPy backend is the dense reference)"
+    elif weights is not None:
+        why = "takes no point masses (weights=)"
+    elif key_bias is not None:
+        why = "takes no per-key biases (key_bias=)"
+    if why:
+        raise ValueError(f"summation = 'spectral': {why}")
+    if not _nufft.available():
+        raise ValueError(_nufft.MISSING)
+
+
+def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combine):
+    r"""Every quantity of [model §2–4] of one path from the kernel sums.
+
+    Parameters
+    ----------
+    X : (n, d) tokens; D, V : (H, d, d) interaction and value matrices.
+    S0 : (H, n) :math:`\sum_j e^{s_{ij}}`; SX : (H, n, d) :math:`\sum_j e^{s_{ij}} x_j`.
+    ito : (H, n) :math:`S^I_{hi} = \sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`.
+    beta, normalization, lap ((H,) bool), general (bool), head_combine : as the direct pass.
+
+    Returns
+    -------
+    dict of the :class:`wflow.model.attention.Field` quantities (one path).
+    """
+    n, d = X.shape
+    H = D.shape[0]
+    v, g = np.empty((n, d)), np.empty((n, d))
+    zbar, mbar = np.empty(n), np.empty(n)
+    _sp.combine(X, D, V, S0, SX, lap, ("head", "joint", "none").index(normalization), general,
+                head_combine == "sum", v, g, zbar, mbar)
+    v2 = np.sum(v * v, axis=1)
+    out = dict(velocity=v, partition=S0 / n, b_hat=1.0 / zbar, G2=np.mean(v2 / mbar),
+               G2_hm=np.mean(v2 * zbar))
+    nan = float("nan")
+    if general:
+        out.update(energy=nan, gradient=np.full_like(X, nan), dissipation=nan,
+                   dE_dD=np.full((H, d, d), nan), ito_sum=nan)
+        return out
+    # Σ_i x_i S^X_iᵀ by columns (pairwise sums over i, no BLAS reduction)
+    dE = np.array([[[np.sum(X[:, a] * SX[h, :, b]) for b in range(d)] for a in range(d)] for h in range(H)])
+    out.update(energy=S0.sum() / (2 * beta * H * n * n), gradient=g,
+               dissipation=np.mean(np.sum(g * v, axis=1)), dE_dD=dE / (2 * H * n * n),
+               ito_sum=float(np.sum(ito)) / (2 * H * n * n))
+    return out
+
+
+def _refuse(beta, D, n, d, tol):
+    c = beta * float(np.max(_sp.head_norms(D)))
+    raise ValueError(f"summation = 'spectral': β‖D‖ = {c:.4g} at n = {n} and tolerance {tol:g} needs "
+                     f"a degree above L_max = {_sp.L_MAX[d]} on S^{d - 1}: use summation = 'direct'")
+
+
+def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED):
+    """The kernel sums S0, SX, SI of one path (X (n, d), D (H, d, d)) with the fallback, and
+    (degree, flagged fraction, largest indicator kept).
+
+    The degree of the rule (tail ≤ tol/(4n) relative to e^{β‖D‖}); where the truncation term
+    of the indicator then exceeds tol/2 at targets whose other terms are below it (sums far
+    below e^{β‖D‖}, as for indefinite D), once more at the degree those targets need."""
+    n, d = X.shape
+    c = beta * _sp.head_norms(D)
+    k = 1.0 + np.sqrt(d)
+    L, tails = _sp.degree(beta, D, d, tol / (4.0 * n))
+    if L > _sp.L_MAX[d]:
+        _refuse(beta, D, n, d, tol)
+    S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L)
+    eta = _sp.indicator(S0, c, tails, d, L, mag, fmax)
+    trunc = k * n * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
+    fixable = (eta - trunc <= tol / 2) & (trunc > tol / 2)
+    if np.any(fixable):
+        with np.errstate(divide="ignore"):
+            need = np.where(fixable, tol / 2 * np.abs(S0) / (k * n * np.exp(c)[:, None]), np.inf)
+        L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * n)), start=L)
+        if L < L2 <= _sp.L_MAX[d]:
+            L, tails = L2, tails2
+            S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L)
+            eta = _sp.indicator(S0, c, tails, d, L, mag, fmax)
+    bad = ~(np.max(eta, axis=0) <= tol)  # NaN or over the tolerance
+    frac = float(np.mean(bad))
+    if frac > max_flagged:
+        raise NumericalError(f"summation = 'spectral': {100 * frac:.3g}% of the targets exceed the "
+                             f"tolerance {tol:g} (limit {100 * max_flagged:.3g}%; β‖D‖ = "
+                             f"{float(np.max(c)):.4g}, L = {L}): use summation = 'direct' or raise "
+                             "max_flagged")
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        S0[:, rows], SX[:, rows], ito[:, rows] = _sp.direct_rows(X, D, beta, rows)
+    kept = np.max(eta[:, ~bad]) if rows.size < n else 0.0
+    return S0, SX, ito, L, frac, float(kept)
+
+
+def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", head_combine="mean",
+                  tol=TOL, max_flagged=MAX_FLAGGED):
+    r"""The field of a batch by spectral summation [model §2s].
+
+    Parameters
+    ----------
+    X : (P, n, d) tokens on :math:`S^{d-1}`, d = 2 or 3.
+    D, V : (P, H, d, d) interaction and value matrices.
+    beta, normalization, lap ((H,) bool), interaction, head_combine : as the direct pass.
+    tol : relative tolerance on Z and on the attention average at every target.
+    max_flagged : the largest fraction of targets recomputed directly; beyond it the pass
+        stops with a :class:`~wflow.errors.NumericalError`.
+
+    Returns
+    -------
+    (dict of the batched Field arrays, :class:`SpectralReport`).
+    """
+    X = np.ascontiguousarray(X, dtype=float)
+    D = np.ascontiguousarray(D, dtype=float)
+    P = X.shape[0]
+    if not (0 < tol < 1):
+        raise ValueError(f"tol = {tol!r}: must be in (0, 1)")
+    res, deg, frac, kept = [], [], [], []
+    for p in range(P):
+        S0, SX, ito, L, f, k = kernel_sums(X[p], D[p], float(beta), float(tol), float(max_flagged))
+        res.append(combine(X[p], D[p], V[p], S0, SX, ito, float(beta), normalization,
+                           np.asarray(lap, dtype=bool), interaction == "general", head_combine))
+        deg.append(L)
+        frac.append(f)
+        kept.append(k)
+    out = {k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in res[0]}
+    return out, SpectralReport(np.array(deg), np.array(frac), np.array(kept), float(tol))
