@@ -17,7 +17,7 @@ from wflow.studies import (
     run_study,
     summary_table,
 )
-from wflow.studies._base import QUICK_MARK
+from wflow.studies._running import QUICK_MARK
 from wflow.sweeps.sweep import expand_grid
 
 FAST = ("model.n=6", "solver.T=0.02", "solver.backend=numpy")
@@ -49,7 +49,7 @@ class FamilyStudy(Study):
         return summary_table(data.paths, ("energy",))
 
     def figures(self, data, outdir, formats):
-        from wflow.studies._base import _run_figures
+        from wflow.studies._tables import _run_figures
 
         return _run_figures(data.paths[:1], outdir, formats, ["G2"])
 

@@ -156,7 +156,8 @@ def test_hysteresis_none_beta4_slow(tmp_path):
     stays uniform (r below the kick's ε/2); at 1.1 ν_c both uniform; at 0.95 ν_c up
     and down end at the same r (the branch is unique there)."""
     from wflow.studies import StudyOptions
-    from wflow.studies._base import StudyData, _run_chain
+    from wflow.studies._base import StudyData
+    from wflow.studies._running import _run_chain
 
     class Small(U.Uniform):
         name = "uniform-small"

@@ -159,7 +159,7 @@ class TinyStudy(Study):
         return summary_table(data, ("energy", "ledger_residual"))
 
     def figures(self, data, outdir, formats):
-        from wflow.studies._base import _run_figures
+        from wflow.studies._tables import _run_figures
 
         return _run_figures(data.paths, outdir, formats, ["G2"])
 

@@ -253,7 +253,7 @@ def test_full_disk_in_a_sweep(tmp_path, capsys, monkeypatch):
 
 
 def test_full_disk_in_study_summaries(tmp_path, monkeypatch):
-    from wflow.studies import _base
+    from wflow.studies import _tables as _base
 
     real = Path.write_text
 

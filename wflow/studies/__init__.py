@@ -47,15 +47,12 @@ from wflow.studies._base import (  # noqa: F401
     Study,
     StudyData,
     StudyOptions,
-    StudyResult,
     available_studies,
-    final_state,
     get_study,
     register_study,
-    run_study,
-    summary_table,
-    write_csv,
 )
+from wflow.studies._running import StudyResult, run_study  # noqa: F401
+from wflow.studies._tables import final_state, summary_table, write_csv  # noqa: F401
 
 # The built-in studies, one line each: importing a module registers its study.
 # isort: off

@@ -11,7 +11,8 @@ import copy
 
 import numpy as np
 
-from wflow.studies._base import Study, _run_figures, register_study
+from wflow.studies._base import Study, register_study
+from wflow.studies._tables import _run_figures
 from wflow.sweeps.sweep import expand_grid
 
 # ---------------------------------------------------------------------------------- energy

@@ -28,7 +28,8 @@ import numpy as np
 from wflow import config as _config
 from wflow.analysis.results import mean_ci
 from wflow.model.diagnostics import ANOVA_PARTS, anova_split
-from wflow.studies._base import Study, StudyOptions, register_study, run_study
+from wflow.studies._base import Study, StudyOptions, register_study
+from wflow.studies._running import run_study
 from wflow.sweeps.sweep import expand_grid
 
 LAPLACIAN_BASE = {

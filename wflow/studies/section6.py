@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from wflow.analysis.results import head_scaling_data
-from wflow.studies._base import Study, _run_figures, register_study
+from wflow.studies._base import Study, register_study
+from wflow.studies._tables import _run_figures
 from wflow.sweeps.sweep import expand_grid
 
 SECTION6_BASE = {
