@@ -724,7 +724,8 @@ def resolve(cfg_or_path=None, overrides=(), explicit=None) -> dict:
 NOT_COMPUTATION = ("output.path", "output.checkpoint_every", "output.overwrite")
 
 #: Keys naming input files: :func:`computation` holds the sha256 of the file's bytes.
-INPUT_FILE_KEYS = ("init.tokens_file", "init.weights_file", "weights.file")
+INPUT_FILE_KEYS = ("init.tokens_file", "init.weights_file", "weights.file",
+                   "weights.file_values", "weights.imported")
 
 
 def _file_digest(name):
@@ -736,10 +737,12 @@ def _file_digest(name):
         return name
 
 
-def computation(cfg) -> dict:
+def computation(cfg, digests=None) -> dict:
     """What decides the arrays of a run's result: the validated configuration without
     :data:`NOT_COMPUTATION`, each input file of :data:`INPUT_FILE_KEYS` replaced by the
-    sha256 of its bytes (the file's content, not its name, is what the run reads)."""
+    sha256 of its bytes (the file's content, not its name, is what the run reads).
+    ``digests`` (dotted key -> ``"sha256:<hex>"``) gives the digests of the files a stored
+    run read, which are used instead of the files' content today."""
     out = copy.deepcopy(validate(cfg, ()))
     for key in NOT_COMPUTATION:
         sec, k = key.split(".")
@@ -747,11 +750,12 @@ def computation(cfg) -> dict:
     for key in INPUT_FILE_KEYS:
         sec, k = key.split(".")
         if out.get(sec, {}).get(k):
-            out[sec][k] = _file_digest(out[sec][k])
+            given = (digests or {}).get(key)
+            out[sec][k] = given if given is not None else _file_digest(out[sec][k])
     return out
 
 
-def config_hash(cfg, versions=None) -> str:
+def config_hash(cfg, versions=None, digests=None) -> str:
     r"""The computation hash: sha256 (hex) of the canonical JSON (sorted keys) of
     :func:`computation` and ``versions``.
 
@@ -764,9 +768,11 @@ def config_hash(cfg, versions=None) -> str:
     versions : mapping, e.g. ``{"format": 2, "wflow": "0.1.0"}``: the results format and the
         wflow version whose numbers the file promises (:func:`wflow.engine.driver.result_hash`
         passes them); None hashes the configuration alone.
+    digests : mapping, optional
+        The digests of the input files a stored run read (:func:`computation`).
     """
-    data = computation(cfg) if versions is None else {"config": computation(cfg),
-                                                      "versions": dict(versions)}
+    comp = computation(cfg, digests)
+    data = comp if versions is None else {"config": comp, "versions": dict(versions)}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -512,7 +512,12 @@ def _join(pt, prow):
 
     batches = [{"first": a, "count": k, "elapsed": r["elapsed"], "worker": r["worker"]}
                for (a, k, *_), r in zip(pt.batches, prow)]
-    header = driver.header(Simulation(pt.cfg, explicit=()))
+    inputs = [io.read_header(b[4])["inputs"] for b in pt.batches]  # what the batches read
+    digests = [driver.stored_digests({"inputs": i}) for i in inputs]
+    if any(d != digests[0] for d in digests):
+        raise ConfigError(f"sweep: the batches of {pt.name} read different input files "
+                          f"(one changed during the sweep); rerun with --overwrite")
+    header = driver.header(Simulation(pt.cfg, explicit=()), inputs=inputs[0])
     io.merge_paths([b[4] for b in pt.batches], pt.path, pt.cfg, header=header,
                    attrs={"sweep_batches": json.dumps(batches)})
     shutil.rmtree(pt.batches[0][4].parent, ignore_errors=True)  # the joined file holds all
