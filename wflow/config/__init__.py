@@ -468,7 +468,7 @@ for _p in [
     Param("init.weights", "symmetric_gaussian", Choice(INITIAL_WEIGHTS),
           "D_h(0): symmetric_gaussian Ξ + Ξᵀ (Ξ iid N(0, 1)), identity, file; goe "
           "(Ξ + Ξᵀ)/√(2d); with model.interaction = 'general': gaussian Ξ/√d, gpt2 0.02 Ξ"),
-    Param("init.seed", 0, Integer(lo=0), "seed of every random stream of the run"),
+    Param("init.seed", 0, Integer(lo=0, hi=2**64 - 1), "seed of every random stream of the run"),
     Param("init.tokens_file", "", Path(),
           "token file: .npy holding the (n, d) array, or .npz/.h5 with the array 'X'",
           applies=When("init.tokens", "file"),

@@ -290,19 +290,52 @@ class ImportedModel:
 
 
 def read_imported(path) -> ImportedModel:
-    """An :class:`ImportedModel` from the ``.npz`` file :meth:`ImportedModel.save` wrote."""
+    """An :class:`ImportedModel` from the ``.npz`` file :meth:`ImportedModel.save` wrote.
+
+    Every array is checked here, before a run starts: its shape against the head count,
+    head size and width, its values finite, ``eps`` a finite number >= 0; a failure is one
+    ConfigError line naming the file and the array."""
     with np.load(path, allow_pickle=False) as f:
         a = {k: f[k] for k in f.files}
     try:
-        layers = [ImportedLayer(*(a[f"layer{ell}/{k}"] for k in
-                                  ("A", "B", "V_in", "V_out", "key_bias", "drift")),
-                                eps=float(a[f"layer{ell}/eps"]))
-                  for ell in range(int(a["n_layers"]))]
+        n_layers, H, r = int(a["n_layers"]), int(a["heads"]), int(a["head_dim"])
+        layers = []
+        for ell in range(n_layers):
+            arrays = [_imported_array(path, a, f"layer{ell}/{k}")
+                      for k in ("A", "B", "V_in", "V_out", "key_bias", "drift", "eps")]
+            _check_layer_shapes(path, ell, H, r, *arrays[:6])
+            eps = float(arrays[6])
+            if arrays[6].shape != () or eps < 0:
+                raise ConfigError(f"{path}: array 'layer{ell}/eps' = {arrays[6]!r}: the "
+                                  f"LayerNorm epsilon must be one number >= 0")
+            layers.append(ImportedLayer(*arrays[:6], eps=eps))
         return ImportedModel(str(a["arch"]), layers, bool(a["causal"]), str(a["placement"]),
-                             int(a["heads"]), int(a["head_dim"]), bool(a["shared"]),
-                             str(a["source"]))
+                             H, r, bool(a["shared"]), str(a["source"]))
     except KeyError as exc:
         raise ConfigError(f"{path}: not an imported-weights file (array {exc} missing)") from None
+
+
+def _imported_array(path, a, name) -> np.ndarray:
+    """Array ``name`` of an imported-weights file: real, finite (else one line)."""
+    x = a[name]
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise ConfigError(f"{path}: array {name!r} has dtype {x.dtype}, expected real numbers")
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise ConfigError(f"{path}: array {name!r} holds NaN or infinite values "
+                          f"({int(np.sum(~np.isfinite(x)))} of {x.size})")
+    return x
+
+
+def _check_layer_shapes(path, ell, H, r, A, B, V_in, V_out, key_bias, drift):
+    d = A.shape[-1] if A.ndim else -1
+    d_out = V_out.shape[1] if V_out.ndim == 3 else -1
+    want = {"A": (H, r, d), "B": (H, r, d), "V_in": (H, r, d), "V_out": (H, d_out, r),
+            "key_bias": (H, d), "drift": (d_out,)}
+    for name, x in zip(want, (A, B, V_in, V_out, key_bias, drift)):
+        if x.shape != want[name]:
+            raise ConfigError(f"{path}: array 'layer{ell}/{name}' has shape {x.shape}, "
+                              f"expected {want[name]} ({H} heads of size {r})")
 
 
 # ---------------------------------------------------------------------- reading
@@ -340,16 +373,34 @@ def _detect(tensors, config, arch, where) -> tuple[str, str]:
                       f"{', '.join(ARCHITECTURES)}; give one with arch=/--arch)")
 
 
-def _config_value(config, keys, what, given, where, default=None):
+def _config_value(config, keys, what, given, where, default=None, kind=None):
+    """The ``what`` of the checkpoint: ``given``, else the first of ``keys`` in
+    ``config.json``, else ``default``; ``kind`` ``"count"`` (an integer >= 1) or ``"eps"``
+    (a finite number >= 0) is checked, naming the key (one line)."""
     if given is not None:
-        return given
+        return _config_checked(given, kind, f"the given {what}", where)
     for k in keys:
         if k in config:
-            return config[k]
+            return _config_checked(config[k], kind, f"config.json {k}", where)
     if default is not None:
         return default
     raise ConfigError(f"{where}: the {what} is not in the checkpoint (no config.json with "
                       f"{' or '.join(repr(k) for k in keys)} beside it); give it explicitly")
+
+
+def _config_checked(value, kind, source, where):
+    if kind is None:
+        return value
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    if kind == "count":
+        if not number or not float(value).is_integer() or value < 1:
+            raise ConfigError(f"{where}: {source} = {value!r}: must be an integer >= 1")
+        return int(value)
+    if not number or not np.isfinite(value) or value < 0:
+        raise ConfigError(f"{where}: {source} = {value!r}: the LayerNorm epsilon must be a "
+                          f"finite number >= 0")
+    return float(value)
 
 
 class _Tensors:
@@ -376,7 +427,8 @@ class _Tensors:
 
 def _layer_count(tensors, prefix, spec, config, given, where) -> int:
     if given is not None or spec.shared:
-        return int(_config_value(config, spec.layers_keys, "layer count", given, where))
+        return _config_value(config, spec.layers_keys, "layer count", given, where,
+                             kind="count")
     probe = spec.anchor.replace(".0.", ".{l}.", 1)
     n = 0
     while prefix + probe.format(l=n) in tensors:
@@ -431,9 +483,9 @@ def load(path, arch: str | None = None, heads: int | None = None,
                               f"holds for {' or '.join(repr(a) for a in allowed)} only")
     T = _Tensors(tensors, prefix, where)
     nm = spec.names
-    H = int(_config_value(config, spec.heads_keys, "head count", heads, where))
-    eps = float(_config_value(config, spec.eps_keys, "LayerNorm epsilon", None, where,
-                              default=spec.eps_default))
+    H = _config_value(config, spec.heads_keys, "head count", heads, where, kind="count")
+    eps = _config_value(config, spec.eps_keys, "LayerNorm epsilon", None, where,
+                        default=spec.eps_default, kind="eps")
     L = _layer_count(tensors, prefix, spec, config, layers, where)
     if L < 1:
         raise ConfigError(f"{where}: layer count {L}: must be at least 1")
@@ -472,9 +524,28 @@ def load(path, arch: str | None = None, heads: int | None = None,
         gamma = T.get(nm[lw].format(**fmt), (e,))
         beta = T.get(nm[lb].format(**fmt), (e,))
         scale = (spec.logit_scale or _default_scale)(config, ell, r)
-        out.append(_map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale))
+        out.append(_finite_layer(
+            _map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale), ell,
+            where))
     return ImportedModel(name, out, spec.causal, spec.placement, H, r, spec.shared,
                          "/".join(Path(str(where)).parts[-2:]), meta={"config": config})
+
+
+def _finite_layer(lay, ell, where) -> ImportedLayer:
+    """``lay``, unless a mapped array, β_h or the antisymmetric fraction is not finite (the
+    products of huge finite weights overflow float64): one ConfigError line naming the
+    layer."""
+    with np.errstate(all="ignore"):
+        for name in ("A", "B", "V_in", "V_out", "key_bias", "drift"):
+            if not np.all(np.isfinite(getattr(lay, name))):
+                raise ConfigError(f"{where}: layer {ell}: the mapped {name} overflows float64 "
+                                  f"(weights too large for the mapping of docs/model.md §5c)")
+        D = [lay.interaction(h) for h in range(len(lay.A))]
+        norms = np.array([np.linalg.norm(x) for x in D])
+        if not np.all(np.isfinite(norms)):
+            raise ConfigError(f"{where}: layer {ell}: D_h = A_hᵀB_h overflows float64 "
+                              f"(weights too large for the mapping of docs/model.md §5c)")
+    return lay
 
 
 def _default_scale(config, layer, r) -> float:
