@@ -495,8 +495,10 @@ def _grid_arg(text):
 
 def cmd_sweep(args) -> int:
     from wflow.config import resolve
-    from wflow.sweeps.sweep import expand_grid, run_sweep
+    from wflow.engine import memory
+    from wflow.sweeps.sweep import check_executor, expand_grid, partial_bytes, run_sweep
 
+    check_executor(args.executor, args.address, args.workers)  # before anything is read
     base = resolve(args.config, args.set or [])
     grid = {}
     for key, values in (_grid_arg(g) for g in (args.grid or [])):
@@ -506,9 +508,12 @@ def cmd_sweep(args) -> int:
         grid[key] = values
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
     out = Path(args.output or "sweep")
-    _check_disk(_batched_twice([c for name, c in tasks
-                                if args.overwrite or not (out / f"{name}.h5").exists()],
-                               args.paths_per_task), out, f"the {len(tasks)} result files")
+    todo = [(name, c) for name, c in tasks if args.overwrite or not (out / f"{name}.h5").exists()]
+    need = sum(memory.output_bytes(c) for c in _batched_twice([c for _, c in todo],
+                                                               args.paths_per_task))
+    # the partial files of an interrupted sweep are continued in place: their space counts
+    held = partial_bytes(out, [name for name, _ in todo])
+    memory.check_disk(max(0, need - held), out, f"the {len(tasks)} result files")
     rep = run_sweep(tasks, _output_dir(out), executor=args.executor,
                     address=args.address,
                     n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,

@@ -297,16 +297,24 @@ def _put(g, name, value):
         dsid = h5py.h5d.open(g.id, name.encode("utf-8"))
     except KeyError:
         dsid = None
+    if dsid is not None and dsid.dtype == value.dtype and dsid.shape != value.shape:
+        ds = h5py.Dataset(dsid)  # a resizable one (its leading axis) is resized in place
+        if (ds.maxshape is not None and len(ds.maxshape) == value.ndim and value.size
+                and ds.maxshape[0] is None and ds.maxshape[1:] == value.shape[1:]):
+            ds.resize(value.shape)
     if dsid is not None and dsid.shape == value.shape and dsid.dtype == value.dtype:
         if value.dtype.kind in "fiu" and value.size:
             dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(value))
         else:
             h5py.Dataset(dsid)[...] = value
         return
-    if dsid is not None:
+    if dsid is not None:  # (the space it held is not reused once the file is closed)
         del g[name]
-    if value.ndim and value.size:  # checksummed (the filter needs a chunked layout)
-        g.create_dataset(name, data=value, chunks=True, fletcher32=True)
+    if value.ndim and value.size:  # checksummed (the filter needs a chunked layout), its
+        # leading axis resizable: an array whose length changes between checkpoints (the
+        # step ledger since the last record) is rewritten in place, not recreated
+        g.create_dataset(name, data=value, chunks=True, fletcher32=True,
+                         maxshape=(None,) + value.shape[1:])
     else:
         g.create_dataset(name, data=value)
 
@@ -323,14 +331,32 @@ def _write_slot(g, ckpt: dict):
         keys = sorted(items)
         for name in keys:
             _put(sub, name, np.asarray(items[name]))
-        g.attrs[f"{group}_keys"] = json.dumps(keys)
+        _set_attr(g, f"{group}_keys", json.dumps(keys))
     text = json.dumps([_jsonable(s) for s in ckpt["rng_states"]]).encode("utf-8")
     old = g.get("rng_states")
     cap = old.shape[0] if old is not None and old.shape[0] >= len(text) else 2 * len(text) + 64
     buf = np.full(cap, ord(" "), dtype=np.uint8)  # JSON ignores the trailing blanks
     buf[: len(text)] = np.frombuffer(text, dtype=np.uint8)
     _put(g, "rng_states", buf)
-    g.attrs["rng_format"] = "UTF-8 JSON list of numpy bit_generator.state dicts, one per path"
+    _set_attr(g, "rng_format", "UTF-8 JSON list of numpy bit_generator.state dicts, one per path")
+
+
+def _set_attr(obj, name, text):
+    """``obj.attrs[name] = text`` unless it holds ``text`` already: a checkpoint slot is
+    rewritten in place many times, and each new string attribute takes new space in the file
+    (HDF5 does not reuse what it frees once the file is closed)."""
+    if _attr_str(obj.attrs.get(name)) != text:
+        obj.attrs[name] = text
+
+
+def _set_time(obj, name, text):
+    """A time stamp ``text`` (ISO 8601, 25 ASCII characters) stored as a fixed-length string
+    attribute, overwritten in place when it exists (no new space in the file)."""
+    value = np.array(text.encode("ascii"), dtype="S32")
+    if name in obj.attrs and obj.attrs.get_id(name).dtype == value.dtype:
+        obj.attrs.modify(name, value)
+    else:
+        obj.attrs[name] = value
 
 
 def _jsonable(obj):

@@ -111,6 +111,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _record_keys,
     _reset_slot,
     _resume_point,
+    _set_time,
     _stored_config,
     _verify,
     _versions,
@@ -134,6 +135,7 @@ __all__ = [
     "inspect",
     "file_status",
     "merge_paths",
+    "lock_folder",
 ]
 
 #: records kept in memory between writes (at most; fewer for large snapshots)
@@ -405,7 +407,7 @@ class H5Recorder:
             g.attrs.modify("seq", seq)
             g.attrs.modify("k", int(ckpt["k"]))
             g.attrs.modify("n_records", self.n_records)
-            g.attrs["written"] = _now()
+            _set_time(g, "written", _now())
             f.flush()
             _mark_complete(g)  # 3. the completeness mark goes last
             f.flush()
@@ -534,6 +536,19 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
     rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock,
                              describe=describe, fresh=point.damaged_slots)
     return Reopened(rec, ckpt, n_rec)
+
+
+def lock_folder(folder, what="sweep") -> _Lock:
+    """The advisory lock of a folder that one writer at a time fills (a sweep's output
+    folder): ``<folder>/.wflow-<what>.lock``, released by :meth:`release` (or by the kernel
+    when the process dies); another holder is a FileExistsError line naming the folder."""
+    folder = Path(folder)
+    try:
+        return _Lock(folder / f".wflow-{what}").acquire(folder)
+    except FileExistsError as exc:
+        pid = str(exc).rsplit("(pid ", 1)[-1].rstrip(")") if "(pid " in str(exc) else "?"
+        raise FileExistsError(f"{folder}: another wflow {what} (pid {pid}) is writing into this "
+                              f"folder; wait for it to finish, or give another -o") from None
 
 
 # reading (input arrays, result files, merging batches, xarray) lives in storage.reading
