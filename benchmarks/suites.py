@@ -30,6 +30,9 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
     a dense NumPy softmax attention and PyTorch SDPA when installed; the factored pass at a
     trained-model shape against the whole attention block (projections, softmax, output
     projection) in NumPy and in PyTorch when installed.
+``placements`` (:mod:`benchmarks.placements`)
+    The default run's step under pre-LN, peri-LN, nGPT and Mix-LN against post-LN
+    [model §1c].
 ``contention`` (:mod:`benchmarks.contention`) and ``section6``
     Minutes each; run only when named.
 """
@@ -47,6 +50,7 @@ import numpy as np
 
 from benchmarks import internals
 from benchmarks.contention import child_env, contention_rows
+from benchmarks.placements import placements_suite
 from benchmarks.results import row
 from wflow.cli.bench import (
     case_arrays,
@@ -657,7 +661,8 @@ def _contention(quick=False):
 SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
           "contention": _contention, "section6": section6_suite, "general": general_suite,
-          "noise": noise_suite}
-DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "memory", "run")
+          "noise": noise_suite, "placements": placements_suite}
+DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "placements",
+                  "memory", "run")
 
 __all__ = ["SUITES", "DEFAULT_SUITES"]

@@ -3,7 +3,9 @@
 Markdown pages through MyST, the API reference from the numpydoc docstrings (``api.rst``), the
 gallery of runnable examples (``examples/plot_*.py``, run at every build by sphinx-gallery),
 and the pages kept elsewhere in the repository (README, changelog, study results) through the
-local extension ``_ext/wflow_pages.py``.
+local extension ``_ext/wflow_pages.py``. The site reads offline: MathJax is shipped with it
+(``sphinx-mathjax-offline``), and ``_ext/offline_check.py`` fails the build if a built page or
+stylesheet loads anything from the network.
 """
 
 import sys
@@ -24,15 +26,19 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 shipped in _static/mathjax/ (no CDN)
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
     "wflow_pages",
+    "offline_check",          # the build fails if a built page loads anything from the network
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext"]
+# sphinx-gallery's page of execution times loads its table scripts from a CDN: not written (and a
+# copy left by an older build is not read)
+exclude_patterns = ["_build", "_ext", "sg_execution_times.rst", "auto_examples/sg_execution_times.rst"]
 
 # ------------------------------------------------------------------------------ Markdown
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
@@ -59,6 +65,7 @@ sphinx_gallery_conf = {
     "image_scrapers": ("matplotlib",),
     "reset_modules": ("matplotlib",),
     "show_memory": False,
+    "write_computation_times": False,
     "abort_on_example_error": False,
     "only_warn_on_example_error": False,
 }

@@ -16,14 +16,16 @@ linearly unstable for :math:`\nu < \nu_c = I_1(\beta)/(\beta c)`. Here the densi
 (N = 64 cells, ``head``, β = 2, ν = 0) starts from ``init.tokens = "uniform_mode"`` with
 ε = 1e-4 for k = 1…4; the slope of :math:`\log A_k(t)` over the linear phase is the measured
 rate. Right: the derived rates for several β: the winning mode grows like
-:math:`\sqrt{2\beta}`. ``wflow study uniform`` runs the whole study (ν_c, the transition).
+:math:`\sqrt{2\beta}`. The closed forms and the amplitude fit are
+:mod:`wflow.model.uniform_state`; ``wflow study uniform`` runs the whole study (ν_c, the
+transition).
 """
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import wflow
-from wflow.studies.uniform import derived_rate, fit_rate, mode_amplitude
+from wflow.model.uniform_state import derived_rate, fit_rate, mode_amplitude, winning_mode
 
 beta = 2.0
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -53,7 +55,7 @@ ax = axes[1]
 ks = np.arange(1, 16)
 for b in (1.0, 4.0, 16.0, 64.0):
     lam = derived_rate(ks, b, "head")
-    ax.plot(ks, lam / lam.max(), "o-", ms=3, label=f"β = {b:g}: k* = {ks[np.argmax(lam)]}")
+    ax.plot(ks, lam / lam.max(), "o-", ms=3, label=f"β = {b:g}: k* = {winning_mode(b, 'head')}")
 ax.set_xlabel("mode k")
 ax.set_ylabel(r"$\lambda_k / \max_k \lambda_k$")
 ax.set_title("derived rates: the winning mode grows with β", fontsize=9)

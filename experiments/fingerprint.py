@@ -57,6 +57,35 @@ def cases(tmp: Path):
     yield "solver-jko", _cfg(solver__method="jko", solver__T=0.05, model__n=10)
     yield "joint-laplacian-ascent", _cfg(model__normalization="joint", model__laplacian_heads=1,
                                          model__sign="ascent", model__values="gaussian")
+    # the features that branch in the run: adaptive steps (events, geometric records), the
+    # layer-norm placements, token noise, general interactions, the causal mask, per-layer
+    # values, the density on S^1 and S^2 (with diffusion: the free energy)
+    yield "adaptive-dopri5", _cfg(weights__process="frozen", solver__adaptive=True,
+                                  solver__method="dopri5", diagnostics__ledger=False)
+    yield "adaptive-bs32-event", _cfg(weights__process="oscillating", weights__noise_var=0.0,
+                                      solver__adaptive=True, solver__method="bs32",
+                                      solver__event="order_parameter", solver__T=0.5,
+                                      solver__event_threshold=0.3, diagnostics__ledger=False,
+                                      model__beta=4.0)
+    yield "geometric-records", _cfg(solver__record_times="geometric", solver__records=6)
+    for place in ("pre", "peri", "ngpt", "mix"):
+        extra = {"model__mix_switch": 0.1} if place == "mix" else {}
+        yield f"layernorm-{place}", _cfg(model__layernorm=place, model__sign="ascent",
+                                         solver__method="heun", diagnostics__ledger=False,
+                                         **extra)
+    yield "token-noise", _cfg(model__diffusion=0.1)
+    yield "general", _cfg(model__interaction="general", init__weights="gaussian",
+                          weights__process="ou", diagnostics__ledger=False)
+    yield "causal", _cfg(model__mask="causal", diagnostics__ledger=False)
+    yield "layers-values", _cfg(weights__process="layers", weights__layers=[
+        {"duration": 0.1, "weights": "identity", "values": "gaussian", "seed": 1},
+        {"duration": 0.1, "weights": "symmetric_gaussian", "seed": 3}])
+    yield "density-s1", _cfg(model__d=2, solver__representation="density",
+                             solver__method="ssprk3", init__tokens="uniform_mode",
+                             density__cells=64, model__beta=3.0)
+    yield "density-s2", _cfg(model__d=3, solver__representation="density",
+                             solver__method="ssprk3", init__tokens="vmf",
+                             density__cells=200, model__diffusion=0.05)
 
 
 def fingerprint() -> dict:

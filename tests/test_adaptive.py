@@ -7,9 +7,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import wflow
-from wflow.engine.adaptive_run import record_times
 from wflow.engine.driver import run_to_file
 from wflow.engine.run import Simulation
+from wflow.engine.setup import record_times
 from wflow.errors import ConfigError
 from wflow.model.attention import AttentionModel
 from wflow.stepping.adaptive import Adaptive, hermite
@@ -220,3 +220,46 @@ def test_event_statistic_is_the_series_value_per_path(name):
         for j in range(7):
             want = clustering_series(X[j : j + 1], 0.1, 2000, 0.999)[name]
             assert got[j : j + 1].tobytes() == np.asarray(want, dtype=float).tobytes()
+
+
+def test_record_steps_without_a_list_of_steps():
+    """The record steps of a uniform grid, arithmetically, against the set they stand for,
+    and a run of 10¹² steps holds none of them."""
+    from wflow.engine.setup import RecordSteps
+
+    for nsteps, every in ((0, 1), (1, 5), (10, 5), (11, 5), (17, 4), (400, 5), (7, 7)):
+        want = sorted(set(range(0, nsteps + 1, every)) | {nsteps})
+        rs = RecordSteps(nsteps, every)
+        assert list(rs) == want and len(rs) == len(want)
+        assert [k for k in range(-1, nsteps + 3) if k in rs] == want
+        assert [rs.before(k) for k in range(-1, nsteps + 3)] == [
+            sum(1 for s in want if s < k) for k in range(-1, nsteps + 3)]
+    big = RecordSteps(10**12, 5)
+    assert len(big) == 2 * 10**11 + 1 and 10**12 in big and 10**12 - 1 not in big
+    assert big.before(10**12 + 1) == len(big)
+
+
+def test_a_step_below_the_floor_stops_in_one_line():
+    """A field that is undefined from t = 0.5 on (NaN at every stage past it): the
+    controller shrinks the step toward the singularity until it falls below the floor,
+    then stops (NumericalError naming the step size, the path and the time) instead of
+    rejecting forever; a field non-finite at the start stops at once."""
+    from wflow.errors import NumericalError
+    from wflow.stepping.adaptive import H_FLOOR, Adaptive
+    from wflow.stepping.integrators import TABLEAUX
+
+    def rot(Y):  # a rotation about e_3: tangent, smooth
+        return np.stack([-Y[..., 1], Y[..., 0], np.zeros_like(Y[..., 0])], axis=-1)
+
+    def field(Y, D, t):
+        return np.where((np.asarray(t) < 0.5)[:, None, None], rot(Y), np.nan)
+
+    X0 = np.array([[[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]])
+    D0 = np.zeros((1, 1, 3, 3))
+    solver = Adaptive(TABLEAUX["bs32"], 1e-8, 1e-10, 0.01, 10**7)
+    with pytest.raises(NumericalError, match=r"step size .* on path 0 at t = 0\.5 is below "
+                                             r"the floor .*error estimate is not finite"):
+        solver.solve(field, X0, D0, 1.0, np.array([0.0, 1.0]))
+    assert H_FLOOR < 1e-13
+    with pytest.raises(NumericalError, match=r"non-finite field on path 0 at t = 0"):
+        solver.solve(lambda Y, D, t: np.full_like(Y, np.inf), X0, D0, 1.0, np.array([0.0, 1.0]))

@@ -555,7 +555,7 @@ def test_resolve_file_fills_from_defaults(tmp_path):
     f = tmp_path / "run.toml"
     f.write_text("[model]\nheads = 1\n[solver]\nT = 1.0\n", "utf-8")
     cfg = C.resolve(f)
-    assert cfg["model"]["heads"] == 1 and cfg["solver"]["paths"] == 1
+    assert cfg["model"]["heads"] == 1 and cfg["solver"]["paths"] == 2  # the default run's
     assert cfg["init"] == C.DEFAULTS["init"]
 
 

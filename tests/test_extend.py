@@ -1,7 +1,8 @@
 """Extending wflow from outside the package: a weight process, a recorded series, a stepper and
 a study, each one declaration in this file, with no edit inside ``wflow/`` (README, "Extending wflow").
 
-A weight process is one class: its name, its ``[weights]`` keys declared once (``params``:
+A weight process is one class: its name, whether it is deterministic (``deterministic``: no
+default, a class without it is refused), its ``[weights]`` keys declared once (``params``:
 Param rows — default, constraint, one-line doc), its mathematics; ``register_process`` adds
 it to the registry, and the configuration table, the validation and the generated key
 reference read its keys from there (a built-in process is the same class in one file of
@@ -17,11 +18,12 @@ import wflow
 from wflow.config import files as config_files
 from wflow.engine import driver
 from wflow.engine import series as S
+from wflow.errors import ConfigError
 from wflow.model.processes import register_process
 from wflow.model.weights import WeightProcess
-from wflow.params import Interval, Param
+from wflow.params import Interval, Param, bad, declare, withdraw
 from wflow.stepping.integrators import EULER, RungeKutta
-from wflow.stepping.registry import STEPPER_SERIES, STEPPERS, register_series, register_stepper
+from wflow.stepping.registry import STEPPERS, register_series, register_stepper
 from wflow.storage import io
 from wflow.studies import STUDIES, Study, register_study, run_study, summary_table
 from wflow.sweeps.sweep import expand_grid
@@ -33,6 +35,7 @@ class Decay(WeightProcess):
     :math:`D_{k+1} = e^{-\gamma\Delta t} D_k` (deterministic, no noise)."""
 
     name = "decay"
+    deterministic = True  # no step draws random numbers
     params = (Param("gamma", 0.5, Interval(0, None, "neither"), "decay rate γ of the weights"),)
 
     @classmethod
@@ -157,14 +160,11 @@ def test_a_process_may_not_declare_a_key_of_the_configuration():
 
 
 class TwoHalfSteps:
-    """A stepper declared here: two explicit Euler steps of Δt/2 (order 1), reporting one
-    series of its own, declared beside it."""
+    """A stepper declared here: two explicit Euler steps of Δt/2 (order 1, two field
+    evaluations), reporting one series of its own, declared beside it (once, with the class)."""
 
     name, order = "euler2-test", 1
-
-    def __init__(self):
-        self.series = (register_series("half_steps_test", "Euler half steps of the last step",
-                                       "count"),)
+    series = (register_series("half_steps_test", "Euler half steps of the last step", "count"),)
 
     def step(self, ctx):
         euler = RungeKutta(EULER)
@@ -174,7 +174,8 @@ class TwoHalfSteps:
 
 
 def test_new_stepper_and_its_series(tmp_path):
-    register_stepper("euler2-test", lambda solver_config: TwoHalfSteps())
+    register_stepper("euler2-test", lambda solver_config: TwoHalfSteps(),
+                     doc="two Euler half steps (order 1)", stages=2)
     try:
         cfg = {**_cfg(), "solver": {**_cfg()["solver"], "method": "euler2-test"}}
         res = wflow.simulate(cfg)
@@ -186,7 +187,6 @@ def test_new_stepper_and_its_series(tmp_path):
                 "Euler half steps of the last step")
     finally:
         STEPPERS.pop("euler2-test")
-        STEPPER_SERIES.pop("half_steps_test", None)
 
 
 class DecayStudy(Study):
@@ -222,3 +222,50 @@ def test_new_study_runs_the_new_process_and_series(tmp_path, mean_z):
         assert "mean_z" in arrays and np.all(np.isfinite(arrays["mean_z"]))
         # the study's own summary column reached the sweep summary, one row per path
         assert r.data.column("mean_z_final", Path(path).stem)[0] == arrays["mean_z"][-1, 0]
+
+
+# A feature's configuration key with a cross-key rule: declared in the feature's own module
+# (here, this file) with wflow.params.declare, placed in the table after a key of its choice;
+# no edit of wflow/config. The built-in features do the same (model.layernorm in
+# wflow/stepping/layernorm.py, solver.adaptive in wflow/stepping/adaptive.py, the [density]
+# keys in wflow/stepping/density.py, model.diffusion in wflow/stepping/noise.py,
+# model.interaction in wflow/model/interaction.py).
+
+def _speed_cap_rule(cfg):
+    """A speed cap needs an explicit tableau (a rule reading another section's key)."""
+    cap, method = cfg["solver"]["speed_cap"], cfg["solver"]["method"]
+    if cap > 0 and method == "jko":
+        raise bad("solver.speed_cap", cap, f"must be 0 with solver.method = {method!r}")
+
+
+@pytest.fixture
+def speed_cap():
+    declare(Param("solver.speed_cap", 0.0, Interval(0, None, "both"),
+                  "largest token speed (0: none)", rule=_speed_cap_rule),
+            after="solver.method")
+    yield
+    withdraw("solver.speed_cap")
+
+
+def test_new_feature_key_and_rule_from_its_own_module(speed_cap):
+    from wflow.config import schema
+
+    keys = [p.key for p in schema.params()]
+    assert keys[keys.index("solver.method") + 1] == "solver.speed_cap"  # its declared place
+    assert wflow.config.validate(_cfg())["solver"]["speed_cap"] == 0.0  # the default
+    with pytest.raises(ConfigError, match=r"^solver.speed_cap = 1.0: must be 0 with "
+                                          r"solver.method = 'jko'$"):
+        wflow.config.validate({**_cfg(), "solver": {**_cfg()["solver"], "method": "jko",
+                                                     "speed_cap": 1.0}})
+    assert "`solver.speed_cap`" in config_files.markdown_reference()  # the generated key table
+    with pytest.raises(ValueError, match="already declared"):
+        declare(Param("solver.speed_cap", 0.0, Interval(0, None, "both"), "twice"))
+
+
+def test_a_withdrawn_feature_key_leaves_the_table(speed_cap):
+    from wflow.config import schema
+
+    withdraw("solver.speed_cap")
+    assert "solver.speed_cap" not in [p.key for p in schema.params()]
+    with pytest.raises(ConfigError, match="unknown key 'solver.speed_cap'"):
+        wflow.config.validate({**_cfg(), "solver": {**_cfg()["solver"], "speed_cap": 1.0}})

@@ -58,7 +58,7 @@ def _u_direct(X, D, V, beta, normalization, lap, causal, head_combine):
     ("head", (), True, "sum", "numba"),
 ])
 def test_output_from_velocity_and_radial_part(normalization, lap, causal, combine, backend):
-    """v + ρx (kernel velocity, NumPy radial part) is the output u of the definition, for
+    """v + ρx (v and ρ from one field evaluation) is the output u of the definition, for
     general D, untied values, Laplacian heads, the mask and summed heads; P_x u = v."""
     X, D, V = _problem(general=True)
     model = AttentionModel(beta=1.3, normalization=normalization, laplacian_heads=lap,
@@ -252,3 +252,51 @@ def test_bad_placement_cli_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "model.layernorm" in err
     assert not (tmp_path / "o.h5").exists()
+
+
+# ---------------------------------------------------------------- where the flow ends
+def _one_point_run(place, sign, dt, T, switch=None):
+    """n equal tokens, D = V = I frozen: u_i = x_i, so ρ_i = |u_i| = 1 and v_i = 0; the
+    residual stream moves along x: r(t) = 1 + σt (pre, peri; mix-LN from its switch)."""
+    from wflow.engine.run import Simulation
+
+    cfg = {"model": {"n": 6, "heads": 2, "layernorm": place, "sign": sign},
+           "weights": {"process": "frozen"}, "init": {"weights": "identity"},
+           "solver": {"dt": dt, "T": T, "paths": 1, "record_every": 1},
+           "diagnostics": {"clustering": False}}
+    if switch is not None:
+        cfg["model"]["mix_switch"] = switch
+    X = np.tile(sphere.normalize(np.array([1.0, 2.0, 2.0])), (6, 1))
+    return Simulation(cfg, tokens=X).run()
+
+
+@pytest.mark.parametrize("place,switch", [("pre", None), ("peri", None), ("mix", 0.5)])
+@pytest.mark.parametrize("dt", [0.01, 0.005, 0.0025])
+def test_descent_stops_where_the_radius_reaches_zero(place, switch, dt):
+    """Under descent r = 1 − (t − t_s) reaches 0 at t* = 1 + t_s [model §1c]: the run stops
+    (NumericalError naming the radius, the step and the time) at t* − O(Δt), never later and
+    never before the radius is O(Δt)."""
+    t_star = 1.0 + (switch or 0.0)
+    with pytest.raises(wflow.errors.NumericalError, match=r"radius r_i .* at step") as exc:
+        _one_point_run(place, "descent", dt, 2.0 * t_star, switch)
+    t_stop = exc.value.step * dt
+    assert t_star - 3 * dt <= t_stop <= t_star + 1e-9
+
+
+@pytest.mark.parametrize("place,switch", [("pre", None), ("peri", None), ("mix", 0.5)])
+def test_ascent_radius_grows_as_the_closed_form(place, switch):
+    """The same tokens under ascent: r(T) = 1 + T − t_s, to round-off (Euler is exact on a
+    linear radius), and no stop."""
+    T = 1.5
+    res = _one_point_run(place, "ascent", 0.01, T, switch)
+    np.testing.assert_allclose(res.radius[-1], 1.0 + T - (switch or 0.0), rtol=1e-12)
+
+
+def test_default_run_under_pre_ln_descent_fails_in_one_line(tmp_path, capsys):
+    """The reproducer of the reference run with pre-LN (descent, OU weights of mean I): exit 1,
+    one line naming the radius; the file is marked failed at that step."""
+    out = tmp_path / "pre.h5"
+    rc = main(["run", "-q", "--set", "model.layernorm='pre'", "--set", "model.n=50", "-o",
+               str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and "radius r_i" in err[0] and "at step" in err[0], err

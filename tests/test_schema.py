@@ -63,7 +63,7 @@ def test_table_is_the_single_source():
     readme = (ROOT / "docs" / "guide.md").read_text("utf-8")
     for p in own:
         assert p.doc and "\n" not in p.doc, p.key
-        assert embedded[p.section][p.name] == C.DEFAULT_RUN.get(p.key, p.default), p.key
+        assert embedded[p.section][p.name] == p.default, p.key
         assert f"| `{p.key}` |" in readme, p.key
     assert C.validate(C.DEFAULTS, ()) == C.DEFAULTS
 
@@ -224,3 +224,25 @@ def test_info_writes_the_configuration_as_toml():
     text = _toml(cfg)
     assert C.validate(tomllib.loads(text), ()) == cfg
     assert C.config_hash(tomllib.loads(text)) == C.config_hash(copy.deepcopy(cfg))
+
+
+def test_one_default_run_through_every_door(tmp_path):
+    """`wflow run --set model.heads=4`, a TOML file holding only `[model] heads = 4` and the
+    API with the same dict resolve to one configuration: the embedded default with that key."""
+    f = tmp_path / "h4.toml"
+    f.write_text("[model]\nheads = 4\n")
+    via_set = C.resolve(None, ["model.heads=4"])
+    via_file = C.resolve(str(f))
+    via_dict = C.resolve({"model": {"heads": 4}})
+    assert via_set == via_file == via_dict
+    assert via_dict["solver"]["T"] == 2.0 and via_dict["solver"]["paths"] == 2
+    assert C.resolve(None) == C.validate(C.DEFAULTS)
+
+
+def test_a_result_lists_every_series():
+    import wflow
+
+    res = wflow.simulate({"model": {"n": 8, "heads": 2}, "solver": {"T": 0.02, "dt": 0.01}})
+    names = set(res.keys())
+    assert {"t", "energy", "G2", "X", "ledger_residual"} <= names
+    assert names <= set(dir(res))

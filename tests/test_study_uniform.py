@@ -1,12 +1,10 @@
-"""The ``uniform`` study [model §6c]: the uniform state's growth rates, ν_c and the transition.
+"""The ``uniform`` study [model §6c]: the uniform state's growth rates, ν_c and the transition
+(the closed forms themselves: ``tests/test_uniform_state.py``).
 
-- the derived rate against a direct quadrature of the linearised field (S¹ and S²);
 - the quick study: every measured growth rate within 3 standard errors of its fit plus the
   discretisation estimate (the change from N/2 to N cells and from Δt to Δt/2) of the
   derived one; the winning mode; ν_c measured against derived; summary and figure written;
-- the stationary branch: continuous for ``none`` below β_* (I_2 = I_1/2), subcritical above,
-  β_* from the published threshold I_{d/2+1}/I_{d/2} = 1/d at d = 2; the clustered start's
-  stationary r on the derived branch;
+  the clustered start's stationary r on the derived branch;
 - the continuation sweep of the quick study: each link starts from the previous link's final
   density times (1 + ε cos θ), mass 1; the link time rule of critical slowing down;
 - slow: S² coarse, degrees 1 and 2, against the derived rate; hysteresis of ``none`` at
@@ -18,88 +16,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import integrate, optimize, special
 
 from wflow.engine.run import simulate
+from wflow.model import uniform_state as S
+from wflow.studies import _uniform_tasks as T
 from wflow.studies import available_studies, run_study
 from wflow.studies import uniform as U
 
 
 def test_registered():
     assert "uniform" in available_studies()
-
-
-@pytest.mark.parametrize("norm", ["head", "none"])
-@pytest.mark.parametrize("k", [1, 2, 5])
-def test_derived_rate_against_quadrature_s1(norm, k):
-    """λ_k from the field of ρ̄(1 + a cos kθ) by quadrature: -ρ̄ ∂_θ v_θ / (ρ̄ a cos kθ) at
-    θ = 0, a → 0 by a central difference in a (the quadrature is spectral: 1e-9)."""
-    beta = 1.7
-    M = 256
-    phi = 2 * np.pi * (np.arange(M) + 0.5) / M
-
-    def dv(a, th):
-        rho = (1 + a * np.cos(k * phi)) / (2 * np.pi)
-        w = np.exp(beta * np.cos(th - phi)) * rho * 2 * np.pi / M
-        Z, dZ = w.sum(), (w * beta * np.sin(phi - th)).sum()
-        return dZ / beta / (Z if norm == "head" else 1.0)
-
-    eps, hh = 1e-6, 1e-4
-    # d v / d theta at theta = 0, linear part in a
-    dvdth = [(dv(a, hh) - dv(a, -hh)) / (2 * hh) for a in (eps, -eps)]
-    lin = (dvdth[0] - dvdth[1]) / (2 * eps)  # ∂_θ v per unit a at θ = 0 (cos kθ = 1)
-    lam = -lin  # ∂_t (ρ̄ a) = -ρ̄ ∂_θ v
-    assert lam == pytest.approx(float(U.derived_rate(k, beta, norm)), rel=1e-5)
-
-
-@pytest.mark.parametrize("ell", [1, 2, 3])
-def test_funk_hecke_coefficient_s2(ell):
-    """2π ∫ e^{βt} P_ℓ(t) dt = 4π i_ℓ(β): the S² kernel coefficient of the derived rate."""
-    beta = 2.3
-    val = 2 * np.pi * integrate.quad(lambda t: np.exp(beta * t) * special.eval_legendre(ell, t),
-                                     -1, 1, epsabs=1e-13)[0]
-    assert val == pytest.approx(4 * np.pi * special.spherical_in(ell, beta), rel=1e-10)
-    assert U.critical_nu(beta, "none", d=3) == pytest.approx(special.spherical_in(1, beta) / beta)
-
-
-def test_published_threshold_matches_landau():
-    """β_* of Mun and Rosenzweig at d = 2, I_2/I_1 = 1/2, is the β where our Landau
-    coefficient 2 I_2 − I_1 changes sign; K_# = 1/(2 ν_c) of ``none`` in d = 2 and 3."""
-    b2 = optimize.brentq(lambda b: special.iv(2, b) / special.iv(1, b) - 0.5, 0.1, 20)
-    assert U.landau_beta_none() == pytest.approx(b2, rel=1e-10)
-    for d, b in ((2, 1.3), (3, 2.9)):
-        K = b ** (d / 2) / (2 ** (d / 2) * special.gamma(d / 2) * special.iv(d / 2, b))
-        assert K == pytest.approx(1 / (2 * U.critical_nu(b, "none", d=d)), rel=1e-12)
-
-
-def test_stationary_branch_continuous_below_discontinuous_above():
-    """``none``: the branch ν(r) starts below ν_c for β < β_* (supercritical), above for
-    β > β_* (subcritical: the hysteresis window); the small-r slope matches the Landau
-    expansion (ν/ν_c − 1 ≈ α_1²/8 (2I_2 − I_1)/(I_1 − I_2), α_1 = 2 I_1 r/(β ν))."""
-    r = np.array([0.01, 0.02])
-    for beta in (1.0, 4.0):
-        nuc = U.critical_nu(beta, "none")
-        x = U.stationary_branch(beta, "none", r) / nuc - 1
-        I1, I2 = special.iv(1, beta), special.iv(2, beta)
-        alpha = 2 * r  # 2 I_1 r / (β ν_c) = 2 r at ν = ν_c
-        pred = alpha**2 / 8 * (2 * I2 - I1) / (I1 - I2)
-        assert np.sign(x[0]) == np.sign(beta - U.landau_beta_none())
-        # the O(r^4) remainder: the ratio of the two points fixes it
-        assert x[1] == pytest.approx(pred[1], rel=0.05)
-
-
-def test_mode_amplitude_and_fit():
-    """A_k of the cell averages of ρ̄(1 + a cos(kθ + φ)) is |a| (sinc-corrected); fit_rate of
-    an exact exponential is exact, with a zero standard error."""
-    N, k, a = 64, 3, 0.02
-    h = 2 * np.pi / N
-    edges = np.arange(N + 1) * h
-    cells = (h + a / k * (np.sin(k * edges[1:] + 0.4) - np.sin(k * edges[:-1] + 0.4))) / (
-        2 * np.pi * h)
-    assert U.mode_amplitude(cells, k) == pytest.approx(a, rel=1e-12)
-    t = np.linspace(0, 3, 31)
-    rate, se, npts = U.fit_rate(t, 1e-4 * np.exp(0.7 * t))
-    assert rate == pytest.approx(0.7, rel=1e-12) and se < 1e-10 and npts == 31
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +58,7 @@ def test_quick_growth_rates_match_derived(quick):
     # the winning mode among k = 1..3 at beta = 2 is the derived one (k* = 2)
     for nm in ("head", "none"):
         rs = {r["k"]: r["rate"] for n, r in g.items() if r["norm"] == nm and "-half" not in n}
-        assert max(rs, key=rs.get) == U.winning_mode(2.0, nm) == 2
+        assert max(rs, key=rs.get) == S.winning_mode(2.0, nm) == 2
 
 
 def test_quick_critical_nu(quick):
@@ -155,7 +81,7 @@ def test_quick_sweep_on_derived_branch(quick):
     ms = U.Uniform.measure(quick.data)
     r = ms["sweep-head-b2-f0.7-clustered"]
     rv = np.linspace(0.01, 0.95, 60)
-    nu = U.stationary_branch(2.0, "head", rv)
+    nu = S.stationary_branch(2.0, "head", rv)
     ok = np.isfinite(nu)
     rb = np.interp(r["nu"], nu[ok][::-1], rv[ok][::-1])
     N = 64
@@ -177,28 +103,28 @@ def test_sphere_growth_rate_slow(ell):
     the rate from N/2 to N."""
     rates = {}
     for N in (250, 500):
-        c = U._cfg(U.UNIFORM_BASE, model__d=3, init__mode=ell, density__cells=N)
-        lam = float(U.derived_rate(ell, 2.0, "head", d=3))
-        U._steps(c, U._T_for(lam, 1e-4, U.A_CAP, 40.0), 200)
+        c = T.with_keys(T.UNIFORM_BASE, model__d=3, init__mode=ell, density__cells=N)
+        lam = float(S.derived_rate(ell, 2.0, "head", d=3))
+        T.set_steps(c, T.growth_T(lam, 1e-4, S.A_CAP, 40.0), 200)
         res = simulate(c)
         from wflow.geometry.sphere_mesh import voronoi_mesh
 
-        A = U.mode_amplitude(np.asarray(res.arrays["rho"])[:, 0], ell, 3, voronoi_mesh(N))
-        rates[N] = U.fit_rate(res.arrays["t"], A)
-    lam = float(U.derived_rate(ell, 2.0, "head", d=3))
+        A = S.mode_amplitude(np.asarray(res.arrays["rho"])[:, 0], ell, 3, voronoi_mesh(N))
+        rates[N] = S.fit_rate(res.arrays["t"], A)
+    lam = float(S.derived_rate(ell, 2.0, "head", d=3))
     rate, se, _ = rates[500]
     assert abs(rate - lam) <= 3 * se + abs(rate - rates[250][0]) / (np.sqrt(2) - 1)
 
 
 def test_plateau_time_rule():
     """T = min(T_max, max(T_min, c/|λ_1|)), λ_1 = μ_1 (ν_c − ν): μ_1 = 1 on S¹, 2 on S²."""
-    nuc = U.critical_nu(1.0, "none")
-    assert U.plateau_T(0.9 * nuc, 1.0, "none") == pytest.approx(U.C_RELAX / (0.1 * nuc))
-    assert U.plateau_T(0.2 * nuc, 1.0, "none") == U.T_MIN
-    assert U.plateau_T(nuc, 1.0, "none", t_max=500.0) == 500.0
-    nuc3 = U.critical_nu(2.0, "head", d=3)
-    assert U.plateau_T(1.1 * nuc3, 2.0, "head", d=3) == pytest.approx(
-        U.C_RELAX / (2 * 0.1 * nuc3))
+    nuc = S.critical_nu(1.0, "none")
+    assert T.plateau_T(0.9 * nuc, 1.0, "none") == pytest.approx(T.C_RELAX / (0.1 * nuc))
+    assert T.plateau_T(0.2 * nuc, 1.0, "none") == T.T_MIN
+    assert T.plateau_T(nuc, 1.0, "none", t_max=500.0) == 500.0
+    nuc3 = S.critical_nu(2.0, "head", d=3)
+    assert T.plateau_T(1.1 * nuc3, 2.0, "head", d=3) == pytest.approx(
+        T.C_RELAX / (2 * 0.1 * nuc3))
 
 
 def test_quick_chain_links_continue(quick):
@@ -214,7 +140,7 @@ def test_quick_chain_links_continue(quick):
         b = np.asarray(load_source(nxt)[1]["rho"])[0, 0]
         N = a.size
         th = 2 * np.pi * (np.arange(N) + 0.5) / N
-        want = a * (1 + U.KICK * np.cos(th))
+        want = a * (1 + T.KICK * np.cos(th))
         want /= want.sum() * 2 * np.pi / N
         assert np.max(np.abs(b - want)) <= 1e-14 * np.max(a)
         assert b.sum() * 2 * np.pi / N == pytest.approx(1.0, abs=1e-13)
@@ -245,32 +171,12 @@ def test_hysteresis_none_beta4_slow(tmp_path):
     _run_chain(st, chain, tmp_path, StudyOptions())
     data = StudyData([str(tmp_path / f"{n}.h5") for n, _ in chain], chain, {})
     ms = {n.rsplit("-", 2)[1]: r for n, r in st.measure(data).items()}
-    nuc = U.critical_nu(4.0, "none")
-    rv, nub = U._branch(4.0, "none", 0.99, 120)
+    nuc = S.critical_nu(4.0, "none")
+    rv, nub = S.branch_points(4.0, "none", 0.99, 120)
     top = int(np.argmax(nub))
     r_unstable = np.interp(1.03 * nuc, nub[: top + 1], rv[: top + 1])
-    r_stable = U.stable_r(4.0, "none", 1.03 * nuc)
+    r_stable = S.stable_r(4.0, "none", 1.03 * nuc)
     assert r_unstable < ms["01up"]["r"] <= r_stable and ms["01up"]["stationary"]
-    assert ms["03down"]["r"] < U.KICK / 2
-    assert ms["02up"]["r"] < U.KICK / 2
+    assert ms["03down"]["r"] < T.KICK / 2
+    assert ms["02up"]["r"] < T.KICK / 2
     assert ms["04down"]["r"] == pytest.approx(ms["00up"]["r"], abs=1e-3)
-
-
-def test_stationary_r_s2_bifurcates_at_derived_nu_c():
-    """The derived S² stationary state (``head`` β = 2): r > 0 just below the derived ν_c,
-    r = 0 just above, and r² ∝ ν_c − ν near it (supercritical: r(0.98)²/r(0.99)² = 2 up to
-    the O(δ) correction of the Landau expansion, 2% here)."""
-    nuc = U.critical_nu(2.0, "head", d=3)
-    a, b = (U.stationary_r_s2(2.0, "head", f * nuc) for f in (0.99, 0.98))
-    assert U.stationary_r_s2(2.0, "head", 1.01 * nuc) == 0.0
-    assert a > 0.05 and (b / a) ** 2 == pytest.approx(2.0, rel=0.03)
-
-
-def test_stationary_r_s2_published_threshold_d3():
-    """``none`` on S²: the published β_*^(3) (I_{5/2}/I_{3/2} = 1/3, β_* = 1.8162) separates
-    no clustered state above ν_c (β = 1.6, at 1.005 ν_c) from one (β = 2.5, at 1.02 ν_c:
-    the subcritical window)."""
-    b3 = optimize.brentq(lambda b: special.iv(2.5, b) / special.iv(1.5, b) - 1 / 3, 0.1, 20)
-    assert b3 == pytest.approx(1.8162, abs=1e-4)
-    assert U.stationary_r_s2(1.6, "none", 1.005 * U.critical_nu(1.6, "none", d=3)) == 0.0
-    assert U.stationary_r_s2(2.5, "none", 1.02 * U.critical_nu(2.5, "none", d=3)) > 0.5

@@ -7,9 +7,11 @@ Public API::
     wflow.simulate(config) -> Result
     wflow.run_sweep(base, grid, outdir, executor="serial", paths_per_task=None, ...) -> xarray.Dataset
 
-This module is the public facade, above the layers (README, "Layout"): it imports the model at
-import time and the engine and the sweeps inside ``simulate`` and ``run_sweep``; no module of
-the package imports it (an import-linter contract), so these imports close no circle.
+This module is the public facade, above the layers (README, "Layout"): it imports the model on
+first use of ``energy``, ``field``, ``AttentionModel`` or ``Field`` (``import wflow``, and so the
+command line's start, loads no numba), and the engine and the sweeps inside ``simulate`` and
+``run_sweep``; no module of the package imports it (an import-linter contract), so these
+imports close no circle.
 """
 
 import logging
@@ -47,13 +49,65 @@ _threading_defaults()
 
 from wflow._version import __version__  # noqa: E402
 from wflow.errors import ConfigError, NumericalError, WflowError  # noqa: E402
-from wflow.model.attention import AttentionModel, Field, energy, field  # noqa: E402
+
+#: the names of the model that the facade imports on first use (PEP 562)
+_MODEL_NAMES = ("AttentionModel", "Field", "energy", "field")
+
+
+def __getattr__(name):
+    if name in _MODEL_NAMES:
+        from wflow.model import attention
+
+        return getattr(attention, name)
+    raise AttributeError(f"module 'wflow' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODEL_NAMES))
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
 def simulate(config=None, overrides=(), recorder=None, progress=False):
-    """Run one configuration; see :func:`wflow.engine.run.simulate`."""
+    r"""Run one configuration of the transformer PDE's particle system and return its series.
+
+    .. math::
+
+        \dot x_i = \sigma\, v_i(X; D(t)),\qquad D(t)\ \text{a weight process}
+        \quad [\text{model §2–§6}]
+
+    Parameters
+    ----------
+    config : None, str or path, or dict
+        None: the default run (every key at its default, ``wflow/data/default.toml``); a path:
+        a TOML file; a dict: the nested ``{section: {key: value}}`` of [model §10]. Keys left
+        out take their defaults, the same through every door.
+    overrides : sequence of str
+        ``"section.key=value"`` strings applied on top (values parsed as TOML), as
+        ``wflow run --set``.
+    recorder : object, optional
+        Receives the records instead of memory: ``record(row: dict)`` once per record and
+        ``checkpoint(state)`` every ``output.checkpoint_every`` steps (e.g.
+        :class:`wflow.storage.io.H5Recorder`); it is returned in place of a
+        :class:`~wflow.engine.state.Result`. None keeps every record in memory (after a
+        memory check that refuses a run that cannot fit).
+    progress : bool
+        A progress bar on stderr (tqdm), after the kernels' compilation on a cold cache.
+
+    Returns
+    -------
+    Result
+        ``t`` (records,), every series (records, P) of [model §10], ``X`` (records, P, n, d)
+        when stored; ``result.keys()`` and ``dir(result)`` list them, ``result.config`` is
+        the validated configuration.
+
+    Raises
+    ------
+    ConfigError
+        Bad input (one line naming the key and what is allowed).
+    NumericalError
+        The run left the domain where its equations hold (naming the step and the time).
+    """
     from wflow.engine.run import simulate as _simulate
 
     return _simulate(config, overrides=overrides, recorder=recorder, progress=progress)

@@ -28,6 +28,7 @@ from wflow.errors import ConfigError
 __all__ = [
     "Param", "When", "Interval", "Integer", "Choice", "Boolean", "String", "Path", "Custom",
     "unknown_key", "bad", "error", "show", "typename", "is_int", "choices_text", "key_text",
+    "declare", "declared", "section_doc", "withdraw",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -326,3 +327,51 @@ def unknown_key(where: str, key, known: Sequence[str]) -> ConfigError:
     hint = (f"did you mean {where + '.' + close[0]!r}?" if close
             else f"allowed keys are {choices_text(known)}")
     return error(f"unknown key {where + '.' + name!r}: {hint}")
+
+
+# --------------------------------------------------------------------------------------
+# Keys declared by the features that own them
+# --------------------------------------------------------------------------------------
+
+#: (Param, the key it follows in the table or None for the end of its section), in order
+_DECLARED: list[tuple[Param, str | None]] = []
+#: section -> one-line doc of a section a feature declares
+_SECTION_DOCS: dict[str, str] = {}
+
+
+def declare(*rows: Param, after: str | None = None) -> tuple[Param, ...]:
+    """Declare the configuration keys of a feature, in the module that implements it.
+
+    Each row is a :class:`Param` (default, constraint, doc, when it applies, cross-key rule).
+    The configuration layer reads every declared row into its one table
+    (:mod:`wflow.config.schema`): the keys follow ``after`` (a key of the table) in the
+    generated files and in validation, or end their section; a feature's rule sees the whole
+    normalised configuration. A key declared twice is refused.
+    """
+    known = {p.key for p, _ in _DECLARED}
+    for p in rows:
+        if not isinstance(p, Param):
+            raise TypeError(f"declare: expected Param rows (got {typename(p)})")
+        if p.key in known:
+            raise ValueError(f"Param {p.key!r} is already declared")
+        known.add(p.key)
+    prev = after
+    for p in rows:
+        _DECLARED.append((p, prev))
+        prev = p.key if prev is not None else None
+    return rows
+
+
+def section_doc(section: str, doc: str) -> None:
+    """The one-line doc of a ``[section]`` whose keys a feature declares."""
+    _SECTION_DOCS[section] = doc
+
+
+def declared() -> tuple[list[tuple[Param, str | None]], dict[str, str]]:
+    """The declared rows with their places, and the declared section docs."""
+    return list(_DECLARED), dict(_SECTION_DOCS)
+
+
+def withdraw(*keys: str) -> None:
+    """Forget keys declared with :func:`declare` (a plug-in unloaded, a test's feature)."""
+    _DECLARED[:] = [(p, a) for p, a in _DECLARED if p.key not in keys]

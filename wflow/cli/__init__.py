@@ -2,47 +2,53 @@
 
 Exit codes: 0 success, 2 bad input (one line, no traceback; also an output location that
 cannot be used), 1 a failed run, a write the machine could not complete (no space left, an
-I/O error) or an internal error.
+I/O error) or an internal error, 130 interrupted (Ctrl-C; one line saying what was kept and
+how to continue).
 """
 
 from __future__ import annotations
 
-import argparse
-import errno
-import logging
-import os
 import sys
-import traceback
-import warnings
 
-from wflow.cli.commands import (  # noqa: F401  (the commands, and helpers tests use)
-    DESCRIPTION,
-    EPILOG,
-    PLOT_KINDS,
-    _experiment_description,
-    _experiment_files,
-    _file_summary,
-    _grid_arg,
-    _load_plotting,
-    _output_dir,
-    _run_config,
-    _run_line,
-    _summary_table,
-    _toml,
-    cmd_animate,
-    cmd_bench,
-    cmd_experiments_list,
-    cmd_experiments_run,
-    cmd_import_weights,
-    cmd_info,
-    cmd_plot,
-    cmd_resume,
-    cmd_run,
-    cmd_study,
-    cmd_sweep,
-    cmd_validate,
-)
-from wflow.errors import ConfigError, RunFailedError, WflowError, WriteError
+try:  # Ctrl-C while the command starts (its imports): one line, no traceback
+    import argparse
+    import errno
+    import logging
+    import os
+    import traceback
+    import warnings
+
+    from wflow.cli.commands import (  # noqa: F401  (the commands, and helpers tests use)
+        DESCRIPTION,
+        EPILOG,
+        PLOT_KINDS,
+        _experiment_description,
+        _experiment_files,
+        _file_summary,
+        _grid_arg,
+        _load_plotting,
+        _output_dir,
+        _run_config,
+        _run_line,
+        _summary_table,
+        _toml,
+        cmd_animate,
+        cmd_bench,
+        cmd_experiments_list,
+        cmd_experiments_run,
+        cmd_import_weights,
+        cmd_info,
+        cmd_plot,
+        cmd_resume,
+        cmd_run,
+        cmd_study,
+        cmd_sweep,
+        cmd_validate,
+    )
+    from wflow.errors import ConfigError, RunFailedError, WflowError, WriteError
+except KeyboardInterrupt:
+    print("wflow: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 log = logging.getLogger("wflow")
 
@@ -86,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("info", parents=[common], help="status, configuration and summary")
     r.add_argument("file", help="result file (HDF5)")
+    r.add_argument("--all", action="store_true",
+                   help="every configuration key, also those that cannot apply to this run")
     r.set_defaults(func=cmd_info)
 
     kinds = "\n".join(f"  {k:<14}{v}" for k, v in PLOT_KINDS.items())
@@ -204,6 +212,14 @@ def _one_line(msg) -> str:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # Ctrl-C outside a command's own handling (parsing, ...)
+        print(f"wflow: {exc}" if str(exc) else "wflow: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -251,8 +267,8 @@ def _dispatch(args, verbose, hint) -> int:
     except (ConfigError, FileExistsError, FileNotFoundError, IsADirectoryError) as e:
         print(f"wflow: error: {_one_line(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("wflow: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a run's Interrupted says what was kept and what to do
+        print(f"wflow: {exc}" if str(exc) else "wflow: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `wflow run | head`: the reader left; not an error
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -21,24 +21,69 @@ def _summary_table(res, last: str = "t = T") -> str:
     """A small table of the first and the last record (column ``last``): mean over paths of
     the main series."""
     names = ["energy", "dissipation", "G2", "G2_hm", "b_hat_mean", "int_G2", "int_dissipation",
-             "ledger_residual", "paper_residual", "order_parameter", "n_clusters"]
+             "ledger_residual", "token_martingale", "token_ito_realised", "paper_residual",
+             "order_parameter", "n_clusters"]
     lines = [f"{'series':<18}{'t = 0':>14}{last:>14}   (mean over {res.energy.shape[1]} paths)"]
     for k in names:
         if k not in res.keys():
             continue
         a = np.asarray(res[k])
         lines.append(f"{k:<18}{np.mean(a[0]):>14.6g}{np.mean(a[-1]):>14.6g}")
+    if "ledger_residual" in res.keys():
+        lines.append(_LEDGER_NOTE_NOISE if "token_martingale" in res.keys() else _LEDGER_NOTE)
     return "\n".join(lines)
 
 
-def _run_line(sim) -> str:
+#: what the summary's ledger_residual is [model §6, §6b]
+_LEDGER_NOTE = ("ledger_residual: R = token part of the energy change - sigma * int D dt "
+                "(trapezoidal), the integrator's error: -> 0 with dt [model §6]")
+_LEDGER_NOTE_NOISE = ("ledger_residual: R = token part of the energy change - sigma * int D dt; "
+                      "with token noise R = token_martingale + token_ito_realised, noise rather "
+                      "than the integrator's error [model §6b]")
+
+
+def _run_line(sim, total: float | None = None) -> str:
+    """The summary line of a run: its size, and its times: ``total`` the wall time of the
+    command's run (setup, compiling the kernels on a first run, stepping, writing), ``stepping``
+    the time loop alone (``sim.elapsed``)."""
     c = sim.config
+    stepping = getattr(sim, "elapsed", 0.0)
+    times = (f"in {stepping:.2f} s" if total is None
+             else f"in {total:.2f} s ({stepping:.2f} s stepping; the rest setup, compiling, writing)")
     return (
         f"wflow run: n={sim.n} d={sim.d} H={sim.H} paths={sim.P} "
         f"{c['model']['normalization']}/{c['model']['sign']} process={c['weights']['process']} "
         f"method={c['solver']['method']} dt={sim.dt:g} T={c['solver']['T']:g} "
-        f"steps={sim.nsteps} in {getattr(sim, 'elapsed', 0.0):.2f} s"
+        f"steps={sim.nsteps} {times}"
     )
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a command; the message says what was kept and how to continue."""
+
+
+#: Ctrl-C during a sweep or a study: its complete results are kept, a partial one resumes
+_AGAIN = ("interrupted; the same command again keeps the complete results and resumes the "
+          "interrupted ones")
+
+
+def _interrupted(path) -> Interrupted:
+    """Ctrl-C during the run into ``path``: the step of the checkpoint the file keeps, and the
+    command that continues from it."""
+    from wflow.storage.io import inspect
+
+    try:
+        info = inspect(path)
+    except (OSError, WflowError):
+        return Interrupted("interrupted")
+    if info["status"] != "running":
+        return Interrupted("interrupted")
+    ck = info["checkpoint_step"]
+    if ck is None:
+        return Interrupted(f"interrupted before the first checkpoint of {path} "
+                           f"(`wflow resume {path}` runs it again from step 0)")
+    return Interrupted(f"interrupted; {path} keeps the checkpoint at step {ck} of {info['nsteps']} "
+                       f"(`wflow resume {path}` continues from there)")
 
 
 def _output_dir(d) -> Path:
@@ -69,13 +114,23 @@ def _batched_twice(configs, paths_per_task):
     return out
 
 
-def _check_disk(configs, location, what="the result file") -> tuple[int, int]:
+def _check_disk(configs, location, what="the result file", folder=None,
+                held=0) -> tuple[int, int]:
     """Refuse (exit 2) when the result files of ``configs`` (validated configurations) need
-    more than the free disk at ``location``; returns (bytes needed, bytes free)."""
+    more than the free disk at ``location``, less ``held`` bytes that partial files of the
+    same results already hold; returns (bytes needed, bytes free). When the disk looks full,
+    the output ``folder`` (default: ``location``'s parent) is checked first: one that cannot
+    be created or written (``/proc/x``, a read-only mount, which report no free space) is the
+    error, not the disk."""
     from wflow.engine import memory
+    from wflow.storage.files import check_folder
 
     need = sum(memory.output_bytes(c) for c in configs)
-    return need, memory.check_disk(need, location, what)
+    try:
+        return need, memory.check_disk(max(0, need - held), location, what)
+    except ConfigError:
+        check_folder(Path(location).parent if folder is None else folder)
+        raise
 
 
 def _file_summary(path, complete: bool = True) -> str | None:
@@ -108,9 +163,12 @@ def _kept(path, exc: WriteError) -> WriteError:
 
 
 def _run_config(config, sets, output, overwrite, quiet) -> int:
+    import time
+
     from wflow.engine.driver import run_to_file
     from wflow.engine.run import Simulation
 
+    t0 = time.perf_counter()
     sim = Simulation(config, sets or [])
     out = Path(output) if output else Path(sim.config["output"]["path"])
     _check_disk([sim.config], out)  # before anything is written, even a directory
@@ -119,10 +177,13 @@ def _run_config(config, sets, output, overwrite, quiet) -> int:
         run_to_file(path=out, overwrite=overwrite, progress=not quiet, simulation=sim)
     except WriteError as exc:
         raise _kept(out, exc) from None
+    except KeyboardInterrupt:
+        raise _interrupted(out) from None
+    total = time.perf_counter() - t0
     from wflow.engine import timing
 
     timing.record(sim.config, sim.elapsed)  # the rate `wflow validate` estimates times from
-    print(_run_line(sim))
+    print(_run_line(sim, total))
     print(f"wrote {out}")
     table = _file_summary(out)
     if table:
@@ -148,6 +209,8 @@ def cmd_resume(args) -> int:
         r = resume(args.file, progress=not args.quiet)
     except WriteError as exc:
         raise _kept(args.file, exc) from None
+    except KeyboardInterrupt:
+        raise _interrupted(args.file) from None
     if r.action == "noop":
         print(f"{r.path}: already complete ({r.n_records} records); nothing to do")
         return 0
@@ -229,15 +292,47 @@ def cmd_info(args) -> int:
     for name, shape in info["datasets"].items():
         print(f"  {name:<28}{shape}")
     print()
-    print("# configuration")
+    shown, hidden = (info["config"], []) if args.all else _applicable(info["config"])
+    print("# configuration" + (" (every key)" if args.all else ""))
     if moved:
         print(f"# output.path: where the file is (its configuration says {stored!r})")
-    print(_toml(info["config"]))
+    print(_toml(shown))
+    if hidden:
+        print(f"# the keys that apply to this run; {len(hidden)} that cannot apply (e.g. "
+              f"{', '.join(hidden[:2])}) are left out: `wflow info --all` shows them")
     table = _file_summary(info["path"], complete=info["status"] == "complete")
     if table:
         print()
         print(table)
     return 0
+
+
+def _applicable(cfg: dict) -> tuple[dict, list[str]]:
+    """``cfg`` without the keys that cannot apply to its run (a key's ``applies`` conditions
+    of the parameter table [model §10], e.g. ``[density]`` for particles, ``weights.layers``
+    under OU), and the dotted names of the keys left out. A section left empty is dropped."""
+    from wflow.config import schema
+
+    hidden = []
+    for p in schema.params():
+        section, name = p.key.split(".")
+        if name not in cfg.get(section, {}) or not p.applies:
+            continue
+        try:
+            applies = all(c.holds(cfg) for c in p.applies)
+        except (KeyError, TypeError):  # a file of another version: show the key
+            applies = True
+        if not applies:
+            hidden.append(p.key)
+    shown = {}
+    for section, keys in cfg.items():
+        if not isinstance(keys, dict):
+            shown[section] = keys
+            continue
+        kept = {k: v for k, v in keys.items() if f"{section}.{k}" not in hidden}
+        if kept:
+            shown[section] = kept
+    return shown, hidden
 
 
 # ---------------------------------------------------------------------- plots
@@ -256,15 +351,28 @@ def cmd_plot(args) -> int:
     line saying why; exit 2 only when an asked-for kind cannot be drawn or nothing can."""
     from wflow.storage.io import inspect
 
-    files = [Path(f) for f in args.file]
-    infos = [inspect(f) for f in files]  # a bad file is bad input (exit 2) before any import
+    files, infos, tables = [], [], []
+    for f in map(Path, args.file):  # a bad file is bad input (exit 2) before any import
+        try:
+            infos.append(inspect(f))
+            files.append(f)
+        except ConfigError:
+            if not _is_summary_table(f):
+                raise
+            tables.append(f)  # `wflow plot sweep/*.h5` takes the sweep's summary beside its runs
+    if not files:
+        raise ConfigError(f"{', '.join(map(str, tables))}: the summary table of a sweep, not a "
+                          f"run: nothing to plot (give the runs' .h5 files)")
+    for f in tables:
+        print(f"wflow plot: skipped {f}: the summary table of a sweep, not a run (the .csv "
+              f"beside it holds the same columns)", file=sys.stderr)
     plotting = _load_plotting()
     asked = bool(args.kind)
     kinds = list(args.kind or plotting.KINDS)
     allowed = list(plotting.KINDS)
     for k in kinds:
         if k not in allowed:
-            raise ConfigError(f"--kind {k!r}: allowed values are "
+            raise ConfigError(f"--kind {k!r}: {_did_you_mean(k, allowed)}allowed values are "
                               + ", ".join(repr(x) for x in allowed))
     for f, info in zip(files, infos):
         if info["n_records"] == 0:
@@ -288,6 +396,18 @@ def cmd_plot(args) -> int:
     if not written:
         raise ConfigError(f"{', '.join(map(str, files))}: nothing to plot")
     return 0
+
+
+def _is_summary_table(path) -> bool:
+    """Whether ``path`` is a table of columns written by wflow (``sweep_summary.h5``, also in
+    a study's folder): not a run, nothing to plot."""
+    from wflow.storage.tables import read_columns
+
+    try:
+        read_columns(path)
+    except Exception:  # noqa: BLE001 - not a table: the result file's own error stands
+        return False
+    return True
 
 
 def _draw(plotting, files, kinds, asked, outdir, formats):
@@ -339,8 +459,10 @@ def cmd_animate(args) -> int:
 def cmd_validate(args) -> int:
     from wflow.config import resolve
     from wflow.engine import driver, memory, timing
+    from wflow.engine.run import Simulation
 
     cfg = resolve(args.config, args.set or [])
+    Simulation(cfg, explicit=())  # the run built, not run: every refusal of `wflow run`
     est = memory.check(cfg)  # refused (exit 2) when it cannot fit in memory
     need, free = _check_disk([cfg], cfg["output"]["path"])  # or on the disk
     avail, source = memory.available()
@@ -407,8 +529,8 @@ def cmd_experiments_run(args) -> int:
     files = _experiment_files(args.dir)
     name = args.name[: -len(".toml")] if args.name.endswith(".toml") else args.name
     if name not in files:
-        raise ConfigError(f"unknown experiment {args.name!r}: available are "
-                          f"{', '.join(files) or 'none'}")
+        raise ConfigError(f"unknown experiment {args.name!r}: {_did_you_mean(name, files)}"
+                          f"available are {', '.join(files) or 'none'}")
     with importlib.resources.as_file(files[name]) as path:
         return _run_config(path, args.set, args.output, args.overwrite, args.quiet)
 
@@ -463,22 +585,37 @@ def cmd_study(args) -> int:
                            overrides=tuple(args.set or ()), executor=args.executor,
                            address=args.address, workers=args.workers, progress=not args.quiet,
                            formats=formats, paths_per_task=args.paths_per_task)
+    studies = available_studies()
+    if args.name not in studies:
+        raise ConfigError(f"study {args.name!r}: {_did_you_mean(args.name, studies)}allowed values "
+                          f"are {', '.join(studies)} (and list)")
     out = Path(args.output or f"study_{args.name}")
     tasks = get_study(args.name).tasks(options)
     if args.ledger:  # as run_study will set it
         tasks = [(k, {**c, "diagnostics": {**c.get("diagnostics", {}), "ledger": True}})
                  for k, c in tasks]
     _check_disk(_batched_twice([resolve(c) for k, c in tasks if not (out / f"{k}.h5").exists()],
-                               args.paths_per_task), out, f"the {len(tasks)} result files")
+                               args.paths_per_task), out, f"the {len(tasks)} result files", out)
     out = _output_dir(out)
     if formats != ():
         _load_plotting()  # fail before the runs if the figures cannot be drawn
-    result = run_study(args.name, out, options, tasks=tasks)  # the tasks checked above
+    try:
+        result = run_study(args.name, out, options, tasks=tasks)  # the tasks checked above
+    except KeyboardInterrupt:
+        raise Interrupted(_AGAIN) from None
     print(result.report())
     print(f"results in {out}/ (summary.txt, summary.csv)")
     if options.figure_formats:
         print(f"figures in {out / 'figures'}/")
     return 0
+
+
+def _did_you_mean(name, choices) -> str:
+    """``"did you mean 'section6'? "`` for a near miss of ``choices`` (difflib), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _grid_arg(text):
@@ -495,7 +632,6 @@ def _grid_arg(text):
 
 def cmd_sweep(args) -> int:
     from wflow.config import resolve
-    from wflow.engine import memory
     from wflow.sweeps.sweep import check_executor, expand_grid, partial_bytes, run_sweep
 
     check_executor(args.executor, args.address, args.workers)  # before anything is read
@@ -509,15 +645,17 @@ def cmd_sweep(args) -> int:
     tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
     out = Path(args.output or "sweep")
     todo = [(name, c) for name, c in tasks if args.overwrite or not (out / f"{name}.h5").exists()]
-    need = sum(memory.output_bytes(c) for c in _batched_twice([c for _, c in todo],
-                                                               args.paths_per_task))
     # the partial files of an interrupted sweep are continued in place: their space counts
     held = partial_bytes(out, [name for name, _ in todo])
-    memory.check_disk(max(0, need - held), out, f"the {len(tasks)} result files")
-    rep = run_sweep(tasks, _output_dir(out), executor=args.executor,
-                    address=args.address,
-                    n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
-                    paths_per_task=args.paths_per_task, keys=list(grid))
+    _check_disk(_batched_twice([c for _, c in todo], args.paths_per_task), out,
+                f"the {len(tasks)} result files", out, held=held)
+    try:
+        rep = run_sweep(tasks, _output_dir(out), executor=args.executor,
+                        address=args.address,
+                        n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
+                        paths_per_task=args.paths_per_task, keys=list(grid))
+    except KeyboardInterrupt:
+        raise Interrupted(_AGAIN) from None
     for r in rep.rows:
         print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['worker']}")
     print(f"{rep.describe()}; summary: {rep.summary_csv}")
@@ -537,7 +675,8 @@ DESCRIPTION = (
 )
 EPILOG = ("exit codes: 0 success; 2 bad input (one line, no traceback; also an output location "
           "that cannot be used); 1 a failed run, a write the machine could not complete (no space "
-          "left, an I/O error) or an internal error. The model: docs/model.md.")
+          "left, an I/O error) or an internal error; 130 interrupted (Ctrl-C: the checkpoint kept "
+          "and the `wflow resume FILE` that continues). The model: docs/model.md.")
 
 #: the figure kinds of ``wflow plot`` (wflow.figures.plotting.KINDS; listed here so that --help
 #: does not import matplotlib)

@@ -1,8 +1,13 @@
 """Run configuration: the TOML vocabulary of [model §10], declared once in a table.
 
 A run is one nested dict ``{section: {key: value}}`` (the same shape as the TOML document).
-Every key is one :class:`~wflow.config.schema.Param` of the table below (default, constraint,
-one-line doc, when it applies, cross-key rule). From the table come :data:`DEFAULTS`,
+Every key is one :class:`~wflow.config.schema.Param` of one table (default, constraint,
+one-line doc, when it applies, cross-key rule): the core keys below, the keys a feature
+declares in its own module with :func:`wflow.params.declare` (the layer-norm placements in
+:mod:`wflow.stepping.layernorm`, adaptive steps in :mod:`wflow.stepping.adaptive`, the density
+in :mod:`wflow.stepping.density`, token noise in :mod:`wflow.stepping.noise`, JKO in
+:mod:`wflow.stepping.jko`, general interactions in :mod:`wflow.model.interaction`) and the
+weight processes' keys (declared on their classes). From the table come :data:`DEFAULTS`,
 :func:`validate`, the embedded default run ``wflow/data/default.toml``
 (:func:`default_toml`) and the key reference of ``docs/guide.md`` (:func:`markdown_reference`);
 ``python -m wflow.config write`` regenerates both files. Every problem raises
@@ -52,6 +57,21 @@ from wflow.config.files import (
     markdown_reference,
     parse_override,
 )
+from wflow.config.rules import (
+    STEP_RTOL,  # noqa: F401 - re-exported
+    _classes_rule,
+    _first_record_rule,
+    _laplacian,
+    _ledger_default,
+    _needs_file,
+    _process,
+    _record_default,
+    _record_rule,
+    _shared_path_rule,
+    _steps_rule,
+    first_record,  # noqa: F401 - re-exported (the engine's record times)
+    n_steps,
+)
 from wflow.config.schema import (
     Boolean,
     Choice,
@@ -61,33 +81,22 @@ from wflow.config.schema import (
     Param,
     Path,
     When,
-    bad,
-    choices_text,
     error,
-    is_int,
     show,
     typename,
 )
 from wflow.errors import ConfigError
-from wflow.geometry.circle_fv import LIMITERS
 from wflow.model.attention import (
     BACKENDS,
     EXPS,
-    HEAD_COMBINES,
-    INTERACTIONS,
     MASKS,
-    NO_ENERGY_GENERAL,
     NORMALIZATIONS,
     PRECISIONS,
     SIGNS,
 )
-from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
-from wflow.model.layernorm import PLACEMENTS
-from wflow.model.processes import PROCESSES, get_process
-from wflow.model.weights import GENERAL_INITIAL_WEIGHTS, INITIAL_WEIGHTS
-from wflow.stepping import density as _density
-from wflow.stepping.integrators import TABLEAUX
-from wflow.stepping.registry import SDE_ORDERS, STEPPERS
+from wflow.model.processes import get_process
+from wflow.model.weights import INITIAL_WEIGHTS
+from wflow.stepping.registry import STEPPERS, methods_doc  # (the package: every built-in feature's keys)
 
 __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always the whole table)
     "DEFAULTS", "default_config", "load_toml", "parse_override", "apply_overrides", "validate",
@@ -99,19 +108,8 @@ __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always t
 VALUES = ("tied", "identity", "minus_identity", "gaussian", "symmetric_gaussian")
 TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file", "uniform_mode",
                "uniform_noise")
-REPRESENTATIONS = ("particles", "density")
-#: initial laws a density can start from (cell averages of a closed form)
-DENSITY_INITS = ("uniform", "vmf", "uniform_mode", "uniform_noise")
-#: the perturbed uniform starts, density only [model §5b]
-PERTURBED_INITS = ("uniform_mode", "uniform_noise")
 
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
-ENERGY_METHODS = ("jko",)
-#: solver.event: the per-path statistics an event may watch (the clustering series of §8)
-EVENT_SERIES = ("", "merged_fraction", "n_clusters", "order_parameter", "min_cosine",
-                "variance", "spectral_rank")
-#: relative tolerance of the "whole number of steps" rule for solver.T / solver.dt
-STEP_RTOL = 1e-9
 
 #: parameter names of the model modules -> configuration keys (see :func:`config_errors`)
 PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
@@ -121,269 +119,6 @@ PARAM_KEYS = {"beta": "model.beta", "normalization": "model.normalization",
               "nu": "model.diffusion", "diffusion_scheme": "density.diffusion_scheme",
               "diffusion_mobility": "density.diffusion_mobility",
               "interaction": "model.interaction", "head_combine": "model.head_combine"}
-
-# --------------------------------------------------------------------------------------
-# Cross-key checks (referenced from the table)
-# --------------------------------------------------------------------------------------
-
-
-def _laplacian(key, value, cfg) -> list[int]:
-    heads = cfg["model"]["heads"]
-    if is_int(value):
-        k = int(value)
-        if not 0 <= k <= heads:
-            raise bad(key, value, "an integer k (the last k heads) must satisfy "
-                                  f"0 <= k <= model.heads = {heads}")
-        return list(range(heads - k, heads))
-    if not isinstance(value, (list, tuple)):
-        raise bad(key, value, "must be a list of head indices or an integer k (the last k heads) "
-                              f"(got {typename(value)})")
-    out = []
-    for item in value:
-        if not is_int(item):
-            raise bad(key, value, f"indices must be integers (got {typename(item)} {show(item)})")
-        i = int(item)
-        if not 0 <= i < heads:
-            raise bad(key, value, f"indices must be in 0..{heads - 1} (model.heads = {heads})")
-        if i in out:
-            raise bad(key, value, f"indices must be distinct (index {i} repeated)")
-        out.append(i)
-    return sorted(out)
-
-
-def _process(key, v, cfg=None):
-    """``weights.process``: a registered name, an entry point or ``module:Class``."""
-    if not isinstance(v, str):
-        raise bad(key, v, f"allowed values are {choices_text(tuple(PROCESSES))} or 'module:Class'")
-    try:
-        get_process(v)
-    except ValueError:
-        raise bad(key, v, f"allowed values are {choices_text(tuple(PROCESSES))} or "
-                          "'module:Class'") from None
-    return v
-
-
-def _needs_file(key, when_key, when_value):
-    def rule(cfg):
-        s, k = key.split(".")
-        ws, wk = when_key.split(".")
-        if cfg[ws][wk] == when_value and not cfg[s][k].strip():
-            raise bad(key, cfg[s][k], f"must name a file (a non-empty path) when "
-                                      f"{when_key} = {when_value!r}")
-    return rule
-
-
-def _shared_path_rule(cfg):
-    if cfg["weights"]["shared_path"] and cfg["init"]["per_path_weights"]:
-        raise error("weights.shared_path = true with init.per_path_weights = true: one weight "
-                    "path for every path needs one D(0); set one of them to false")
-
-
-def _classes_rule(cfg):
-    C, d = cfg["init"]["classes"], cfg["model"]["d"]
-    if cfg["init"]["tokens"] == "classes" and C > 2 * d:
-        raise bad("init.classes", C, f"must be <= 2 model.d = {2 * d} (the class centres are "
-                                     "the vertices ±e_a)")
-
-
-def _method_rule(cfg):
-    s = cfg["solver"]
-    if s["method"] in ENERGY_METHODS and cfg["model"]["mask"] == "causal":
-        raise error(f"solver.method = {s['method']!r} with model.mask = 'causal': "
-                    "energy-based methods are refused under the causal mask")
-
-
-def _interaction_rule(cfg):
-    """``model.interaction = "general"`` [model §1b]: no energy (no ledger, no energy-based
-    method), a process with a general form, particles; non-symmetric initial weights need it."""
-    m = cfg["model"]
-    kind = cfg["init"]["weights"]
-    if m["interaction"] == "symmetric":
-        if kind in GENERAL_INITIAL_WEIGHTS:
-            raise bad("init.weights", kind, "is not symmetric: needs model.interaction = 'general'")
-        return
-    if cfg["diagnostics"]["ledger"]:
-        raise error(f"diagnostics.ledger = true with model.interaction = 'general': "
-                    f"{NO_ENERGY_GENERAL}")
-    if cfg["solver"]["method"] in ENERGY_METHODS:
-        raise error(f"solver.method = {cfg['solver']['method']!r} with model.interaction = "
-                    f"'general': {NO_ENERGY_GENERAL}")
-    if cfg["solver"]["representation"] != "particles":
-        raise bad("solver.representation", cfg["solver"]["representation"],
-                  "must be 'particles' with model.interaction = 'general'")
-    process = cfg["weights"]["process"]
-    if not getattr(get_process(process), "accepts_general", False):
-        raise bad("weights.process", process, "keeps D_h symmetric: with model.interaction = "
-                                              "'general' allowed are frozen, ou, layers, file")
-
-
-def _ledger_default(cfg):
-    """True, unless the energy does not exist (``model.interaction = "general"``) or the
-    layer-norm placement rescales the speeds (``model.layernorm`` other than "post")."""
-    return cfg["model"]["interaction"] == "symmetric" and cfg["model"]["layernorm"] == "post"
-
-
-#: the unprojected output u of [model §1c] is computed for the model of §2 (no key biases,
-#: no drift): the weight processes whose model it does not describe
-_NO_OUTPUT_PROCESSES = ("imported",)
-
-
-def _layernorm_rule(cfg):
-    """``model.layernorm`` other than "post" [model §1c]: particles, an explicit tableau with
-    fixed steps, no token noise, no ledger; the unprojected step is the post-LN block."""
-    m, s = cfg["model"], cfg["solver"]
-    place, method = m["layernorm"], s["method"]
-    process = cfg["weights"]["process"]
-    if method == "euler_unprojected" and process in _NO_OUTPUT_PROCESSES:
-        raise error(f"solver.method = 'euler_unprojected' with weights.process = {process!r}: "
-                    "its attention output carries key biases and a drift (docs/model.md §5c); "
-                    "use euler")
-    if place == "post":
-        return
-    where = f"with model.layernorm = {place!r}"
-    if s["representation"] != "particles":
-        raise bad("solver.representation", s["representation"],
-                  f"must be 'particles' {where}: a density carries no radius and no |u| per "
-                  "point (docs/model.md §1c)")
-    if method == "euler_unprojected":
-        raise bad("solver.method", method, f"is the post-LN block: not allowed {where}; allowed "
-                                           f"are {choices_text(tuple(TABLEAUX))}")
-    if method not in TABLEAUX:
-        raise bad("solver.method", method, f"must be an explicit tableau {where} (the placements "
-                                           "are not gradient flows of E): allowed are "
-                                           f"{choices_text(tuple(TABLEAUX))}")
-    if s["adaptive"]:
-        raise bad("solver.adaptive", True, f"must be false {where}")
-    if m["diffusion"] != 0:
-        raise bad("model.diffusion", m["diffusion"], f"must be 0 {where}: no SDE order is "
-                                                     "stated for the placements")
-    if process in _NO_OUTPUT_PROCESSES:
-        raise bad("weights.process", process, f"is not allowed {where}: its attention output "
-                                              "carries key biases and a drift (docs/model.md §5c)")
-    if cfg["diagnostics"]["ledger"]:
-        raise error(f"diagnostics.ledger = true {where}: the ledger is not derived for a "
-                    "per-token speed factor (docs/model.md §1c); set it to false")
-
-
-def _head_combine_rule(cfg):
-    if cfg["model"]["head_combine"] == "sum" and cfg["model"]["normalization"] == "joint":
-        raise error("model.head_combine = 'sum' with model.normalization = 'joint': the joint "
-                    "normalisation is a weighted mean of the heads by construction")
-
-
-def _representation_rule(cfg):
-    """The density representation [model §5b]: S¹ or S², no causal mask, an SSP scheme,
-    an initial law with a closed form."""
-    if cfg["solver"]["representation"] != "density":
-        return
-    where = "with solver.representation = 'density'"
-    if cfg["model"]["d"] not in (2, 3):
-        raise bad("model.d", cfg["model"]["d"],
-                  f"must be 2 (the circle S^1) or 3 (the sphere S^2) {where}")
-    if cfg["model"]["mask"] != "none":
-        raise bad("model.mask", cfg["model"]["mask"], f"must be 'none' {where}")
-    if cfg["solver"]["method"] not in _density.SSP_METHODS:
-        raise bad("solver.method", cfg["solver"]["method"],
-                  f"must be one of {choices_text(_density.SSP_METHODS)} {where} "
-                  "(strong-stability-preserving: keeps rho >= 0)")
-    if cfg["init"]["tokens"] not in DENSITY_INITS:
-        raise bad("init.tokens", cfg["init"]["tokens"],
-                  f"must be one of {choices_text(DENSITY_INITS)} {where}")
-
-
-def _diffusion_rule(cfg):
-    """``model.diffusion`` > 0: token noise on particles [model §6b] needs a stepper with a
-    stated SDE order; a density diffuses with any of its SSP schemes [model §5b]."""
-    nu = cfg["model"]["diffusion"]
-    if nu == 0 or cfg["solver"]["representation"] == "density":
-        return
-    method = cfg["solver"]["method"]
-    if method not in SDE_ORDERS:
-        raise bad("model.diffusion", nu,
-                  f"must be 0 with solver.method = {method!r}: token noise needs a scheme with "
-                  f"a stated SDE order, {choices_text(tuple(SDE_ORDERS))} (projected "
-                  "Euler–Maruyama)")
-
-
-def _perturbed_rule(cfg):
-    """The perturbed uniform starts: density only; ``init.mode_m`` an order of the degree
-    ``init.mode`` on S², 0 on S¹ [model §5b]."""
-    ini = cfg["init"]
-    if ini["tokens"] not in PERTURBED_INITS:
-        return
-    if cfg["solver"]["representation"] != "density":
-        raise bad("init.tokens", ini["tokens"],
-                  "needs solver.representation = 'density' (a perturbed uniform density); "
-                  "particles start from 'uniform' (iid uniform tokens) or another of "
-                  f"{choices_text(TOKEN_INITS[:5])}")
-    if ini["tokens"] == "uniform_mode":
-        ell, m = ini["mode"], ini["mode_m"]
-        if cfg["model"]["d"] == 2 and m != 0:
-            raise bad("init.mode_m", m, "must be 0 on S^1 (model.d = 2: the mode is cos k theta)")
-        if abs(m) > ell:
-            raise bad("init.mode_m", m, f"must be in -{ell}..{ell} (|m| <= init.mode = {ell})")
-
-
-def _steps_rule(cfg):
-    s = cfg["solver"]
-    if s["T"] < s["dt"]:
-        raise bad("solver.T", s["T"], f"must be >= solver.dt = {s['dt']!r}")
-    ratio = s["T"] / s["dt"]
-    if not math.isfinite(ratio):
-        raise bad("solver.T", s["T"], f"must be a whole number of steps of solver.dt = "
-                                      f"{s['dt']!r} (T/dt overflows)")
-    steps = int(round(ratio))
-    if steps < 1 or abs(steps * s["dt"] - s["T"]) > STEP_RTOL * s["T"]:
-        raise bad("solver.T", s["T"],
-                  f"must be a whole number of steps of solver.dt (T/dt = {ratio:.10g})")
-
-
-def _adaptive_rule(cfg):
-    """Adaptive steps [model §6d]: an embedded pair, particles, deterministic weights, no
-    token noise."""
-    s = cfg["solver"]
-    if not s["adaptive"]:
-        return
-    where = "with solver.adaptive = true"
-    tab = TABLEAUX.get(s["method"])
-    if tab is None or not tab.embedded:
-        pairs = tuple(n for n, t in TABLEAUX.items() if t.embedded)
-        raise bad("solver.method", s["method"], f"has no error estimate: allowed values {where} "
-                                                f"are {choices_text(pairs)}")
-    if s["representation"] != "particles":
-        raise bad("solver.representation", s["representation"],
-                  f"must be 'particles' {where} (the density's SSP substeps have no error "
-                  "estimate)")
-    proc = cfg["weights"]["process"]
-    if not getattr(get_process(proc), "deterministic", False):
-        raise bad("weights.process", proc,
-                  f"must be a deterministic process (frozen, oscillating, layers, file) {where}: "
-                  "noise would need a Brownian path queried at any time (not in wflow)")
-    diffusion = cfg["model"].get("diffusion", 0)
-    if diffusion:
-        raise bad("model.diffusion", diffusion, f"must be 0 {where} (token noise, [model §6d])")
-
-
-def _first_record_rule(cfg):
-    s = cfg["solver"]
-    if s["record_times"] == "geometric" and not first_record(cfg) < s["T"]:
-        raise bad("solver.first_record", s["first_record"], f"must be < solver.T = {s['T']!r}")
-
-
-def _record_default(cfg):
-    """5, or the number of steps of a shorter run (a default never makes a run invalid)."""
-    s = cfg["solver"]
-    ratio = s["T"] / s["dt"]
-    steps = int(round(ratio)) if math.isfinite(ratio) else 5
-    return max(1, min(5, steps))
-
-
-def _record_rule(cfg):
-    steps = n_steps(cfg)
-    if cfg["solver"]["record_every"] > steps:
-        raise bad("solver.record_every", cfg["solver"]["record_every"],
-                  f"must be <= the number of steps round(solver.T/solver.dt) = {steps}")
-
 
 # --------------------------------------------------------------------------------------
 # The table
@@ -397,8 +132,6 @@ _SECTION_DOCS = {
     "solver": "time stepping [model §6–7]",
     "diagnostics": "what is measured besides the series [model §8]",
     "output": "the HDF5 result file",
-    "density": "the density representation on S^1 and S^2 (solver.representation = "
-               "'density') [model §5b]",
 }
 for _section, _doc in _SECTION_DOCS.items():
     schema.register_section(_section, _doc)
@@ -419,43 +152,10 @@ for _p in [
     Param("model.values", "tied", Choice(VALUES),
           "value matrices: tied V_h = D_h (the gradient flow), identity, minus_identity −I, "
           "gaussian Ξ_h/√d, symmetric_gaussian (Ξ_h + Ξ_hᵀ)/√(2d)"),
-    Param("model.diffusion", 0.0, _NONNEG,
-          "token diffusion ν: Brownian motion on the sphere, generator ν Δ_S [model §6b]",
-          rule=_diffusion_rule),
-    Param("model.interaction", "symmetric", Choice(INTERACTIONS),
-          "symmetric: D_h ∈ Sym(d), the gradient flow; general: any real D_h, no energy, "
-          "no ledger [model §1b]", rule=_interaction_rule),
-    Param("model.head_combine", "mean", Choice(HEAD_COMBINES),
-          "mean: (1/H) Σ_h as in model.normalization; sum: Σ_h, multi-head attention "
-          "[model §1b]", rule=_head_combine_rule),
-    Param("model.layernorm", "post", Choice(PLACEMENTS),
-          "layer-norm placement: post (the flow on the sphere), pre (residual z = r x, "
-          "ż = σu), peri (ż = σu/|u|), mix (post until model.mix_switch, then pre), ngpt "
-          "(ẋ = α σ P_x u/|u|) [model §1c]", rule=_layernorm_rule),
-    Param("model.ngpt_alpha", 0.2, Interval(0, 1, "right"),
-          "nGPT's step size α: ẋ = α σ P_x u/|u| [model §1c]",
-          applies=When("model.layernorm", "ngpt")),
-    Param("model.mix_switch", 5.0, _NONNEG,
-          "Mix-LN: the time t_s of the switch from post-LN to pre-LN (on the step grid) "
-          "[model §1c]", applies=When("model.layernorm", "mix")),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
           "sequence centre around its class centre, tokens around it); file; density only: "
           "uniform_mode, uniform_noise (uniform plus a small perturbation) [model §5b]"),
-    Param("init.mode", 2, Integer(lo=1),
-          "uniform_mode: the Fourier mode k (S^1: cos k theta) or the degree l (S^2)",
-          applies=When("init.tokens", "uniform_mode")),
-    Param("init.mode_m", 0, Integer(),
-          "uniform_mode on S^2: the order m of the real spherical harmonic, |m| <= init.mode",
-          applies=When("init.tokens", "uniform_mode"), rule=_perturbed_rule),
-    Param("init.amplitude", 0.01, _NONNEG,
-          "ε: uniform_mode rho = rho_bar (1 + ε phi), phi = cos k theta or the harmonic of mean "
-          "square 1; uniform_noise: pointwise standard deviation of the relative noise",
-          applies=When("init.tokens", ("uniform_mode", "uniform_noise"))),
-    Param("init.noise_modes", 8, Integer(lo=1),
-          "uniform_noise: the random series has the Fourier modes 1..K (S^1) or the degrees "
-          "1..L (S^2), seeded from stream (7,)",
-          applies=When("init.tokens", "uniform_noise")),
     Param("init.token_noise", 0.05, _NONNEG, "std of the Gaussian noise per coordinate",
           applies=When("init.tokens", "octahedral")),
     Param("init.kappa", 10.0, _POS, "concentration κ of the von Mises–Fisher start (classes: "
@@ -496,44 +196,13 @@ for _p in [
     Param("weights.shared_path", False, Boolean(),
           "every path follows one weight path: the same D(0) and the same noise (stream (5,))",
           rule=_shared_path_rule),
-    Param("solver.method", "euler", Choice(METHODS),
-          "euler (renormalised onto the sphere), heun, rk4, ssprk3 (SSP-RK3), jko",
-          rule=_method_rule),
-    Param("solver.representation", "particles", Choice(REPRESENTATIONS),
-          "particles: n tokens; density: cell averages of ρ (finite volumes on S^1 or S^2)",
-          rule=_representation_rule),
+    Param("solver.method", "euler", Choice(METHODS), methods_doc()),
     Param("solver.dt", 0.005, _POS, "time step Δt"),
-    Param("solver.T", 20.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
+    Param("solver.T", 2.0, _POS, "final time (a whole number of steps)", rule=_steps_rule),
     Param("solver.record_every", 5, Integer(lo=1),
           "steps between records (t = 0 is a record); left out: 5, or every step of a run "
           "of fewer than 5 steps",
           rule=_record_rule, default_from=_record_default),
-    Param("solver.adaptive", False, Boolean(),
-          "adaptive steps: an embedded pair (bs32, dopri5, tsit5) under a PI controller, each "
-          "path on its own, first step solver.dt [model §6d]", rule=_adaptive_rule),
-    Param("solver.rtol", 1e-6, Interval(0, 1, "neither"), "adaptive: relative tolerance",
-          applies=When("solver.adaptive", True)),
-    Param("solver.atol", 1e-8, Interval(0, 1, "neither"), "adaptive: absolute tolerance",
-          applies=When("solver.adaptive", True)),
-    Param("solver.max_steps", 10_000_000, Integer(lo=1),
-          "adaptive: attempted steps per path before the run stops",
-          applies=When("solver.adaptive", True)),
-    Param("solver.stop_at_records", False, Boolean(),
-          "adaptive: end steps exactly on the record times (else dense output, order 3)",
-          applies=When("solver.adaptive", True)),
-    Param("solver.event", "", Choice(EVENT_SERIES),
-          "adaptive: the per-path statistic whose first crossing of solver.event_threshold is "
-          "located ('' none) [model §6d]", applies=When("solver.adaptive", True)),
-    Param("solver.event_threshold", 0.5, Interval(None, None, "neither"),
-          "adaptive: the event's threshold", applies=When("solver.event", EVENT_SERIES[1:])),
-    Param("solver.event_direction", "up", Choice(("up", "down")),
-          "adaptive: up: the statistic >= threshold; down: <= threshold",
-          applies=When("solver.event", EVENT_SERIES[1:])),
-    Param("solver.event_stop", False, Boolean(),
-          "adaptive: a path stops at its event (the run ends when every path has)",
-          applies=When("solver.event", EVENT_SERIES[1:])),
-    Param("solver.event_tol", 1e-6, _POS, "adaptive: the event time's bisection tolerance",
-          applies=When("solver.event", EVENT_SERIES[1:])),
     Param("solver.record_times", "uniform", Choice(("uniform", "geometric")),
           "uniform: every record_every steps; geometric: solver.records times from "
           "solver.first_record to T (fixed steppers round them to the step grid)"),
@@ -542,7 +211,7 @@ for _p in [
     Param("solver.first_record", 0.0, _NONNEG,
           "geometric: the first positive record time (0: record_every·dt)",
           applies=When("solver.record_times", "geometric"), rule=_first_record_rule),
-    Param("solver.paths", 1, Integer(lo=1), "Monte Carlo paths of the weight noise"),
+    Param("solver.paths", 2, Integer(lo=1), "Monte Carlo paths of the weight noise"),
     Param("solver.backend", "numba", Choice(BACKENDS),
           "numba: compiled kernels; numpy: the plain reference"),
     Param("solver.precision", "float64", Choice(PRECISIONS),
@@ -550,33 +219,6 @@ for _p in [
           applies=(When("model.d", 3), When("solver.backend", "numba"), When("solver.exp", "fast"))),
     Param("solver.exp", "fast", Choice(EXPS), "exponential of the compiled kernels: fast or libm",
           applies=When("solver.backend", "numba")),
-    Param("solver.jko_tol", 1e-10, _POS, "JKO: L-BFGS gradient tolerance",
-          applies=When("solver.method", "jko")),
-    Param("solver.jko_maxiter", 200, Integer(lo=1), "JKO: L-BFGS iterations per step",
-          applies=When("solver.method", "jko")),
-    Param("density.cells", 256, Integer(lo=4),
-          "cells N: the uniform grid in angle on S^1; Voronoi cells of N Fibonacci points on S^2",
-          applies=When("solver.representation", "density")),
-    Param("density.limiter", "van_leer", Choice(LIMITERS),
-          "S^1: slope limiter of the MUSCL reconstruction (none: unlimited, not positive); "
-          "S^2 is first-order upwind",
-          applies=When("solver.representation", "density")),
-    Param("density.lloyd", 0, Integer(lo=0),
-          "S^2: Lloyd iterations moving the generators toward a centroidal Voronoi mesh",
-          applies=When("solver.representation", "density")),
-    Param("density.cfl", 0.4, Interval(0, 1, "right"),
-          "Courant number of the substeps (<= 0.5 keeps rho >= 0)",
-          applies=When("solver.representation", "density")),
-    Param("density.diffusion_scheme", "explicit", Choice(DIFFUSION_SCHEMES),
-          "explicit: the diffusion in every stage, substeps from the Courant condition of "
-          "transport plus diffusion (Δt ≲ h²/(4ν)); split: Strang, each transport substep "
-          "between two sub-cycled half-steps of the diffusion [model §5b]",
-          applies=When("solver.representation", "density")),
-    Param("density.diffusion_mobility", "one", Choice(DIFFUSION_MOBILITIES),
-          "one: ν Δ_S ρ (the free energy's gradient flow for model.normalization = 'none'); "
-          "b_hat: ν div(b̂ ∇ρ), b̂ = 1/Z̄ of the field (the gradient flow for 'joint'); "
-          "explicit diffusion_scheme only [model §5b]",
-          applies=When("solver.representation", "density")),
     Param("diagnostics.ledger", True, Boolean(), "exact energy ledger (a second energy per step); "
           "left out: true, false with model.interaction = 'general' or model.layernorm "
           "other than 'post'",
@@ -609,23 +251,6 @@ def __getattr__(name):
     if name == "DEFAULTS":  # every key with its default value: a fresh copy of the table's
         return schema.defaults()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-#: the embedded default run (wflow/data/default.toml): the reference setting of [model §9],
-#: shortened; every other key at its default
-DEFAULT_RUN = {"solver.T": 2.0, "solver.paths": 2}
-
-
-def first_record(cfg: dict) -> float:
-    """The first positive geometric record time: ``solver.first_record``, or (0) ``record_every``
-    steps of ``dt`` [model §6d]."""
-    s = cfg["solver"]
-    return float(s["first_record"]) or float(s["dt"]) * int(s["record_every"])
-
-
-def n_steps(cfg: dict) -> int:
-    """Number of steps ``round(T/dt)`` of a validated configuration."""
-    return int(round(cfg["solver"]["T"] / cfg["solver"]["dt"]))
 
 
 def validate(cfg, explicit=None) -> dict:

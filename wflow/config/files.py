@@ -229,10 +229,11 @@ def markdown_table(plugins: bool = True) -> str:
 
 
 DEFAULT_RUN_HEADER = (
-    "wflow — the embedded default run (`wflow run` with no config file).",
-    "The reference setting of [model §9] (the paper's Section 6, OU weights) with H = 10 heads",
-    "and 2 Monte Carlo paths, shortened to T = 2 (400 steps) so that it ends in well under a",
-    "minute. Generated from the table in wflow/config/__init__.py by `python -m wflow.config write`.",
+    "wflow — the default run: every key at its default (`wflow run` with no config file; a file",
+    "or a dict gives only what differs). The reference setting of [model §9] (the paper's",
+    "Section 6, OU weights) with H = 10 heads and 2 Monte Carlo paths, shortened to T = 2 (400",
+    "steps) so that it ends in well under a minute. Generated from the table in",
+    "wflow/config/__init__.py by `python -m wflow.config write`.",
 )
 README_MARKERS = ("<!-- config-keys:begin (generated: python -m wflow.config write) -->",
                   "<!-- config-keys:end -->")
@@ -242,9 +243,8 @@ def default_toml() -> str:
     """The text of ``wflow/data/default.toml``, generated from the table (with tomlkit)."""
     import tomlkit
 
-    from wflow import config
 
-    doc = toml_document(config.DEFAULT_RUN, DEFAULT_RUN_HEADER, plugins=False)
+    doc = toml_document({}, DEFAULT_RUN_HEADER, plugins=False)
     return tomlkit.dumps(doc).rstrip("\n") + "\n"
 
 

@@ -45,6 +45,7 @@ from wflow.params import (  # noqa: F401 - the vocabulary, re-exported
     _value_text,
     bad,
     choices_text,
+    declared,
     error,
     is_int,
     key_text,
@@ -97,11 +98,12 @@ def register_section(section: str, doc: str = "") -> None:
         _SECTIONS[section] = doc
 
 
-def register_param(p: Param, *, replace_existing: bool = False) -> Param:
+def register_param(p: Param, *, replace_existing: bool = False, after: str | None = None) -> Param:
     """Add one key to the table (its section is created if new); returns it.
 
     The default must pass the check; a key already declared is refused unless
-    ``replace_existing`` (then it keeps its place in the order).
+    ``replace_existing`` (then it keeps its place in the order). ``after``: the key it
+    follows in the table (default: the end).
     """
     if not isinstance(p, Param):
         raise TypeError(f"register_param: expected a Param (got {typename(p)})")
@@ -111,12 +113,46 @@ def register_param(p: Param, *, replace_existing: bool = False) -> Param:
         raise ValueError(f"Param {p.key!r} is already declared")
     if p.default_from is None:
         try:
-            p.check(p.key, copy.deepcopy(p.default), defaults())
+            p.check(p.key, copy.deepcopy(p.default), _defaults())
         except ConfigError as exc:
             raise ValueError(f"Param {p.key!r}: its default fails its own check ({exc})") from None
     register_section(p.section)
-    _PARAMS[p.key] = p
+    if after is not None and after in _PARAMS and p.key not in _PARAMS:
+        items = list(_PARAMS.items())
+        i = [k for k, _ in items].index(after) + 1
+        _PARAMS.clear()
+        _PARAMS.update(items[:i] + [(p.key, p)] + items[i:])
+    else:
+        _PARAMS[p.key] = p
     return p
+
+
+_FROM_DECLARED: set[str] = set()  # the keys read from the features' declarations
+
+
+def _declared_source() -> None:
+    """Read the keys the features declare (:func:`wflow.params.declare`) into the table."""
+    rows, docs = declared()
+    keys = {p.key for p, _ in rows}
+    for key in [k for k in _FROM_DECLARED if k not in keys]:  # withdrawn
+        _FROM_DECLARED.discard(key)
+        _PARAMS.pop(key, None)
+    for section, doc in docs.items():
+        if section not in _SECTIONS or not _SECTIONS[section]:
+            register_section(section, doc)
+    waiting = [(p, after) for p, after in rows if p.key not in _PARAMS]
+    while waiting:  # a row whose place is a key declared later waits for it
+        left = [(p, a) for p, a in waiting if a is not None and a not in _PARAMS]
+        placed = False
+        for p, after in waiting:
+            if (p, after) not in left:
+                register_param(p, after=after)
+                _FROM_DECLARED.add(p.key)
+                placed = True
+        if not placed:
+            raise ValueError(f"Param {left[0][0].key!r}: declared after {left[0][1]!r}, "
+                             "which is not a key of the table")
+        waiting = left
 
 
 def register_section_params(section: str, new: Sequence[Param], when: When | None = None,
@@ -152,6 +188,10 @@ def sections() -> dict[str, str]:
 def defaults() -> dict:
     """The nested dict of every default (a fresh copy)."""
     _sync()
+    return _defaults()
+
+
+def _defaults() -> dict:
     out: dict = {s: {} for s in _SECTIONS}
     for p in list(_PARAMS.values()):
         if p.present is None or p.present(out):
@@ -272,3 +312,6 @@ def _validate(cfg, explicit) -> dict:
     for p in absent:
         del out[p.section][p.name]
     return out
+
+
+register_source(_declared_source)

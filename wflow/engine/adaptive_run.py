@@ -1,4 +1,4 @@
-r"""Adaptive runs and record times: the run loop of ``solver.adaptive = true`` [model §6d].
+r"""Adaptive runs: the run loop of ``solver.adaptive = true`` [model §6d].
 
 .. math::
 
@@ -17,42 +17,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from wflow import config as _config
-from wflow.errors import ConfigError
+from wflow.engine.records import record_row
+from wflow.engine.setup import record_times
 from wflow.model.diagnostics import clustering_statistic
-from wflow.stepping.adaptive import Adaptive
-from wflow.stepping.integrators import TABLEAUX
 
-__all__ = ["record_times", "make_solver", "run", "loop_state", "PREFIX"]
-
-
-def record_times(cfg) -> np.ndarray:
-    r"""The record times of a run: 0, then uniform (every ``record_every`` steps of ``dt`` and
-    T) or geometric :math:`t_j = t_1 (T/t_1)^{j/(N-1)}`, j = 0..N−1, :math:`t_{N-1} = T`."""
-    s = cfg["solver"]
-    T, dt = float(s["T"]), float(s["dt"])
-    nsteps = int(round(T / dt))
-    if s["record_times"] == "geometric":
-        N, t1 = int(s["records"]), _config.first_record(cfg)
-        t = t1 * (T / t1) ** (np.arange(N) / (N - 1))
-        t[-1] = T
-        return np.concatenate([[0.0], t])
-    steps = sorted(set(range(0, nsteps + 1, int(s["record_every"]))) | {nsteps})
-    t = np.array(steps, dtype=float) * dt
-    t[-1] = T
-    return t
-
-
-def make_solver(sim) -> Adaptive:
-    """The adaptive solver of a configured :class:`~wflow.engine.run.Simulation`; refuses a
-    weight process that draws random numbers (one line naming the key)."""
-    s, w = sim.config["solver"], sim.config["weights"]
-    if not getattr(sim.process, "deterministic", False):
-        extra = (f" (weights.noise_var = {w['noise_var']!r})" if "noise_var" in w else "")
-        raise ConfigError(f"weights.process = {w['process']!r}{extra}: must be deterministic "
-                          "with solver.adaptive = true (noise would need a Brownian path "
-                          "queried at any time, not in wflow)")
-    return Adaptive(TABLEAUX[s["method"]], s["rtol"], s["atol"], sim.dt, s["max_steps"])
+__all__ = ["run", "loop_state", "PREFIX"]
 
 
 #: the prefix of the loop-state arrays in a checkpoint's ``memo`` [model §6d, "Checkpoints"]
@@ -69,8 +38,9 @@ def loop_state(state):
 
 
 def run(sim, rec, state=None):
-    """Integrate every path to T under error control, then one record per shared time (the
-    diagnostics of [model §8] at the dense-output state); returns the solver's statistics.
+    """Integrate every path of the :class:`~wflow.engine.setup.RunSetup` ``sim`` to T under
+    error control, then one record per shared time (the diagnostics of [model §8] at the
+    dense-output state); returns the solver's statistics and the final state.
 
     Every ``output.checkpoint_every`` rounds of the loop the recorder receives a checkpoint
     holding the loop state (:data:`wflow.stepping.adaptive.LOOP_STATE`, under ``memo`` with
@@ -139,6 +109,5 @@ def run(sim, rec, state=None):
         if r == 0:
             st.E0 = F.energy.copy()
         st.stepper_info = {name: stats[name][r] for name in sim.stepper.series}
-        rec.record(sim._row(st, F, float(t)))
-    sim.final_state = st
-    return stats
+        rec.record(record_row(sim, st, F, float(t)))
+    return stats, st

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wflow.engine import features as _features
 from wflow.errors import ConfigError
 from wflow.geometry import sphere
 from wflow.model.processes.values import fixed_values
@@ -79,8 +80,7 @@ def draw(cfg: dict, tokens=None) -> Start:
     # token noise [model §6b]: per path, also under shared_path; none without diffusion
     # (a density's diffusion is in its fluxes, [model §5b]: no token noise)
     token_seeds = ([stream(6, first + p) for p in range(P)]
-                   if float(m.get("diffusion", 0.0)) > 0
-                   and s.get("representation", "particles") != "density" else [])
+                   if _features.of(cfg).token_noise else [])
 
     # initial weights (shared by the paths unless asked per path), values
     rng_w = np.random.default_rng(stream(1))

@@ -3,7 +3,8 @@ r"""How much memory a run needs, estimated from its configuration, and how much 
 :func:`estimate` adds up the arrays a run holds at its peak (bytes, float64 throughout):
 
 * ``state``: the tokens X (P, n, d) in their copies (initial, current, field outputs, the
-  integrator's stages) and the weights D (P, H, d, d) with theirs;
+  integrator's stages, as its stepper declares them:
+  :func:`~wflow.stepping.registry.stepper_stages`) and the weights D (P, H, d, d) with theirs;
 * ``kernel``: the field evaluation — the compiled kernels' buffers (P·H·n·(d + 4) plus
   per-token rows), or the NumPy backend's dense (H, n, n) arrays (one path at a time);
 * ``records``: every record when they are kept in memory (:func:`wflow.simulate`), or the
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wflow.errors import ConfigError
+from wflow.stepping.registry import stepper_stages
 
 __all__ = ["Estimate", "estimate", "available", "check", "human", "output_bytes", "disk_free",
            "check_disk"]
@@ -40,8 +42,6 @@ __all__ = ["Estimate", "estimate", "available", "check", "human", "output_bytes"
 F8 = 8
 #: records buffered by the HDF5 recorder between writes (mirrors wflow.storage.io)
 BUFFER_RECORDS, BUFFER_BYTES = 64, 16 * 2**20
-#: integrator stages (field evaluations per step)
-STAGES = {"euler": 1, "heun": 2, "rk4": 4, "ssprk3": 3, "jko": 1}
 
 #: what a run adds to its process besides its arrays: the compiled kernels loaded from the
 #: cache, the HDF5 library's buffers, the imports of the diagnostics, thread stacks (measured
@@ -96,7 +96,9 @@ def human(nbytes) -> str:
     x = float(nbytes)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(x) < 1024 or unit == "TB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+            if unit == "B":
+                return f"{x:.0f} {unit}"
+            return f"{x:.1f} {unit}" if abs(x) < 1e5 else f"{x:.3g} {unit}"
         x /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -134,7 +136,7 @@ def estimate(cfg, keep_records=False) -> Estimate:
     d, H, P = int(m["d"]), int(m["heads"]), int(s["paths"])
     n, snap, density = _shape(cfg)
     method = s["method"]
-    stages = STAGES.get(method, 4)
+    stages = stepper_stages(method)  # as the stepper declares them (its tableau's stages)
     nd, Hdd, Hn = P * n * d, P * H * d * d, P * H * n
     ledger = bool(dg["ledger"]) and m["mask"] != "causal"
 

@@ -43,6 +43,7 @@ from typing import Callable
 
 import numpy as np
 
+from wflow.registry import register
 from wflow.stepping.registry import STEPPER_SERIES
 
 __all__ = ["Series", "SERIES", "RecordContext", "add_series", "remove_series", "describe",
@@ -90,18 +91,19 @@ class RecordContext:
 SERIES: dict[str, Series] = {}
 
 
-def add_series(name, kind, description, units, group="user", fn=None, dims=None) -> Series:
+def add_series(name, kind, description, units, group="user", fn=None, dims=None, *,
+               replace=False) -> Series:
     """Declare a series (the one place a new diagnostic is written). A ``point`` series of
     the ``user`` group needs ``fn(ctx: RecordContext) -> (P,)``; it is then recorded by
-    every run, in memory and in the HDF5 file, until :func:`remove_series`."""
+    every run, in memory and in the HDF5 file, until :func:`remove_series`. A name declared
+    twice is refused (``ValueError``) unless ``replace``."""
     if kind not in KINDS:
         raise ValueError(f"kind = {kind!r}: allowed values are {', '.join(KINDS)}")
     if group == "user" and (kind != "point" or fn is None):
         raise ValueError(f"series {name!r}: a user series is a 'point' series with fn")
     s = Series(name, kind, description, units, group, fn,
                tuple(dims) if dims is not None else _DIMS.get(kind, ()))
-    SERIES[name] = s
-    return s
+    return register(SERIES, name, s, what="series", by="add_series", replace=replace)
 
 
 def remove_series(name):

@@ -7,7 +7,7 @@ The work of a run is its number of pair terms,
     W = N_{\text{steps}}\, s\, P\, H\, n^2,
 
 with :math:`s` the field evaluations per step of the method
-(:data:`wflow.engine.memory.STAGES`), :math:`P` the
+(:func:`wflow.stepping.registry.stepper_stages`), :math:`P` the
 paths, :math:`H` the heads and :math:`n` the tokens (the cells of a density run). The rate
 comes from this machine's last complete ``wflow run`` with the same backend and precision
 (saved by :func:`record` in :func:`rates_file`), or else from :data:`ROUGH_RATES`, a rough
@@ -23,8 +23,8 @@ import os
 import platform
 from pathlib import Path
 
-from wflow.engine.memory import STAGES
 from wflow.errors import WriteError
+from wflow.stepping.registry import stepper_stages
 from wflow.storage.files import replacing
 
 __all__ = ["work", "estimate", "record", "rates_file", "ROUGH_RATES"]
@@ -41,7 +41,7 @@ def work(cfg) -> float:
     n = int(m["n"])
     if s.get("representation") == "density":
         n = int(cfg.get("density", {}).get("cells", n))
-    return float(steps * STAGES.get(s["method"], 4) * int(s["paths"]) * int(m["heads"]) * n * n)
+    return float(steps * stepper_stages(s["method"]) * int(s["paths"]) * int(m["heads"]) * n * n)
 
 
 def rates_file() -> Path:

@@ -86,6 +86,7 @@ def _describe(config, arrays):
          if _cfg(config, "solver", "representation", "particles") == "density"
          else f"n = {_cfg(config, 'model', 'n', '?')}"),
         f"d = {_cfg(config, 'model', 'd', '?')}",
+        *_noise_part(config),
         f"weights: {_cfg(config, 'weights', 'process', '?')}",
         f"normalisation: {_cfg(config, 'model', 'normalization', '?')}",
         f"{_cfg(config, 'model', 'sign', 'descent')}",
@@ -93,6 +94,17 @@ def _describe(config, arrays):
     if P is not None:
         parts.append(f"{P} path{'s' if P != 1 else ''}")
     return ", ".join(parts)
+
+
+def _noise_part(config) -> list[str]:
+    """``["ν = 0.5"]`` for a run with token noise (or a density's diffusion) [model §6b, §5b],
+    else nothing."""
+    nu = _cfg(config, "model", "diffusion", 0.0)
+    try:
+        nu = float(nu)
+    except (TypeError, ValueError):
+        return []
+    return [f"ν = {nu:g}"] if nu > 0 else []
 
 
 def _path(a, p, kind):

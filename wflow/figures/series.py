@@ -73,8 +73,10 @@ def plot_ledger(src, outdir=".", formats=("png", "pdf"), path_index=0):
 
     (a) :math:`\Delta E = E(t) - E(0)` against weight part + token part (telescoping);
     (b) token part against :math:`\sigma\int_0^t\mathcal D\,ds` with the ledger residual
-    :math:`R` on the right axis; (c) the weight part split into drift, martingale and
-    realised Itô term.
+    :math:`R` on the right axis — with token noise (:math:`\nu > 0`, [model §6b]) also its two
+    parts :math:`R = M_{\text{tok}} + I_{\text{tok}}`, the token martingale and the realised
+    token Itô term (``token_martingale``, ``token_ito_realised``); (c) the weight part split
+    into drift, martingale and realised Itô term.
 
     Parameters
     ----------
@@ -120,13 +122,20 @@ def plot_ledger(src, outdir=".", formats=("png", "pdf"), path_index=0):
         br = b.twinx()
         br.grid(False)
         br.plot(t, s["ledger_residual"], color=_C["purple"], lw=1.0, label="residual $R$ (right)")
+        noisy = all(n in arrays for n in ("token_martingale", "token_ito_realised"))
+        if noisy:  # R = M_tok + I_tok [model §6b]: noise, not the integrator's error
+            br.plot(t, _path(np.asarray(arrays["token_martingale"]), path_index, k),
+                    color=_C["green"], lw=0.9, ls="--", label="token martingale $M$ (right)")
+            br.plot(t, _path(np.asarray(arrays["token_ito_realised"]), path_index, k),
+                    color=_C["orange"], lw=0.9, ls=":", label="token Itô, realised $I$ (right)")
         br.set_ylabel("$R$", color=_C["purple"])
         br.tick_params(axis="y", colors=_C["purple"])
         br.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
         h1, l1 = b.get_legend_handles_labels()
         h2, l2 = br.get_legend_handles_labels()
         b.legend(h1 + h2, l1 + l2, loc="best")
-        b.set_title("(b) token part vs. chain rule $\\sigma\\int\\mathcal{D}$", loc="left")
+        b.set_title("(b) token part vs. chain rule $\\sigma\\int\\mathcal{D}$"
+                    + (": token noise, $R = M + I$" if noisy else ""), loc="left")
         c = axs[2]
         c.plot(t, s["weight_work"], color=_C["red"], label="weight part")
         c.plot(t, s["drift_work"], color=_C["orange"], ls="--",

@@ -7,7 +7,8 @@ and the scalar diagnostics in per-row accumulators, and the tile's partial sum o
 then the per-row outputs (:func:`_rows_epilogue`: normalisation head / joint / none, the
 velocity, gradient, b̂ and the row terms of 𝒟, G², G²_hm, E and the Itô sum). The symmetric
 pass combines with explicit vectors (:func:`_sym_epilogue3`). :func:`_finish` sums rows and
-tiles in a fixed order on one thread.
+tiles in a fixed order on one thread. :func:`_radial_rows` forms, on request, the radial part
+ρ of the output before the projection [model §1c] from the row sums a pass leaves.
 
 Shapes: X (P, n, d), D and V (P, H, d, d); S0, SI, RS (P, H, n), SX (P, H, n, d); outputs
 vel, grad (P, n, d), part (P, H, n), bhat (P, n), er (5, P, n) row terms, dEp
@@ -473,3 +474,47 @@ def _finish_path(er, dEp, beta, H, want_ito, energy, diss, G2, G2hm, ito_sum, dE
             out[k] += t[k]
     for k in range(m):
         out[k] *= f
+
+
+@njit(**_OPTS)
+def _radial_rows(X, V, lap, norm, S0, SX, part, rho):
+    r"""The radial part of the combined output before the tangent projection [model §1c],
+    from the row sums of a pass:
+
+    .. math::
+        \rho_i = \langle x_i, u_i\rangle = \sum_h c_h\,\rho_{hi},\qquad
+        \rho_{hi} = \frac{\langle x_i, V_h SX_{hi}\rangle}{S0_{hi}}\ \text{or}\
+        \langle x_i, V_h x_i\rangle - \frac{\langle x_i, V_h SX_{hi}\rangle}{S0_{hi}}
+        \ (h \in L),
+
+    with :math:`c_h = 1/H` (head), :math:`Z_h/\sum_k Z_k` (joint), :math:`Z_h/H` (none) and
+    :math:`Z_h` = ``part[p, h, i]`` (the masses and the mask are already in S0, SX, Z). Into
+    ``rho`` (P, n), before the sign and before ``head_combine``. Rows one after the other,
+    heads in order, without fast-math: the bits depend on the inputs only. Cost
+    :math:`P H n d^2` (the pass costs :math:`P H n^2 d`)."""
+    P, n, d = X.shape
+    H = V.shape[1]
+    for p in range(P):
+        for i in range(n):
+            acc = 0.0
+            zsum = 0.0
+            for h in range(H):
+                t = 0.0  # ⟨x_i, V_h SX⟩
+                for a in range(d):
+                    va = 0.0
+                    for b in range(d):
+                        va += V[p, h, a, b] * SX[p, h, i, b]
+                    t += X[p, i, a] * va
+                r = t / S0[p, h, i]
+                if lap[h]:  # ⟨x_i, V_h x_i⟩ − r
+                    tx = 0.0
+                    for a in range(d):
+                        vx = 0.0
+                        for b in range(d):
+                            vx += V[p, h, a, b] * X[p, i, b]
+                        tx += X[p, i, a] * vx
+                    r = tx - r
+                Z = part[p, h, i]
+                zsum += Z
+                acc += r if norm == 0 else Z * r
+            rho[p, i] = acc / zsum if norm == 1 else acc / H

@@ -61,7 +61,7 @@ def _per_path(M, P):
 
 
 def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights=None,
-                  key_bias=None):
+                  key_bias=None, radial=None):
     r"""Velocity, partition, b̂, G² and G²_hm of factored D_h = A_hᵀB_h/κ [model §1b].
 
     .. math::
@@ -81,6 +81,9 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
     weights : (P, n) or (n,) point masses, or None (1/n).
     key_bias : (P, H, n) or (H, n) per-head key logit terms :math:`b_{hj}` [model §1b], or
         None; added to every row of the head's logits before the row maximum.
+    radial : None, or a (P, n) array that receives :math:`\rho_i = \langle x_i, u_i\rangle`,
+        the radial part of the combined output before the projection [model §1c] (the
+        product the projection forms).
 
     Returns
     -------
@@ -164,7 +167,10 @@ def factored_pass(X, A, B, scale, V, beta, norm, laplacian_mask, causal, weights
                 i0, i1 = b * OUT_BLOCK, min(n, (b + 1) * OUT_BLOCK)
                 u = Yc[i0:i1] @ R
                 # the tangent projection once (linear: Σ_h c_h P_x o_h = P_x Σ_h c_h o_h)
-                u -= np.einsum("ia,ia->i", u, x[i0:i1])[:, None] * x[i0:i1]
+                rho = np.einsum("ia,ia->i", u, x[i0:i1])
+                if radial is not None:
+                    radial[p, i0:i1] = rho
+                u -= rho[:, None] * x[i0:i1]
                 vel[p, i0:i1] = u
 
             _items(rows, -(-n // OUT_BLOCK), nt)

@@ -30,6 +30,7 @@ from wflow.kernels.blas import (
     _epilogue_blas,
     _pair_pass_blas,
 )
+from wflow.kernels.combine import _radial_rows
 from wflow.kernels.pool import _num_threads, job_counter
 from wflow.kernels.routing import (
     Norm,
@@ -78,7 +79,8 @@ def _columns(X, width, dtype=np.float64):
 
 
 def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
-               fast_exp=True, weights=None, route=None, interaction="symmetric", key_bias=None):
+               fast_exp=True, weights=None, route=None, interaction="symmetric", key_bias=None,
+               radial=None):
     r"""All field quantities of [model §2–4] for a batch of paths, in one pass over the pairs.
 
     With point masses :math:`w_j \ge 0` [model §5b] every token average becomes a weighted
@@ -130,6 +132,13 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         gradient, dissipation, ∂_D E and Itô sum are NaN (they do not exist for non-symmetric
         D), velocity, partition, b̂, G² and G²_hm are computed. A symmetric D_h through the
         general form takes the same route as through the symmetric one (the same velocity bits).
+    radial : None, or a (P, n) float64 array that receives the radial part of the combined
+        output before the tangent projection [model §1c],
+        :math:`\rho_i = \langle x_i, u_i\rangle = \sum_h c_h \langle x_i, o_h(x_i)\rangle`
+        (:math:`c_h` of ``norm``, before the sign), from the row sums of the same pass
+        (:func:`~.combine._radial_rows`, cost :math:`P H n d^2`): every route serves it; the
+        symmetric pass then runs in its chained form (``sym3-chain``, which keeps the row
+        sums: the same bits as ``sym3``). The other outputs are unchanged.
 
     Precision: with float32 ``X`` (d = 3, ``fast_exp``) the pair loop runs in float32
     (logits, exponentials and sums over chunks of 512 columns, 16 SIMD lanes); the chunk
@@ -157,7 +166,7 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
         if not general:
             raise ValueError("key_bias needs interaction = 'general' (no energy with it)")
         return _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp,
-                              weights, route, key_bias)
+                              weights, route, key_bias, radial)
     if X.ndim != 3:
         raise ValueError(f"X has shape {X.shape}: expected (P, n, d)")
     P, n, d = X.shape
@@ -217,6 +226,10 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     threads = _num_threads()
     pl = plan(X, D, beta, single=single, fast_exp=fast_exp, U=U, causal=causal,
               threads=threads, route=route)
+    if radial is not None:
+        _check_radial(radial, P, n)
+        if pl.route is Route.SYM3:  # (its row sums stay in the threads' scratch)
+            pl = pl._replace(route=Route.SYM3_CHAIN)
     use_sym = pl.route.symmetric
     own_shift = pl.shift is None  # (the symmetric pass's items compute the shifts)
     shift = np.empty((P, H)) if own_shift else pl.shift
@@ -249,11 +262,23 @@ def fused_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, want_ito=True,
     if general:  # no energy for non-symmetric D [model §1b]
         for a in (outs.grad, outs.energy, outs.diss, outs.dEdD, outs.ito):
             a[...] = np.nan
+    if radial is not None:
+        _radial_rows(X, V, lap, norm_code, S0, SX, part, radial)
     return _field_pass(want_ito, ito_all, ito_p, outs)
 
 
+def _check_radial(radial, P, n):
+    """ValueError unless ``radial`` is a writeable C-contiguous (P, n) float64 array."""
+    if not (type(radial) is np.ndarray and radial.dtype == np.float64
+            and radial.shape == (P, n) and radial.flags.c_contiguous
+            and radial.flags.writeable):
+        raise ValueError(f"radial: expected a writeable C-contiguous float64 array of shape "
+                         f"({P}, {n}), got {getattr(radial, 'dtype', type(radial).__name__)} "
+                         f"{np.shape(radial)}")
+
+
 def _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp, weights,
-                   route, key_bias):
+                   route, key_bias, radial=None):
     r"""The general pass with per-head key logit terms :math:`b_{hj}` [model §1b], head by head.
 
     .. math::
@@ -267,7 +292,9 @@ def _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp, 
     heads are combined path by path in head order, and b̂, G², G²_hm from the combined v as
     in :func:`~wflow.kernels.reference.field_reference`. Every part is a deterministic pass
     or a per-path NumPy expression: the bits do not depend on the thread count or on the
-    path batch. Returns a :class:`FieldPass` whose energy-based outputs are NaN.
+    path batch. Returns a :class:`FieldPass` whose energy-based outputs are NaN; ``radial``
+    (P, n) or None receives :math:`\rho = \sum_h c_h \rho_h`, the heads' radial parts
+    combined in head order as their outputs.
     """
     X = np.asarray(X)
     P, n, d = X.shape
@@ -289,12 +316,15 @@ def _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp, 
     code = Norm.of(norm)
     wh = np.empty((H, P, n, d))
     part = np.empty((P, H, n))
+    if radial is not None:
+        _check_radial(radial, P, n)
+    rh = None if radial is None else np.empty((H, P, n))
     for h in range(H):
         top = kb[:, h].max(axis=1)  # B_h per path
         mass = w * np.exp(kb[:, h] - top[:, None])
         one = fused_pass(X, D[:, h:h + 1], V[:, h:h + 1], beta, Norm.HEAD, lap[h:h + 1], causal,
                          False, want_ito=False, fast_exp=fast_exp, weights=mass, route=route,
-                         interaction="general")
+                         interaction="general", radial=None if rh is None else rh[h])
         wh[h] = one.velocity
         part[:, h] = one.partition[:, 0] * np.exp(top)[:, None]
     vel = np.empty((P, n, d))
@@ -304,6 +334,8 @@ def _key_bias_pass(X, D, V, beta, norm, laplacian_mask, causal, tied, fast_exp, 
     limits = _blas_limits()  # (the row sums below: single-threaded BLAS)
     with limits if limits is not None else contextlib.nullcontext():
         _combine_key_bias(code, causal, wh, part, u, vel, bhat, G2, G2hm)
+    if radial is not None:
+        _combine_radial(code, rh, part, radial)
     return FieldPass(vel, part, nan((P, n, d), np.nan), bhat, nan(P, np.nan), nan(P, np.nan),
                      G2, G2hm, nan((P, H, d, d), np.nan), nan(P, np.nan))
 
@@ -322,6 +354,19 @@ def _combine_key_bias(code, causal, wh, part, u, vel, bhat, G2, G2hm):
         vel[p] = acc / (zsum[:, None] if code == Norm.JOINT else H)
         if not causal:
             bhat[p], G2[p], G2hm[p] = _path_mobility(vel[p], part[p], zsum, u[p])
+
+
+def _combine_radial(code, rh, part, radial):
+    """The heads' radial parts ρ_h (H, P, n) combined in head order with the weights of
+    ``code`` and Z_h (P, H, n), into ``radial`` (P, n)."""
+    H = rh.shape[0]
+    acc = np.zeros(radial.shape)
+    zsum = np.zeros(radial.shape)
+    for h in range(H):
+        Z = part[:, h]
+        acc += rh[h] if code == Norm.HEAD else Z * rh[h]
+        zsum += Z
+    radial[...] = acc / (zsum if code == Norm.JOINT else H)
 
 
 def _key_bias_array(key_bias, P, H, n):

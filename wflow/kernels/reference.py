@@ -119,7 +119,9 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
 
     Returns
     -------
-    dict with ``velocity`` (n, d) (v, before the sign), ``partition`` (H, n),
+    dict with ``velocity`` (n, d) (v, before the sign), ``radial`` (n,) (the radial part
+    :math:`\rho_i = \langle x_i, u_i\rangle` of the combined output before the projection,
+    :math:`u_i = v_i + \rho_i x_i` [model §1c]), ``partition`` (H, n),
     ``energy``, ``gradient`` (n, d), ``dissipation``, ``b_hat`` (n,), ``G2``,
     ``G2_hm``, ``dE_dD`` (H, d, d) and ``ito_sum`` (the sum
     :math:`\frac{1}{2Hn^2}\sum_{h,i,j} e^{s^h_{ij}}(1+\langle x_i,x_j\rangle^2)`).
@@ -167,20 +169,25 @@ def field_reference(X, D, beta=1.0, normalization="head", laplacian_heads=(), ca
     VX = _apply(Vm, X)  # V_h x_j  (H, n, d)
     A = np.einsum("hij,hja->hia", Pi, VX)  # a_h(x_i)
     Wh = np.where(lap[:, None, None], VX - A, A)  # ℓ_h or a_h
-    Wh = Wh - np.einsum("hia,ia->hi", Wh, X)[..., None] * X[None]  # P_x
+    Rh = np.einsum("hia,ia->hi", Wh, X)  # ρ_h = ⟨x_i, o_h⟩, the radial parts [model §1c]
+    Wh = Wh - Rh[..., None] * X[None]  # P_x
 
     if normalization == "head":
         v = Wh.mean(axis=0)
+        rho = Rh.mean(axis=0)
     elif normalization == "joint":
         v = np.einsum("hi,hia->ia", Z, Wh) / Z.sum(axis=0)[:, None]
+        rho = (Z * Rh).sum(axis=0) / Z.sum(axis=0)
     elif normalization == "none":
         v = np.einsum("hi,hia->ia", Z, Wh) / H
+        rho = (Z * Rh).sum(axis=0) / H
     else:
         raise ValueError(f"normalization = {normalization!r}: allowed values are {NORMALIZATIONS}")
     if head_combine == "sum":
         v = H * v
+        rho = H * rho
 
-    out = {"velocity": v, "partition": Z}
+    out = {"velocity": v, "partition": Z, "radial": rho}
     if general and not causal:  # the quantities of Z and v only [model §1b]
         nan = float("nan")
         rmean = (lambda a: np.mean(a, axis=-1)) if u is None else (lambda a: np.dot(a, u) / n)

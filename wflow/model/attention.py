@@ -176,7 +176,8 @@ class AttentionModel:
         """σ = −1 for descent, +1 for ascent."""
         return SIGNS[self.sign]
 
-    def evaluate(self, X, D, want_ito=True, weights=None, values=None, key_bias=None) -> Field:
+    def evaluate(self, X, D, want_ito=True, weights=None, values=None, key_bias=None,
+                 radial=None) -> Field:
         """All field quantities at (X; D) for a batch: X (P, n, d), D (P, H, d, d).
 
         ``D`` may be a :class:`Factored` stack (A, B of shape (P, H, r, d) or (H, r, d)),
@@ -187,7 +188,10 @@ class AttentionModel:
         ``values``: value matrices for this call ((P, H, d, d), (H, d, d) or a
         :class:`Factored` stack), in place of the model's ``values`` (time-dependent values).
         ``key_bias``: (P, H, n) or (H, n) per-head key logit terms :math:`b_{hj}` [model §1b]
-        (``interaction = "general"``), or None."""
+        (``interaction = "general"``), or None.
+        ``radial``: None, or a (P, n) float64 array that receives the radial part
+        ρ_i = ⟨x_i, u_i⟩ of the combined output before the projection [model §1c] (before
+        the sign, with ``head_combine``), from the same pass (:meth:`output`)."""
         X = np.ascontiguousarray(X, dtype=float)
         general = self.interaction == "general"
         DF = D if isinstance(D, Factored) else None
@@ -197,7 +201,7 @@ class AttentionModel:
                                  "symmetric in general)")
             if (self.backend == "numba" and self.precision == "float64"
                     and DF.A.shape[-2] < DF.A.shape[-1]):  # rank r < d: the projections
-                return self._evaluate_factored(X, DF, weights, values, key_bias)
+                return self._evaluate_factored(X, DF, weights, values, key_bias, radial)
             D = DF.dense()
             if D.ndim == 3:
                 D = np.broadcast_to(D, (X.shape[0],) + D.shape)
@@ -226,8 +230,9 @@ class AttentionModel:
                 Xk, D, V, float(self.beta), self.normalization, lap,
                 bool(self.causal), tied, want_ito=want_ito, fast_exp=self.fast_exp,
                 weights=weights, interaction=self.interaction, key_bias=key_bias,
+                radial=radial,
             )
-            return self._combine_heads(Field(**out._asdict()), H)
+            return self._combine_heads(Field(**out._asdict()), H, radial)
         from wflow.kernels.reference import field_reference
 
         Wb = None if weights is None else np.broadcast_to(np.asarray(weights, float), (P, n))
@@ -251,18 +256,23 @@ class AttentionModel:
             for p in range(P)
         ]
         names = Field.__dataclass_fields__.keys()
+        if radial is not None:
+            radial[...] = np.stack([r["radial"] for r in res])
         return Field(**{k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in names})
 
-    def _combine_heads(self, F, H):
-        """Summed heads: Σ_h = H × (1/H)Σ_h [model §1b] (v, G², G²_hm, 𝒟 rescaled)."""
+    def _combine_heads(self, F, H, radial=None):
+        """Summed heads: Σ_h = H × (1/H)Σ_h [model §1b] (v, G², G²_hm, 𝒟 and the radial
+        part ρ rescaled)."""
         if self.head_combine == "sum":
+            if radial is not None:
+                radial *= H
             F.velocity *= H
             F.G2 *= H * H
             F.G2_hm *= H * H
             F.dissipation *= H
         return F
 
-    def _evaluate_factored(self, X, DF, weights, values, key_bias=None):
+    def _evaluate_factored(self, X, DF, weights, values, key_bias=None, radial=None):
         """The numba backend's factored D of rank r < d: :func:`wflow.kernels.factored.
         factored_pass` (logits and factored values from the r-dimensional projections)."""
         from wflow.kernels.factored import factored_pass
@@ -279,8 +289,8 @@ class AttentionModel:
         lap = np.zeros(H, dtype=bool)
         lap[list(self.laplacian_heads)] = True
         out = factored_pass(X, DF.A, DF.B, DF.scale, Vs, float(self.beta), self.normalization,
-                            lap, bool(self.causal), weights, key_bias=key_bias)
-        return self._combine_heads(Field(**out._asdict()), H)
+                            lap, bool(self.causal), weights, key_bias=key_bias, radial=radial)
+        return self._combine_heads(Field(**out._asdict()), H, radial)
 
     def kernels_ready(self, X, D) -> bool:
         """Whether :meth:`evaluate` at (X (P, n, d); D (P, H, d, d)) runs without compiling
@@ -325,6 +335,33 @@ class AttentionModel:
     def velocity(self, X, D, weights=None) -> np.ndarray:
         """σ-free velocity v (P, n, d) (stages of the integrators)."""
         return self.evaluate(X, D, want_ito=False, weights=weights).velocity
+
+    def output(self, X, D, weights=None, values=None, key_bias=None):
+        r"""The combined attention output before the tangent projection [model §1c],
+
+        .. math::
+            u_i = \sum_h c_h\, o_h(x_i) = v_i + \rho_i x_i,\qquad
+            \rho_i = \langle x_i, u_i\rangle,
+
+        from one field evaluation at (X; D): the numba backend forms ρ from the row sums of
+        the pass that gives v (cost :math:`H n d^2` per path on top of the pass's
+        :math:`H n^2 d`; every route), the NumPy backend from its dense reference. A subclass
+        whose :meth:`evaluate` does not take ``radial`` does not serve it.
+
+        Parameters
+        ----------
+        X, D, weights, values, key_bias : as in :meth:`evaluate`.
+
+        Returns
+        -------
+        v : (P, n, d) the tangent part, the velocity (before the sign σ).
+        rho : (P, n) the radial part ρ (before the sign σ; with ``head_combine``).
+        """
+        X = np.ascontiguousarray(X, dtype=float)
+        rho = np.empty(X.shape[:2])
+        F = self.evaluate(X, D, want_ito=False, weights=weights, values=values,
+                          key_bias=key_bias, radial=rho)
+        return F.velocity, rho
 
 
 def _as_batch(X, D, general=False):

@@ -12,8 +12,10 @@ placements move the tokens with :math:`\dot x_i = \sigma v_i / s_i`: :math:`s_i 
 pre-LN and peri-LN carry the radius :math:`r_i` of the residual stream,
 :math:`\dot r_i = \sigma\rho_i` (pre) or :math:`\sigma\rho_i/\lvert u_i\rvert` (peri).
 
-The kernels return :math:`v` only; :func:`radial` computes :math:`\rho` with NumPy (cost
-:math:`H n^2 d` per path, as one field evaluation of the reference backend).
+:func:`output` and :func:`radial` take :math:`v` and :math:`\rho` from one field evaluation
+(:meth:`~wflow.model.attention.AttentionModel.output`: the numba pass forms :math:`\rho` from
+its row sums at a cost of :math:`H n d^2` per path), so a placement's stage costs one pass,
+as post-LN's; :func:`radial_reference` is the dense NumPy twin they are tested against.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PLACEMENTS", "RADIUS_PLACEMENTS", "Placement", "radial", "output"]
+__all__ = ["PLACEMENTS", "RADIUS_PLACEMENTS", "Placement", "radial", "radial_reference",
+           "output"]
 
 #: model.layernorm: the allowed placements [model §1c]; "post" is the flow of §2
 PLACEMENTS = ("post", "pre", "peri", "mix", "ngpt")
@@ -33,6 +36,14 @@ RADIUS_PLACEMENTS = ("pre", "peri", "mix")
 def radial(model, X, D) -> np.ndarray:
     r""":math:`\rho_i = \langle x_i, u_i\rangle` (P, n): the radial part of the combined
     attention output before the tangent projection [model §1c], for the attention model
+    ``model`` at X (P, n, d), D (P, H, d, d), from one field evaluation
+    (:meth:`~wflow.model.attention.AttentionModel.output`). Before the sign σ."""
+    return model.output(X, D)[1]
+
+
+def radial_reference(model, X, D) -> np.ndarray:
+    r""":func:`radial` from dense (H, n, n) softmax arrays in NumPy, path by path (the twin
+    of the kernels' :math:`\rho`; cost :math:`H n^2 d` per path): for the attention model
     ``model`` (its β, normalization, head_combine, Laplacian heads, mask and values) at
     X (P, n, d), D (P, H, d, d) (dense). Before the sign σ, like the velocity."""
     from wflow.kernels.reference import _apply, _logits
@@ -72,10 +83,11 @@ def radial(model, X, D) -> np.ndarray:
 
 def output(model, X, D, v=None) -> np.ndarray:
     r""":math:`u = v + \rho x` (P, n, d), the combined attention output before the tangent
-    projection and before the sign; ``v`` the velocity at (X; D) if already known."""
-    if v is None:
-        v = model.velocity(X, D)
-    return v + radial(model, X, D)[..., None] * np.asarray(X, dtype=float)
+    projection and before the sign, v and ρ from one field evaluation
+    (:meth:`~wflow.model.attention.AttentionModel.output`); ``v`` the velocity at (X; D) if
+    already known (the same numbers as the evaluation's)."""
+    v1, rho = model.output(X, D)
+    return (v1 if v is None else v) + rho[..., None] * np.asarray(X, dtype=float)
 
 
 @dataclass(frozen=True)

@@ -52,21 +52,6 @@ GPT2_STD = 0.02
 LAYER_WEIGHTS = ("identity", "symmetric_gaussian")  # a layer's weights: one of these or a file
 WEIGHT_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
 
-#: names that moved to :mod:`wflow.model.processes` (the registry and the built-in processes),
-#: still read here for code that imports them from this module
-_MOVED = ("register_process", "get_process", "make_process", "PROCESSES", "ENTRY_POINT_GROUP",
-          "Frozen", "OrnsteinUhlenbeck", "DrivenOU", "brownian_increments", "Oscillating",
-          "Layers", "FromFile", "PHASES", "TARGETS")
-
-
-def __getattr__(name):
-    if name in _MOVED:  # imported when asked (by name): the processes import this module
-        from importlib import import_module
-
-        return getattr(import_module("wflow.model.processes"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # --------------------------------------------------------------------------- validation
 
 
@@ -324,7 +309,15 @@ class WeightProcess:
         Keys of other processes this one accepts and ignores (none but ``noise_var`` of the
         deterministic oscillating process, which configurations state as 0).
     deterministic : bool
-        True when a step draws no random numbers.
+        Declared by every process, no default (:func:`~wflow.model.processes.register_process`
+        refuses a class without it): True when no step draws random numbers, whatever the
+        keys; False when a step may draw, :math:`\xi \ne 0` (a process whose keys decide, as
+        OU's ``noise_var``, declares False and answers per table in :meth:`deterministic_for`;
+        its instances then carry the answer for their keys). Adaptive steps integrate only
+        deterministic weights [model §6d].
+    deterministic_when : str
+        For a process declared stochastic whose keys can make it deterministic: the condition,
+        in the words of the configuration (OU: ``"weights.noise_var = 0"``); "" otherwise.
     accepts_general : bool
         The process has a form for any real D_h (``model.interaction = "general"``
         [model §1b]); :func:`~wflow.model.processes.make_process` refuses the others then.
@@ -336,7 +329,8 @@ class WeightProcess:
     name = "base"
     params: tuple = ()
     ignores: tuple = ()
-    deterministic = True
+    deterministic: bool  # declared by each process: no default [model §5]
+    deterministic_when = ""
     accepts_general = False
     symmetric = True
 
@@ -344,6 +338,14 @@ class WeightProcess:
     def from_config(cls, spec: dict, H: int, d: int, dt: float):
         """Build the process from the validated ``[weights]`` table (keys of :attr:`params`)."""
         return cls()
+
+    @classmethod
+    def deterministic_for(cls, spec: dict) -> bool:
+        r"""Whether the process built from the ``[weights]`` table ``spec`` draws no random
+        numbers, :math:`\xi_k \equiv 0` (the ``deterministic`` of
+        ``cls.from_config(spec, ...)``): the declared :attr:`deterministic`, unless a process
+        whose keys decide overrides this (OU: ``noise_var = 0``)."""
+        return cls.deterministic
 
     def initial(self, D0):
         """:math:`D(0)` given the drawn initial weights ``D0`` (P, H, d, d): ``D0`` itself,

@@ -21,6 +21,9 @@ import numpy as np
 
 from wflow.errors import NumericalError
 from wflow.geometry import sphere
+from wflow.model.processes import deterministic_text, is_deterministic
+from wflow.params import Boolean, Choice, Integer, Interval, Param, When, bad, choices_text, declare
+from wflow.stepping.integrators import TABLEAUX
 from wflow.stepping.registry import register_series
 
 __all__ = ["Adaptive", "hermite", "ADAPTIVE_SERIES", "FAC_MIN", "FAC_MAX", "SAFETY",
@@ -30,6 +33,8 @@ __all__ = ["Adaptive", "hermite", "ADAPTIVE_SERIES", "FAC_MIN", "FAC_MAX", "SAFE
 FAC_MIN, FAC_MAX, SAFETY = 0.2, 10.0, 0.9
 #: a step within this fraction of its length short of a stop is stretched onto the stop
 LAND_FRACTION = 1e-3
+#: the smallest step, relative to max(|t|, the first step): below it t + h barely moves t
+H_FLOOR = 64 * np.finfo(float).eps
 
 #: the arrays of the loop state a checkpoint holds [model §6d, "Checkpoints"]: per path the
 #: time, step, controller memory (last accepted error, rejection flag), counters, next stop
@@ -221,6 +226,12 @@ class Adaptive:
             idx = np.flatnonzero(active)
             m = idx.size
             ts, Xs, Ds = t[idx], X[idx], D[idx]
+            bad = ~np.all(np.isfinite(K1[idx].reshape(m, -1)), axis=1)
+            if np.any(bad):  # the field at an accepted point: no step can be estimated
+                j = int(idx[np.argmax(bad)])
+                raise NumericalError(f"non-finite field on path {j} at t = {t[j]:.6g}: the "
+                                     "error estimate cannot be formed; the run stops here",
+                                     step=int(acc[j]))
             stop = stops[sp[idx]]
             hh = h[idx]
             land = ts + hh * (1.0 + LAND_FRACTION) >= stop
@@ -257,6 +268,15 @@ class Adaptive:
             h[idx] = hh * np.where(ok, fac_acc, fac_rej)
             was_rejected[idx] = ~ok
             rej[idx] += ~ok
+            floor = H_FLOOR * np.maximum(np.abs(ts), self.h0)
+            if np.any(h[idx] < floor):  # t + h would not move t, or no step is accepted
+                jj = int(np.argmax(h[idx] < floor))
+                j = int(idx[jj])
+                why = ("the error estimate is not finite" if not np.isfinite(err[jj])
+                       else f"the error estimate is {err[jj]:.3g} of the tolerance")
+                raise NumericalError(f"step size {h[j]:.3g} on path {j} at t = {t[j]:.6g} is "
+                                     f"below the floor {floor[jj]:.3g} ({why}); the run stops "
+                                     "here", step=int(acc[j]))
             if np.any(acc[idx] + rej[idx] > self.max_steps):
                 j = int(idx[np.argmax(acc[idx] + rej[idx] > self.max_steps)])
                 raise NumericalError(f"solver.max_steps = {self.max_steps} reached on path {j} "
@@ -325,3 +345,67 @@ class Adaptive:
                 stats[name][rp[j]:, j] = v
         stats["event_time"][:] = t_event
         return Xr, Dr, stats
+
+
+# ------------------------------------------------------------------ configuration keys
+
+#: solver.event: the per-path statistics an event may watch (the clustering series of §8)
+EVENT_SERIES = ("", "merged_fraction", "n_clusters", "order_parameter", "min_cosine",
+                "variance", "spectral_rank")
+
+
+def _adaptive_rule(cfg):
+    """Adaptive steps [model §6d]: an embedded pair, particles, deterministic weights, no
+    token noise."""
+    s = cfg["solver"]
+    if not s["adaptive"]:
+        return
+    where = "with solver.adaptive = true"
+    tab = TABLEAUX.get(s["method"])
+    if tab is None or not tab.embedded:
+        pairs = tuple(n for n, t in TABLEAUX.items() if t.embedded)
+        raise bad("solver.method", s["method"], f"has no error estimate: allowed values {where} "
+                                                f"are {choices_text(pairs)}")
+    if s["representation"] != "particles":
+        raise bad("solver.representation", s["representation"],
+                  f"must be 'particles' {where} (the density's SSP substeps have no error "
+                  "estimate)")
+    proc = cfg["weights"]["process"]
+    if not is_deterministic(proc, cfg["weights"]):
+        raise bad("weights.process", proc,
+                  f"must be a deterministic process ({deterministic_text()}) {where}: "
+                  "noise would need a Brownian path queried at any time (not in wflow)")
+    diffusion = cfg["model"].get("diffusion", 0)
+    if diffusion:
+        raise bad("model.diffusion", diffusion, f"must be 0 {where} (token noise, [model §6d])")
+
+
+declare(
+    Param("solver.adaptive", False, Boolean(),
+          "adaptive steps: an embedded pair (bs32, dopri5, tsit5) under a PI controller, each "
+          "path on its own, first step solver.dt [model §6d]", rule=_adaptive_rule),
+    Param("solver.rtol", 1e-6, Interval(0, 1, "neither"), "adaptive: relative tolerance",
+          applies=When("solver.adaptive", True)),
+    Param("solver.atol", 1e-8, Interval(0, 1, "neither"), "adaptive: absolute tolerance",
+          applies=When("solver.adaptive", True)),
+    Param("solver.max_steps", 10_000_000, Integer(lo=1),
+          "adaptive: attempted steps per path before the run stops",
+          applies=When("solver.adaptive", True)),
+    Param("solver.stop_at_records", False, Boolean(),
+          "adaptive: end steps exactly on the record times (else dense output, order 3)",
+          applies=When("solver.adaptive", True)),
+    Param("solver.event", "", Choice(EVENT_SERIES),
+          "adaptive: the per-path statistic whose first crossing of solver.event_threshold is "
+          "located ('' none) [model §6d]", applies=When("solver.adaptive", True)),
+    Param("solver.event_threshold", 0.5, Interval(None, None, "neither"),
+          "adaptive: the event's threshold", applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_direction", "up", Choice(("up", "down")),
+          "adaptive: up: the statistic >= threshold; down: <= threshold",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_stop", False, Boolean(),
+          "adaptive: a path stops at its event (the run ends when every path has)",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    Param("solver.event_tol", 1e-6, Interval(0, None, "neither"),
+          "adaptive: the event time's bisection tolerance",
+          applies=When("solver.event", EVENT_SERIES[1:])),
+    after="solver.record_every")

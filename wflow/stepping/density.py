@@ -33,6 +33,20 @@ import math
 import numpy as np
 
 from wflow.errors import NumericalError
+from wflow.geometry.circle_fv import LIMITERS
+from wflow.model.density import DIFFUSION_MOBILITIES, DIFFUSION_SCHEMES
+from wflow.params import (
+    Boolean,  # noqa: F401
+    Choice,
+    Integer,
+    Interval,
+    Param,
+    When,
+    bad,
+    choices_text,
+    declare,
+    section_doc,
+)
 from wflow.stepping.integrators import HEUN, TABLEAUX, ButcherTableau, register_tableau
 from wflow.stepping.registry import StepContext, register_series
 
@@ -47,7 +61,7 @@ SSPRK3 = register_tableau(ButcherTableau(
     (1 / 6, 1 / 6, 2 / 3),
     (0.0, 1.0, 0.5),
     3,
-))
+), "Shu–Osher SSP-RK3")
 #: the strong-stability-preserving tableaux allowed for a density (non-negative coefficients)
 SSP_METHODS = ("euler", HEUN.name, SSPRK3.name)
 
@@ -131,3 +145,101 @@ class DensityStepper:
             if split:
                 rho = self.diffuse(rho, 0.5 * h)
         return rho
+
+
+# ------------------------------------------------------------------ configuration keys
+
+REPRESENTATIONS = ("particles", "density")
+#: initial laws a density can start from (cell averages of a closed form)
+DENSITY_INITS = ("uniform", "vmf", "uniform_mode", "uniform_noise")
+#: the perturbed uniform starts, density only [model §5b]
+PERTURBED_INITS = ("uniform_mode", "uniform_noise")
+
+
+def _representation_rule(cfg):
+    """The density representation [model §5b]: S¹ or S², no causal mask, an SSP scheme,
+    an initial law with a closed form."""
+    if cfg["solver"]["representation"] != "density":
+        return
+    where = "with solver.representation = 'density'"
+    if cfg["model"]["d"] not in (2, 3):
+        raise bad("model.d", cfg["model"]["d"],
+                  f"must be 2 (the circle S^1) or 3 (the sphere S^2) {where}")
+    if cfg["model"]["mask"] != "none":
+        raise bad("model.mask", cfg["model"]["mask"], f"must be 'none' {where}")
+    if cfg["solver"]["method"] not in SSP_METHODS:
+        raise bad("solver.method", cfg["solver"]["method"],
+                  f"must be one of {choices_text(SSP_METHODS)} {where} "
+                  "(strong-stability-preserving: keeps rho >= 0)")
+    if cfg["init"]["tokens"] not in DENSITY_INITS:
+        raise bad("init.tokens", cfg["init"]["tokens"],
+                  f"must be one of {choices_text(DENSITY_INITS)} {where}")
+
+
+def _perturbed_rule(cfg):
+    """The perturbed uniform starts: density only; ``init.mode_m`` an order of the degree
+    ``init.mode`` on S², 0 on S¹ [model §5b]."""
+    ini = cfg["init"]
+    if ini["tokens"] not in PERTURBED_INITS:
+        return
+    if cfg["solver"]["representation"] != "density":
+        raise bad("init.tokens", ini["tokens"],
+                  "needs solver.representation = 'density' (a perturbed uniform density); "
+                  "particles start from 'uniform' (iid uniform tokens) or another initial "
+                  "law of init.tokens")
+    if ini["tokens"] == "uniform_mode":
+        ell, m = ini["mode"], ini["mode_m"]
+        if cfg["model"]["d"] == 2 and m != 0:
+            raise bad("init.mode_m", m, "must be 0 on S^1 (model.d = 2: the mode is cos k theta)")
+        if abs(m) > ell:
+            raise bad("init.mode_m", m, f"must be in -{ell}..{ell} (|m| <= init.mode = {ell})")
+
+
+declare(
+    Param("solver.representation", "particles", Choice(REPRESENTATIONS),
+          "particles: n tokens; density: cell averages of ρ (finite volumes on S^1 or S^2)",
+          rule=_representation_rule),
+    after="solver.method")
+declare(
+    Param("init.mode", 2, Integer(lo=1),
+          "uniform_mode: the Fourier mode k (S^1: cos k theta) or the degree l (S^2)",
+          applies=When("init.tokens", "uniform_mode")),
+    Param("init.mode_m", 0, Integer(),
+          "uniform_mode on S^2: the order m of the real spherical harmonic, |m| <= init.mode",
+          applies=When("init.tokens", "uniform_mode"), rule=_perturbed_rule),
+    Param("init.amplitude", 0.01, Interval(0, None, "both"),
+          "ε: uniform_mode rho = rho_bar (1 + ε phi), phi = cos k theta or the harmonic of mean "
+          "square 1; uniform_noise: pointwise standard deviation of the relative noise",
+          applies=When("init.tokens", ("uniform_mode", "uniform_noise"))),
+    Param("init.noise_modes", 8, Integer(lo=1),
+          "uniform_noise: the random series has the Fourier modes 1..K (S^1) or the degrees "
+          "1..L (S^2), seeded from stream (7,)",
+          applies=When("init.tokens", "uniform_noise")),
+    after="init.tokens")
+section_doc("density", "the density representation on S^1 and S^2 (solver.representation = "
+                       "'density') [model §5b]")
+declare(
+    Param("density.cells", 256, Integer(lo=4),
+          "cells N: the uniform grid in angle on S^1; Voronoi cells of N Fibonacci points on S^2",
+          applies=When("solver.representation", "density")),
+    Param("density.limiter", "van_leer", Choice(LIMITERS),
+          "S^1: slope limiter of the MUSCL reconstruction (none: unlimited, not positive); "
+          "S^2 is first-order upwind",
+          applies=When("solver.representation", "density")),
+    Param("density.lloyd", 0, Integer(lo=0),
+          "S^2: Lloyd iterations moving the generators toward a centroidal Voronoi mesh",
+          applies=When("solver.representation", "density")),
+    Param("density.cfl", 0.4, Interval(0, 1, "right"),
+          "Courant number of the substeps (<= 0.5 keeps rho >= 0)",
+          applies=When("solver.representation", "density")),
+    Param("density.diffusion_scheme", "explicit", Choice(DIFFUSION_SCHEMES),
+          "explicit: the diffusion in every stage, substeps from the Courant condition of "
+          "transport plus diffusion (Δt ≲ h²/(4ν)); split: Strang, each transport substep "
+          "between two sub-cycled half-steps of the diffusion [model §5b]",
+          applies=When("solver.representation", "density")),
+    Param("density.diffusion_mobility", "one", Choice(DIFFUSION_MOBILITIES),
+          "one: ν Δ_S ρ (the free energy's gradient flow for model.normalization = 'none'); "
+          "b_hat: ν div(b̂ ∇ρ), b̂ = 1/Z̄ of the field (the gradient flow for 'joint'); "
+          "explicit diffusion_scheme only [model §5b]",
+          applies=When("solver.representation", "density")),
+)

@@ -32,7 +32,7 @@ BS32 = register_tableau(ButcherTableau(
     3,
     b_hat=_f("7/24", "1/4", "1/3", "1/8"),
     order_hat=2,
-))
+), "Bogacki–Shampine")
 
 _DP_B = ("35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0)
 
@@ -53,7 +53,7 @@ DOPRI5 = register_tableau(ButcherTableau(
     5,
     b_hat=_f("5179/57600", 0, "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40"),
     order_hat=4,
-))
+), "Dormand–Prince")
 
 _TS_B = (0.09646076681806523, 0.01, 0.4798896504144996, 1.379008574103742,
          -3.290069515436081, 2.324710524099774, 0.0)
@@ -81,4 +81,4 @@ TSIT5 = register_tableau(ButcherTableau(
     5,
     b_hat=tuple(b - bt for b, bt in zip(_TS_B, _TS_BTILDE)),
     order_hat=4,
-))
+), "Tsitouras")

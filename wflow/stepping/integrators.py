@@ -77,25 +77,33 @@ class ButcherTableau:
 TABLEAUX: dict[str, ButcherTableau] = {}
 
 
-def register_tableau(tab: ButcherTableau) -> ButcherTableau:
+def register_tableau(tab: ButcherTableau, doc: str, *, replace: bool = False) -> ButcherTableau:
     """Declare an explicit scheme: its tableau is run by :class:`RungeKutta` under
     ``solver.method = tab.name``, and the tests check its order conditions and convergence
-    at ``tab.order`` without being edited."""
-    TABLEAUX[tab.name] = tab
+    at ``tab.order`` without being edited.
+
+    ``doc``: one line naming the scheme; the stepper's doc adds the order read from the
+    tableau ("order p", an embedded pair "order p(p̂)"), and its stages are ``tab.stages``.
+    A name registered twice is refused (``ValueError``) unless ``replace``."""
+    orders = f"order {tab.order}" + (f"({tab.order_hat})" if tab.embedded else "")
     register_stepper(tab.name, lambda solver_config, tab=tab: RungeKutta(tab),
-                     sde_order=tab.sde_order)
+                     doc=f"{doc} ({orders})", stages=tab.stages,
+                     sde_order=tab.sde_order, replace=replace)
+    TABLEAUX[tab.name] = tab
     return tab
 
 
-EULER = register_tableau(ButcherTableau("euler", ((0.0,),), (1.0,), (0.0,), 1, sde_order=1))
-HEUN = register_tableau(ButcherTableau("heun", ((0.0, 0.0), (1.0, 0.0)), (0.5, 0.5), (0.0, 1.0), 2))
+EULER = register_tableau(ButcherTableau("euler", ((0.0,),), (1.0,), (0.0,), 1, sde_order=1),
+                         "explicit Euler renormalised onto the sphere")
+HEUN = register_tableau(ButcherTableau("heun", ((0.0, 0.0), (1.0, 0.0)), (0.5, 0.5), (0.0, 1.0), 2),
+                        "Heun")
 RK4 = register_tableau(ButcherTableau(
     "rk4",
     ((0.0, 0.0, 0.0, 0.0), (0.5, 0.0, 0.0, 0.0), (0.0, 0.5, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0)),
     (1 / 6, 1 / 3, 1 / 3, 1 / 6),
     (0.0, 0.5, 0.5, 1.0),
     4,
-))
+), "classical Runge–Kutta")
 
 
 class RungeKutta:

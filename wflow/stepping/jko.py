@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from wflow.geometry import sphere
+from wflow.params import Integer, Interval, Param, When, declare, error
 from wflow.stepping.registry import StepContext, register_series, register_stepper
 
 __all__ = ["JKO", "exp_map_vjp", "JKO_SERIES"]
@@ -156,8 +157,36 @@ class JKO:
         return out, info
 
 
-@register_stepper("jko")
+@register_stepper("jko", doc="JKO minimising movement of E in W₂ (order 1, [model §7])",
+                 stages=1)
 def _jko_from_config(solver_config: dict) -> JKO:
     return JKO(tol=solver_config.get("jko_tol", 1e-10),
                maxiter=solver_config.get("jko_maxiter", 200),
                max_n=solver_config.get("max_pairwise_n", 2000))
+
+
+# ------------------------------------------------------------------ configuration keys
+
+
+def _energy_rule(cfg):
+    """JKO minimises the energy [model §7]: refused where none exists (the causal mask,
+    general interactions, [model §1b])."""
+    m, method = cfg["model"], cfg["solver"]["method"]
+    if method != "jko":
+        return
+    if m["mask"] == "causal":
+        raise error(f"solver.method = {method!r} with model.mask = 'causal': "
+                    "energy-based methods are refused under the causal mask")
+    if m["interaction"] == "general":
+        from wflow.model.attention import NO_ENERGY_GENERAL
+
+        raise error(f"solver.method = {method!r} with model.interaction = 'general': "
+                    f"{NO_ENERGY_GENERAL}")
+
+
+declare(
+    Param("solver.jko_tol", 1e-10, Interval(0, None, "neither"), "JKO: L-BFGS gradient tolerance",
+          applies=When("solver.method", "jko"), rule=_energy_rule),
+    Param("solver.jko_maxiter", 200, Integer(lo=1), "JKO: L-BFGS iterations per step",
+          applies=When("solver.method", "jko")),
+    after="solver.exp")

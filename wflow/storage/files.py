@@ -21,7 +21,7 @@ from pathlib import Path
 
 from wflow.errors import ConfigError, WriteError
 
-__all__ = ["replacing", "write_error", "errno_of", "USER_ERRNOS"]
+__all__ = ["replacing", "write_error", "errno_of", "check_folder", "USER_ERRNOS"]
 
 #: errors of a location the user chose (exit code 2); any other OS error is the machine's (1)
 USER_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR,
@@ -65,6 +65,45 @@ def write_error(path, exc, hint: str = "") -> ConfigError | WriteError:
     where = "" if path is None else f"{path}: "
     msg = f"{where}cannot write ({why})" + (f"; {hint}" if hint else "")
     return ConfigError(msg) if code in USER_ERRNOS else WriteError(msg)
+
+
+def check_folder(folder) -> None:
+    """Raise a one-line :class:`ConfigError` when files cannot be written into ``folder``:
+    it, or a missing parent of it, cannot be created (``/proc/new``), or it cannot be written
+    (read-only). Leaves nothing behind: the folders it creates to find out are removed.
+
+    Parameters
+    ----------
+    folder : path-like
+    """
+    import tempfile
+
+    folder = Path(folder)
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made = []
+    try:
+        for m in reversed(missing):
+            try:
+                m.mkdir()
+            except OSError as exc:
+                why = exc.strerror or type(exc).__name__
+                raise ConfigError(f"{folder}: cannot create the output directory "
+                                  f"({why if m == folder else f'{m}: {why}'})") from None
+            made.append(m)
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"{folder}: cannot write to the output directory "
+                              f"({exc.strerror or type(exc).__name__})") from None
+    finally:
+        for m in reversed(made):
+            with contextlib.suppress(OSError):
+                m.rmdir()
 
 
 def _temporary(path: Path) -> Path:

@@ -13,6 +13,7 @@ import numpy as np
 from wflow import config as _config
 from wflow.analysis.results import load_source
 from wflow.errors import ConfigError, WflowError
+from wflow.registry import register
 from wflow.storage.files import replacing
 from wflow.sweeps.sweep import EXECUTORS, expand_grid, run_sweep
 
@@ -261,8 +262,9 @@ STUDIES: dict[str, Study] = {}
 def register_study(cls=None, *, replace=False):
     """Class decorator: register an instance of the :class:`Study` subclass under ``cls.name``.
 
-    ``@register_study`` or ``@register_study(replace=True)`` (replace a study of that name).
-    Returns the class unchanged.
+    ``@register_study`` or ``@register_study(replace=True)`` (replace a study of that name; a
+    name registered twice is refused otherwise, ``ValueError``, as every registry of wflow
+    does, :func:`wflow.registry.register`). Returns the class unchanged.
     """
 
     def deco(c):
@@ -272,10 +274,7 @@ def register_study(cls=None, *, replace=False):
             raise ValueError(f"register_study: {c.__name__} needs a name and a one-line question")
         if c.name == "list":
             raise ValueError("register_study: 'list' is reserved (wflow study list)")
-        if c.name in STUDIES and not replace:
-            raise ValueError(f"register_study: a study named {c.name!r} is already registered "
-                             "(pass replace=True)")
-        STUDIES[c.name] = c()
+        register(STUDIES, c.name, c(), what="study", by="register_study", replace=replace)
         return c
 
     return deco if cls is None else deco(cls)

@@ -133,13 +133,13 @@ def study_brownian_path(cfg, levels=0):
 def same_path_runs(point, cfg, halvings=(-1, 0, 1)):
     r"""Runs of the task ``(point, cfg)`` at :math:`\Delta t\,2^{-j}`, j in ``halvings``, all
     driven by ONE Brownian path (:func:`study_brownian_path`, refined to the finest step;
-    :class:`~wflow.model.weights.DrivenOU`): the j = 0 run is the study's own run of
+    :class:`~wflow.model.processes.DrivenOU`): the j = 0 run is the study's own run of
     ``cfg``, and the differences between the runs are discretisation errors alone (the
     study's runs at two steps draw two different weight paths).
 
     Returns ``{dt: entry}`` (:meth:`Laplacian.entry`)."""
     from wflow.engine.run import Simulation
-    from wflow.model.weights import DrivenOU
+    from wflow.model.processes import DrivenOU
 
     w = cfg["weights"]
     if w["process"] != "ou" or not w["shared_path"] or w["scheme"] != "euler_maruyama":

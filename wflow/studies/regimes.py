@@ -171,7 +171,6 @@ def weight_norm(wname, d=3, H=4) -> float:
     if spec["process"] == "ou":
         sigma = math.sqrt(spec["noise_var"] / (2 * spec["rate"]))
         return abs(spec["mean"]) + math.sqrt(2 * d) * sigma
-    from wflow.model import weights as _w  # noqa: F401  (registers the processes)
     from wflow.model.processes import Oscillating
 
     osc = Oscillating(d, H, spec["phase"])

@@ -77,6 +77,9 @@ class OrnsteinUhlenbeck(WeightProcess):
 
     name = "ou"
     accepts_general = True
+    #: stochastic unless g² = 0 (:meth:`deterministic_for`; an instance carries its answer)
+    deterministic = False
+    deterministic_when = "weights.noise_var = 0"
     params = (
         Param("rate", 1.0, Interval(0, None, "neither"), "OU rate λ"),
         Param("mean", 1.0, Interval(), "OU mean M·I"),
@@ -94,6 +97,11 @@ class OrnsteinUhlenbeck(WeightProcess):
                          SCHEMES, {"euler": "euler_maruyama"})
         return cls(spec.get("rate", 1.0), spec.get("mean"), spec.get("noise_var", 2.0), scheme,
                    d=d, refine=spec.get("noise_refine", 1))
+
+    @classmethod
+    def deterministic_for(cls, spec):
+        r"""No draws at all when :math:`g^2 = 0` (``noise_var``, default 2)."""
+        return _number(spec.get("noise_var", 2.0), "weights.noise_var") == 0
 
     def ito_rate(self, beta, ito_sum):
         r"""Expected Itô rate :math:`\beta g^2/4 \cdot` ``ito_sum`` [model §6]."""
