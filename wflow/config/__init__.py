@@ -107,7 +107,7 @@ __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always t
 
 VALUES = ("tied", "identity", "minus_identity", "gaussian", "symmetric_gaussian")
 TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file", "uniform_mode",
-               "uniform_noise")
+               "uniform_noise", "imported")
 
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 
@@ -154,7 +154,8 @@ for _p in [
           "gaussian Ξ_h/√d, symmetric_gaussian (Ξ_h + Ξ_hᵀ)/√(2d)"),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
-          "sequence centre around its class centre, tokens around it); file; density only: "
+          "sequence centre around its class centre, tokens around it); file; imported (an imported "
+          "model's own starts, init.imported_tokens [model §5c]); density only: "
           "uniform_mode, uniform_noise (uniform plus a small perturbation) [model §5b]"),
     Param("init.token_noise", 0.05, _NONNEG, "std of the Gaussian noise per coordinate",
           applies=When("init.tokens", "octahedral")),
@@ -349,7 +350,7 @@ def resolve(cfg_or_path=None, overrides=(), explicit=None) -> dict:
 NOT_COMPUTATION = ("output.path", "output.checkpoint_every", "output.overwrite")
 
 #: Keys naming input files: :func:`computation` holds the sha256 of the file's bytes.
-INPUT_FILE_KEYS = ("init.tokens_file", "init.weights_file", "weights.file",
+INPUT_FILE_KEYS = ("init.tokens_file", "init.token_ids_file", "init.weights_file", "weights.file",
                    "weights.file_values", "weights.imported")
 
 

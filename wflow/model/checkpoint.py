@@ -1,4 +1,4 @@
-"""Trained attention weights in: a safetensors checkpoint of GPT-2, BERT or ALBERT mapped onto
+"""Trained attention weights in: a safetensors checkpoint of GPT-2, BERT, ALBERT or OPT mapped onto
 the factored interactions, values, key logit weights and drift of the token flow
 [model §5c].
 
@@ -29,7 +29,8 @@ import numpy as np
 from wflow.errors import ConfigError
 
 __all__ = ["Architecture", "ARCHITECTURES", "ImportedLayer", "ImportedModel", "load",
-           "attention_update", "tokens_from_hidden", "read_imported", "ROTARY_MODEL_TYPES"]
+           "attention_update", "tokens_from_hidden", "read_imported", "ROTARY_MODEL_TYPES",
+           "embedding_tokens"]
 
 
 # ---------------------------------------------------------------------- the mapping table
@@ -70,6 +71,11 @@ class Architecture:
     logit_scale : callable, optional
         ``(config, layer, r) -> float``, the factor of ``q·k`` in the logits; default
         ``1/√r``.
+    embed : dict
+        The input embeddings: ``tokens`` (the token rows), ``positions`` (learned absolute
+        positions), optionally ``type`` (whose row 0 every token gains, BERT's token types);
+        ``offset``: the row of position 0 in ``positions`` (OPT: 2). Stored in the ``.npz``
+        when the checkpoint holds them, for ``init.imported_tokens = "ids"``.
     """
 
     names: dict
@@ -83,6 +89,7 @@ class Architecture:
     shared: bool = False
     requires: dict = field(default_factory=dict)
     logit_scale: object = None
+    embed: dict = field(default_factory=dict)
 
     @property
     def fused_qkv(self) -> bool:
@@ -98,6 +105,7 @@ def _gpt2_scale(config, layer, r) -> float:
 
 _BERT_SELF = "encoder.layer.{l}.attention.self."
 _ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
+_OPT_ATTN = "decoder.layers.{l}.self_attn."
 
 #: the known architectures (extend with an :class:`Architecture` entry)
 ARCHITECTURES: dict[str, Architecture] = {
@@ -106,7 +114,8 @@ ARCHITECTURES: dict[str, Architecture] = {
                "o_w": "h.{l}.attn.c_proj.weight", "o_b": "h.{l}.attn.c_proj.bias",
                "ln_w": "h.{l}.ln_1.weight", "ln_b": "h.{l}.ln_1.bias"},
         anchor="h.0.attn.c_attn.weight", placement="pre", causal=True, eps_default=1e-5,
-        requires={"add_cross_attention": (False,)}, logit_scale=_gpt2_scale),
+        requires={"add_cross_attention": (False,)}, logit_scale=_gpt2_scale,
+        embed={"tokens": "wte.weight", "positions": "wpe.weight", "offset": 0}),
     "bert": Architecture(
         names={"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
                "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
@@ -118,7 +127,10 @@ ARCHITECTURES: dict[str, Architecture] = {
                "ln_b": "encoder.layer.{p}.output.LayerNorm.bias"},
         anchor=_BERT_SELF.format(l=0) + "query.weight", placement="post", causal=False,
         eps_default=1e-12, requires={"position_embedding_type": ("absolute",),
-                                     "is_decoder": (False,)}),
+                                     "is_decoder": (False,)},
+        embed={"tokens": "embeddings.word_embeddings.weight",
+               "positions": "embeddings.position_embeddings.weight",
+               "type": "embeddings.token_type_embeddings.weight", "offset": 0}),
     "albert": Architecture(
         names={"q_w": _ALBERT_LAYER + "attention.query.weight",
                "q_b": _ALBERT_LAYER + "attention.query.bias",
@@ -137,6 +149,20 @@ ARCHITECTURES: dict[str, Architecture] = {
         eps_default=1e-12, shared=True,
         requires={"position_embedding_type": ("absolute",), "num_hidden_groups": (1,),
                   "inner_group_num": (1,)}),
+    "opt": Architecture(
+        names={"q_w": _OPT_ATTN + "q_proj.weight", "q_b": _OPT_ATTN + "q_proj.bias",
+               "k_w": _OPT_ATTN + "k_proj.weight", "k_b": _OPT_ATTN + "k_proj.bias",
+               "v_w": _OPT_ATTN + "v_proj.weight", "v_b": _OPT_ATTN + "v_proj.bias",
+               "o_w": _OPT_ATTN + "out_proj.weight", "o_b": _OPT_ATTN + "out_proj.bias",
+               "ln_w": "decoder.layers.{l}.self_attn_layer_norm.weight",
+               "ln_b": "decoder.layers.{l}.self_attn_layer_norm.bias"},
+        anchor=_OPT_ATTN.format(l=0) + "q_proj.weight", placement="pre", causal=True,
+        eps_keys=(), eps_default=1e-5,
+        requires={"do_layer_norm_before": (True,), "enable_bias": (True,),
+                  "layer_norm_elementwise_affine": (True,)},
+        embed={"tokens": "decoder.embed_tokens.weight",
+               "positions": "decoder.embed_positions.weight", "offset": 2,
+               "refuse": "decoder.project_in.weight"}),
 }
 
 #: model types whose attention rotates queries and keys by position (no fixed D_h)
@@ -144,8 +170,8 @@ ROTARY_MODEL_TYPES = ("gpt_neox", "gptj", "llama", "mistral", "mixtral", "qwen2"
                       "phi", "phi3", "gemma", "gemma2", "falcon", "olmo", "stablelm", "rope")
 _ROTARY_CONFIG_KEYS = ("rotary_pct", "rotary_dim", "rotary_emb_base", "rope_theta",
                        "rope_scaling", "rope_parameters", "partial_rotary_factor")
-_ROTARY_NAMES = re.compile(r"(gpt_neox\.|rotary_emb|self_attn\.q_proj|attn\.q_proj|"
-                           r"attention\.query_key_value)")
+#: tensors that exist only in rotary models (the frequency buffers)
+_ROTARY_NAMES = re.compile(r"(rotary_emb|\brope\b|inv_freq)")
 
 
 # ---------------------------------------------------------------------- the imported arrays
@@ -231,6 +257,10 @@ class ImportedModel:
         Shared (frozen) weights across layers.
     source : str
         The checkpoint's file name and its folder's name (no full path).
+    embeddings : dict or None
+        The input embeddings (``tokens`` (V, d), ``positions`` (P, d), ``extra`` (d,) added
+        to every token, ``offset`` the row of position 0), or None: see
+        :func:`embedding_tokens`.
     """
 
     arch: str
@@ -242,6 +272,7 @@ class ImportedModel:
     shared: bool = False
     source: str = ""
     meta: dict = field(default_factory=dict)
+    embeddings: dict | None = None
 
     def mask(self, n: int) -> np.ndarray | None:
         """The attention mask for ``n`` tokens: ``M_ij = [j ≤ i]`` (causal), or None."""
@@ -271,6 +302,9 @@ class ImportedModel:
             out[f"layer{ell}/eps"] = np.array(lay.eps)
             out[f"layer{ell}/beta"] = lay.beta()
             out[f"layer{ell}/antisymmetry"] = lay.antisymmetry()
+        if self.embeddings is not None:
+            for k, v in self.embeddings.items():
+                out[f"embed/{k}"] = np.asarray(v)
         return out
 
     def save(self, path) -> Path:
@@ -309,8 +343,19 @@ def read_imported(path) -> ImportedModel:
                 raise ConfigError(f"{path}: array 'layer{ell}/eps' = {arrays[6]!r}: the "
                                   f"LayerNorm epsilon must be one number >= 0")
             layers.append(ImportedLayer(*arrays[:6], eps=eps))
+        embeddings = None
+        if "embed/tokens" in a:
+            embeddings = {k: _imported_array(path, a, f"embed/{k}")
+                          for k in ("tokens", "positions", "extra")}
+            embeddings["offset"] = int(a["embed/offset"])
+            d_out = layers[0].V_out.shape[1] if layers else 0
+            for k in ("tokens", "positions"):
+                x = embeddings[k]
+                if x.ndim != 2 or x.shape[1] != d_out:
+                    raise ConfigError(f"{path}: array 'embed/{k}' has shape {x.shape}, "
+                                      f"expected (rows, {d_out})")
         return ImportedModel(str(a["arch"]), layers, bool(a["causal"]), str(a["placement"]),
-                             H, r, bool(a["shared"]), str(a["source"]))
+                             H, r, bool(a["shared"]), str(a["source"]), embeddings=embeddings)
     except KeyError as exc:
         raise ConfigError(f"{path}: not an imported-weights file (array {exc} missing)") from None
 
@@ -353,10 +398,12 @@ def _refuse_rotary(tensors, config, where):
 
 def _detect(tensors, config, arch, where) -> tuple[str, str]:
     """(architecture, the prefix of its tensor names)."""
-    if arch is None:
-        mt = str(config.get("model_type", "")).lower()
-        if mt in ARCHITECTURES:
-            arch = mt
+    if arch is None and config.get("model_type") not in (None, ""):
+        mt = str(config["model_type"]).lower()
+        if mt not in ARCHITECTURES:
+            raise ConfigError(f"{where}: unknown architecture {mt!r} (model_type): known are "
+                              f"{', '.join(ARCHITECTURES)}")
+        arch = mt
     if arch is not None and arch not in ARCHITECTURES:
         raise ConfigError(f"{where}: unknown architecture {arch!r}: known are "
                           f"{', '.join(ARCHITECTURES)}")
@@ -528,7 +575,24 @@ def load(path, arch: str | None = None, heads: int | None = None,
             _map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale), ell,
             where))
     return ImportedModel(name, out, spec.causal, spec.placement, H, r, spec.shared,
-                         "/".join(Path(str(where)).parts[-2:]), meta={"config": config})
+                         "/".join(Path(str(where)).parts[-2:]), meta={"config": config},
+                         embeddings=_embeddings(T, spec, d))
+
+
+def _embeddings(T, spec, d) -> dict | None:
+    """The input embeddings of :attr:`Architecture.embed` (rows of width d), or None when
+    the checkpoint does not hold them (a bare attention checkpoint, ALBERT's factored
+    embeddings, OPT's projected ones)."""
+    e = spec.embed
+    if not e or e.get("refuse", "") and T.prefix + e["refuse"] in T.t:
+        return None
+    names = [T.prefix + e[k] for k in ("tokens", "positions", "type") if k in e]
+    if not all(n in T.t and T.t[n].ndim == 2 and T.t[n].shape[1] == d for n in names):
+        return None
+    tok = T.get(e["tokens"], T.t[names[0]].shape)
+    pos = T.get(e["positions"], T.t[names[1]].shape)
+    extra = T.get(e["type"], T.t[names[2]].shape)[0] if "type" in e else np.zeros(d)
+    return {"tokens": tok, "positions": pos, "extra": extra, "offset": int(e["offset"])}
 
 
 def _finite_layer(lay, ell, where) -> ImportedLayer:
@@ -594,6 +658,44 @@ def tokens_from_hidden(X, eps: float = 0.0) -> np.ndarray:
     if eps == 0.0 and np.any(sq == 0):
         raise ConfigError("a hidden state is constant: P₁x = 0 has no direction on the sphere")
     return Y / np.sqrt(sq + d * eps)
+
+
+def embedding_tokens(imported: ImportedModel, ids) -> np.ndarray:
+    """``y_i = P₁x_i/‖P₁x_i‖`` with ``x_i = E[id_i] + P[o + i] + e``: the model's own input
+    embeddings of a token-id sequence (token row, learned absolute position ``i`` from the
+    offset ``o``, BERT's token-type row 0 ``e``) through the first layer's LayerNorm map
+    (:func:`tokens_from_hidden` with ε = 0) [model §5c].
+
+    Parameters
+    ----------
+    imported : ImportedModel
+        With its :attr:`~ImportedModel.embeddings`.
+    ids : sequence of int
+        The token ids, in ``[0, V)``, at most ``P − o`` of them.
+
+    Returns
+    -------
+    ndarray, shape (len(ids), d)
+        Unit rows in ``1^⊥``.
+    """
+    e = imported.embeddings
+    if e is None:
+        raise ConfigError(f"the {imported.arch} import holds no input embeddings (not in "
+                          f"the checkpoint, or not a sum of token and position rows): set "
+                          f"init.imported_tokens = 'uniform'")
+    ids = np.asarray(ids)
+    V, n_pos = e["tokens"].shape[0], e["positions"].shape[0] - e["offset"]
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise ConfigError(f"init.token_ids: expected a non-empty list of integer ids, got "
+                          f"{ids.tolist()!r}")
+    if ids.min() < 0 or ids.max() >= V:
+        raise ConfigError(f"init.token_ids: id {int(ids[(ids < 0) | (ids >= V)][0])} is outside "
+                          f"the vocabulary [0, {V})")
+    if len(ids) > n_pos:
+        raise ConfigError(f"init.token_ids: {len(ids)} ids, the model has {n_pos} positions")
+    X = (e["tokens"][ids] + e["positions"][e["offset"]: e["offset"] + len(ids)]
+         + e["extra"][None, :])
+    return tokens_from_hidden(X)
 
 
 def attention_update(imported: ImportedModel, layer: int, X_hidden, tokens: bool = False):
