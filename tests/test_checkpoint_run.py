@@ -53,6 +53,8 @@ def _first_ln_input(hf, kind, model, ids):
     """The input of the LayerNorm in front of layer 0's attention, from the model's forward."""
     torch, _ = hf
     ln = {"gpt2": lambda: model.h[0].ln_1, "bert": lambda: model.embeddings.LayerNorm,
+          "roberta": lambda: model.embeddings.LayerNorm,
+          "distilbert": lambda: model.embeddings.LayerNorm,
           "opt": lambda: model.decoder.layers[0].self_attn_layer_norm}[kind]()
     got = {}
     hook = ln.register_forward_pre_hook(lambda m, a: got.__setitem__("x", a[0][0].numpy()))
@@ -62,13 +64,14 @@ def _first_ln_input(hf, kind, model, ids):
     return got["x"]
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "bert", "opt"])
+@pytest.mark.parametrize("kind", ["gpt2", "bert", "roberta", "distilbert", "opt"])
 def test_checkpoint_to_run_in_two_commands(hf, tmp_path, monkeypatch, capsys, kind):
     """The configuration runs as it is; its first record is the model's own input
     embeddings of the given ids through the first LayerNorm's map (token plus position rows,
-    BERT's token type 0, OPT's position offset 2), to round-off."""
+    BERT's token type 0, OPT's position offset 2, RoBERTa's positions after the padding id
+    1, which sits at row 1), to round-off."""
     model, path = _build(hf, kind, tmp_path, seed=3)
-    ids = [5, 17, 0, 39, 8, 8, 21]
+    ids = [5, 17, 1, 39, 8, 8, 21]
     monkeypatch.chdir(tmp_path)
     arrays, cfg = _import_and_run(capsys, path.name, "--token-ids", ",".join(map(str, ids)))
     imp = ck.read_imported(tmp_path / "w.npz")
@@ -168,3 +171,14 @@ def test_token_ids_from_a_file(tmp_path):
                                      "token_ids": [1, 2, 11, 0]}})
     with pytest.raises(ConfigError, match="8 ids, the model has 7 positions"):
         ck.embedding_tokens(imp, [0] * 8)  # 9 rows from offset 2: 7 positions
+
+
+def test_albert_checkpoint_runs_its_shared_layer(hf, tmp_path, monkeypatch, capsys):
+    """ALBERT's factored embeddings are no sum of token and position rows of width d: the
+    configuration starts uniform on the sphere of 1^⊥ and runs the shared layer, frozen,
+    for the layers of width d."""
+    _, path = _build(hf, "albert", tmp_path, seed=2)
+    monkeypatch.chdir(tmp_path)
+    arrays, cfg = _import_and_run(capsys, path.name, "--tokens", "5")
+    assert cfg["init"]["imported_tokens"] == "uniform" and cfg["solver"]["T"] == 2.0
+    assert np.all(np.isfinite(arrays["X"])) and arrays["X"].shape[-2:] == (5, 24)

@@ -1,6 +1,6 @@
-"""Trained attention weights in: a safetensors checkpoint of GPT-2, BERT, ALBERT or OPT mapped onto
-the factored interactions, values, key logit weights and drift of the token flow
-[model §5c].
+"""Trained attention weights in: a safetensors checkpoint of GPT-2, BERT, RoBERTa, DistilBERT,
+ALBERT or OPT mapped onto the factored interactions, values, key logit weights and drift of
+the token flow [model §5c].
 
 For the LayerNorm in front of the attention of layer ℓ, with ``y = P₁x / sqrt(‖P₁x‖²/d + ε)
 / √d`` (``= u = P₁x/‖P₁x‖`` when ε = 0) and ``P₁ = I − 11ᵀ/d``, the attention sub-layer
@@ -74,8 +74,10 @@ class Architecture:
     embed : dict
         The input embeddings: ``tokens`` (the token rows), ``positions`` (learned absolute
         positions), optionally ``type`` (whose row 0 every token gains, BERT's token types);
-        ``offset``: the row of position 0 in ``positions`` (OPT: 2). Stored in the ``.npz``
-        when the checkpoint holds them, for ``init.imported_tokens = "ids"``.
+        ``offset``: the row of position 0 in ``positions`` (OPT: 2); or ``pad_key``: the
+        ``config.json`` key of the padding id ``q`` (RoBERTa: token i sits at position row
+        ``q + #{non-padding ids among 0..i}``, a padding id at row ``q``). Stored in the
+        ``.npz`` when the checkpoint holds them, for ``init.imported_tokens = "ids"``.
     """
 
     names: dict
@@ -106,6 +108,15 @@ def _gpt2_scale(config, layer, r) -> float:
 _BERT_SELF = "encoder.layer.{l}.attention.self."
 _ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
 _OPT_ATTN = "decoder.layers.{l}.self_attn."
+_DISTIL = "transformer.layer.{l}.attention."
+_BERT_NAMES = {"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
+               "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
+               "v_w": _BERT_SELF + "value.weight", "v_b": _BERT_SELF + "value.bias",
+               "o_w": "encoder.layer.{l}.attention.output.dense.weight",
+               "o_b": "encoder.layer.{l}.attention.output.dense.bias",
+               "ln0_w": "embeddings.LayerNorm.weight", "ln0_b": "embeddings.LayerNorm.bias",
+               "ln_w": "encoder.layer.{p}.output.LayerNorm.weight",
+               "ln_b": "encoder.layer.{p}.output.LayerNorm.bias"}
 
 #: the known architectures (extend with an :class:`Architecture` entry)
 ARCHITECTURES: dict[str, Architecture] = {
@@ -117,14 +128,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         requires={"add_cross_attention": (False,)}, logit_scale=_gpt2_scale,
         embed={"tokens": "wte.weight", "positions": "wpe.weight", "offset": 0}),
     "bert": Architecture(
-        names={"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
-               "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
-               "v_w": _BERT_SELF + "value.weight", "v_b": _BERT_SELF + "value.bias",
-               "o_w": "encoder.layer.{l}.attention.output.dense.weight",
-               "o_b": "encoder.layer.{l}.attention.output.dense.bias",
-               "ln0_w": "embeddings.LayerNorm.weight", "ln0_b": "embeddings.LayerNorm.bias",
-               "ln_w": "encoder.layer.{p}.output.LayerNorm.weight",
-               "ln_b": "encoder.layer.{p}.output.LayerNorm.bias"},
+        names=_BERT_NAMES,
         anchor=_BERT_SELF.format(l=0) + "query.weight", placement="post", causal=False,
         eps_default=1e-12, requires={"position_embedding_type": ("absolute",),
                                      "is_decoder": (False,)},
@@ -149,6 +153,25 @@ ARCHITECTURES: dict[str, Architecture] = {
         eps_default=1e-12, shared=True,
         requires={"position_embedding_type": ("absolute",), "num_hidden_groups": (1,),
                   "inner_group_num": (1,)}),
+    "roberta": Architecture(
+        names=_BERT_NAMES, anchor=_BERT_SELF.format(l=0) + "query.weight", placement="post",
+        causal=False, eps_default=1e-5,
+        requires={"position_embedding_type": ("absolute",), "is_decoder": (False,)},
+        embed={"tokens": "embeddings.word_embeddings.weight",
+               "positions": "embeddings.position_embeddings.weight",
+               "type": "embeddings.token_type_embeddings.weight", "pad_key": "pad_token_id"}),
+    "distilbert": Architecture(
+        names={"q_w": _DISTIL + "q_lin.weight", "q_b": _DISTIL + "q_lin.bias",
+               "k_w": _DISTIL + "k_lin.weight", "k_b": _DISTIL + "k_lin.bias",
+               "v_w": _DISTIL + "v_lin.weight", "v_b": _DISTIL + "v_lin.bias",
+               "o_w": _DISTIL + "out_lin.weight", "o_b": _DISTIL + "out_lin.bias",
+               "ln0_w": "embeddings.LayerNorm.weight", "ln0_b": "embeddings.LayerNorm.bias",
+               "ln_w": "transformer.layer.{p}.output_layer_norm.weight",
+               "ln_b": "transformer.layer.{p}.output_layer_norm.bias"},
+        anchor=_DISTIL.format(l=0) + "q_lin.weight", placement="post", causal=False,
+        eps_keys=(), eps_default=1e-12, heads_keys=("n_heads",), layers_keys=("n_layers",),
+        embed={"tokens": "embeddings.word_embeddings.weight",
+               "positions": "embeddings.position_embeddings.weight", "offset": 0}),
     "opt": Architecture(
         names={"q_w": _OPT_ATTN + "q_proj.weight", "q_b": _OPT_ATTN + "q_proj.bias",
                "k_w": _OPT_ATTN + "k_proj.weight", "k_b": _OPT_ATTN + "k_proj.bias",
@@ -348,6 +371,7 @@ def read_imported(path) -> ImportedModel:
             embeddings = {k: _imported_array(path, a, f"embed/{k}")
                           for k in ("tokens", "positions", "extra")}
             embeddings["offset"] = int(a["embed/offset"])
+            embeddings["pad"] = int(a["embed/pad"]) if "embed/pad" in a else -1
             d_out = layers[0].V_out.shape[1] if layers else 0
             for k in ("tokens", "positions"):
                 x = embeddings[k]
@@ -576,10 +600,10 @@ def load(path, arch: str | None = None, heads: int | None = None,
             where))
     return ImportedModel(name, out, spec.causal, spec.placement, H, r, spec.shared,
                          "/".join(Path(str(where)).parts[-2:]), meta={"config": config},
-                         embeddings=_embeddings(T, spec, d))
+                         embeddings=_embeddings(T, spec, d, config, where))
 
 
-def _embeddings(T, spec, d) -> dict | None:
+def _embeddings(T, spec, d, config, where) -> dict | None:
     """The input embeddings of :attr:`Architecture.embed` (rows of width d), or None when
     the checkpoint does not hold them (a bare attention checkpoint, ALBERT's factored
     embeddings, OPT's projected ones)."""
@@ -592,7 +616,15 @@ def _embeddings(T, spec, d) -> dict | None:
     tok = T.get(e["tokens"], T.t[names[0]].shape)
     pos = T.get(e["positions"], T.t[names[1]].shape)
     extra = T.get(e["type"], T.t[names[2]].shape)[0] if "type" in e else np.zeros(d)
-    return {"tokens": tok, "positions": pos, "extra": extra, "offset": int(e["offset"])}
+    out = {"tokens": tok, "positions": pos, "extra": extra, "offset": int(e.get("offset", 0)),
+           "pad": -1}
+    if "pad_key" in e:
+        q = _config_value(config, (e["pad_key"],), "padding id", None, where, default=1)
+        if isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < len(pos):
+            raise ConfigError(f"{where}: config.json {e['pad_key']} = {q!r}: must be a row of "
+                              f"the position embeddings (0..{len(pos) - 1})")
+        out["pad"], out["offset"] = q, q + 1
+    return out
 
 
 def _finite_layer(lay, ell, where) -> ImportedLayer:
@@ -663,7 +695,8 @@ def tokens_from_hidden(X, eps: float = 0.0) -> np.ndarray:
 def embedding_tokens(imported: ImportedModel, ids) -> np.ndarray:
     """``y_i = P₁x_i/‖P₁x_i‖`` with ``x_i = E[id_i] + P[o + i] + e``: the model's own input
     embeddings of a token-id sequence (token row, learned absolute position ``i`` from the
-    offset ``o``, BERT's token-type row 0 ``e``) through the first layer's LayerNorm map
+    offset ``o`` (RoBERTa: the rows of :attr:`Architecture.embed`'s ``pad_key``), BERT's
+    token-type row 0 ``e``) through the first layer's LayerNorm map
     (:func:`tokens_from_hidden` with ε = 0) [model §5c].
 
     Parameters
@@ -693,8 +726,11 @@ def embedding_tokens(imported: ImportedModel, ids) -> np.ndarray:
                           f"the vocabulary [0, {V})")
     if len(ids) > n_pos:
         raise ConfigError(f"init.token_ids: {len(ids)} ids, the model has {n_pos} positions")
-    X = (e["tokens"][ids] + e["positions"][e["offset"]: e["offset"] + len(ids)]
-         + e["extra"][None, :])
+    rows = e["offset"] + np.arange(len(ids))
+    if e.get("pad", -1) >= 0:  # RoBERTa: padding ids do not count, and sit at row q
+        real = ids != e["pad"]
+        rows = np.cumsum(real) * real + e["pad"]
+    X = e["tokens"][ids] + e["positions"][rows] + e["extra"][None, :]
     return tokens_from_hidden(X)
 
 
