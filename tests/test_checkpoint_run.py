@@ -182,3 +182,66 @@ def test_albert_checkpoint_runs_its_shared_layer(hf, tmp_path, monkeypatch, caps
     arrays, cfg = _import_and_run(capsys, path.name, "--tokens", "5")
     assert cfg["init"]["imported_tokens"] == "uniform" and cfg["solver"]["T"] == 2.0
     assert np.all(np.isfinite(arrays["X"])) and arrays["X"].shape[-2:] == (5, 24)
+
+
+# ---------------------------------------------------------------------- the mobility series
+def _npz(tmp_path, causal):
+    from test_checkpoint_flow import _gpt2_npz
+
+    npz = _gpt2_npz(tmp_path, seed=7)
+    data = dict(np.load(npz))
+    data["causal"] = np.array(causal)
+    out = tmp_path / f"causal{int(causal)}.npz"
+    np.savez(out, **data)
+    return out
+
+
+def _run_cfg(npz, causal, backend):
+    return {"model": {"interaction": "general", "d": 8, "heads": 2, "n": 6,
+                      "head_combine": "sum", "sign": "ascent",
+                      "mask": "causal" if causal else "none"},
+            "init": {"tokens": "imported", "imported_tokens": "uniform", "seed": 3},
+            "weights": {"process": "imported", "imported": str(npz)},
+            "solver": {"T": 2.0, "dt": 0.1, "paths": 1, "backend": backend,
+                       "record_every": 1}}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_bidirectional_imported_run_records_the_mobility_series(tmp_path, backend):
+    """Without the mask b̂ = 1/Z̄ (Z_h the partition of the key-weighted softmax), G² and
+    G²_hm of the run's velocity (drift included) are recorded finite at every record, and a
+    NaN there is no longer documented (it would stop the run) [model §1b, §4]."""
+    from wflow.engine.records import documented_nan
+
+    npz = _npz(tmp_path, causal=False)
+    sim = Simulation(_run_cfg(npz, False, backend))
+    assert "G2" not in documented_nan(sim.setup) and "b_hat_mean" not in documented_nan(sim.setup)
+    X = sim.X0
+    F = sim.model.evaluate(X, sim.process.at(0.5)[None])
+    Zbar = F.partition[0].mean(axis=0)
+    v2 = np.sum(F.velocity[0] ** 2, axis=1)
+    assert np.allclose(F.b_hat[0], 1.0 / Zbar, rtol=1e-13, atol=0)
+    assert np.isclose(F.G2_hm[0], np.mean(v2 * Zbar), rtol=1e-13)
+    res = sim.run()
+    for name in ("G2", "G2_hm", "b_hat_mean", "b_hat_min", "b_hat_max"):
+        assert np.all(np.isfinite(np.asarray(getattr(res, name)))), name
+
+
+def test_causal_imported_run_documents_the_missing_mobility(tmp_path):
+    """Under the causal mask b̂, G², G²_hm are NaN, documented with the reason; the G²
+    figure says so in one line when nothing of it can be drawn."""
+    from wflow.engine.records import DOCUMENTED_NAN, documented_nan
+
+    npz = _npz(tmp_path, causal=True)
+    sim = Simulation(_run_cfg(npz, True, "numpy"))
+    assert {"G2", "G2_hm", "b_hat_mean"} <= documented_nan(sim.setup)
+    why = next(w for names, _, w in DOCUMENTED_NAN if "G2" in names)
+    assert "not defined under the causal mask" in why
+    res = sim.run()
+    assert np.all(np.isnan(res.G2)) and np.all(np.isfinite(res.v2_mean))
+    pytest.importorskip("matplotlib")
+    from wflow.figures import plotting
+
+    with pytest.raises(plotting.PlotInputError, match="G²: not defined under the causal mask"):
+        plotting.plot(res, kind="G2", outdir=tmp_path,
+                      formats=("png",))
