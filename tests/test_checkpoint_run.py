@@ -166,6 +166,11 @@ def test_token_ids_from_a_file(tmp_path):
                                      "token_ids_file": str(tmp_path / "ids.txt")}})
     want = emb["tokens"][[3, 10, 0, 7]] + emb["positions"][2:6] + emb["extra"]
     np.testing.assert_allclose(a.X0[0], ck.tokens_from_hidden(want), rtol=0, atol=1e-15)
+    # random_ids: ids drawn uniformly from the vocabulary with the run's token stream (0,)
+    b = Simulation({**base, "init": {"tokens": "imported", "imported_tokens": "random_ids",
+                                     "seed": 5}})
+    drawn = np.random.default_rng(np.random.SeedSequence(5, spawn_key=(0,))).integers(0, V, 4)
+    np.testing.assert_array_equal(b.X0[0], ck.embedding_tokens(imp, drawn))
     with pytest.raises(ConfigError, match=r"id 11 is outside the vocabulary \[0, 11\)"):
         Simulation({**base, "init": {"tokens": "imported", "imported_tokens": "ids",
                                      "token_ids": [1, 2, 11, 0]}})
@@ -245,3 +250,12 @@ def test_causal_imported_run_documents_the_missing_mobility(tmp_path):
     with pytest.raises(plotting.PlotInputError, match="G²: not defined under the causal mask"):
         plotting.plot(res, kind="G2", outdir=tmp_path,
                       formats=("png",))
+
+
+def test_too_few_tokens_is_one_line(tmp_path, capsys):
+    folder, _ = _write_gpt2(tmp_path)
+    assert main(["import-weights", str(folder), "-o", str(tmp_path / "w.npz"),
+                 "--tokens", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--tokens: 1 token: a run needs at least 2"), err
+    assert not (tmp_path / "w.npz").exists()

@@ -611,7 +611,8 @@ def _imported_run_config(imported, out, args) -> dict:
         n = int(args.tokens)
         init["imported_tokens"] = "uniform"
     if n < 2:
-        raise ConfigError(f"a run needs at least 2 tokens (got {n})")
+        raise ConfigError(f"{'--token-ids' if args.token_ids is not None else '--tokens'}: "
+                          f"{n} token{'s' * (n != 1)}: a run needs at least 2")
     return {
         "model": {"interaction": "general", "d": d, "heads": imported.heads, "n": n,
                   "head_combine": "sum", "sign": "ascent", "normalization": "head",

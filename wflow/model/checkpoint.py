@@ -478,7 +478,7 @@ class _Tensors:
     def __init__(self, tensors, prefix, where):
         self.t, self.prefix, self.where = tensors, prefix, where
 
-    def get(self, name, shape) -> np.ndarray:
+    def get(self, name, shape, keep_dtype=False) -> np.ndarray:
         full = self.prefix + name
         if full not in self.t:
             raise ConfigError(f"{self.where}: tensor {full!r} missing (expected shape "
@@ -490,7 +490,7 @@ class _Tensors:
         if not np.issubdtype(a.dtype, np.floating):
             raise ConfigError(f"{self.where}: tensor {full!r} has dtype {a.dtype}, expected "
                               f"floating point")
-        a = np.asarray(a, dtype=np.float64)
+        a = np.asarray(a) if keep_dtype else np.asarray(a, dtype=np.float64)
         if not np.all(np.isfinite(a)):
             raise ConfigError(f"{self.where}: tensor {full!r} holds NaN or infinite values")
         return a
@@ -613,8 +613,9 @@ def _embeddings(T, spec, d, config, where) -> dict | None:
     names = [T.prefix + e[k] for k in ("tokens", "positions", "type") if k in e]
     if not all(n in T.t and T.t[n].ndim == 2 and T.t[n].shape[1] == d for n in names):
         return None
-    tok = T.get(e["tokens"], T.t[names[0]].shape)
-    pos = T.get(e["positions"], T.t[names[1]].shape)
+    # the tables in their stored precision (a float32 vocabulary stays half the size)
+    tok = T.get(e["tokens"], T.t[names[0]].shape, keep_dtype=True)
+    pos = T.get(e["positions"], T.t[names[1]].shape, keep_dtype=True)
     extra = T.get(e["type"], T.t[names[2]].shape)[0] if "type" in e else np.zeros(d)
     out = {"tokens": tok, "positions": pos, "extra": extra, "offset": int(e.get("offset", 0)),
            "pad": -1}
@@ -730,7 +731,8 @@ def embedding_tokens(imported: ImportedModel, ids) -> np.ndarray:
     if e.get("pad", -1) >= 0:  # RoBERTa: padding ids do not count, and sit at row q
         real = ids != e["pad"]
         rows = np.cumsum(real) * real + e["pad"]
-    X = e["tokens"][ids] + e["positions"][rows] + e["extra"][None, :]
+    X = (np.asarray(e["tokens"][ids], dtype=np.float64)
+         + np.asarray(e["positions"][rows], dtype=np.float64) + e["extra"][None, :])
     return tokens_from_hidden(X)
 
 
