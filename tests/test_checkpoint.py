@@ -65,6 +65,12 @@ def _build(hf, kind, tmp_path, seed=0, eps=None, **extra):
         cfg = tr.DistilBertConfig(dim=24, n_heads=4, n_layers=2, hidden_dim=32, vocab_size=40,
                                   max_position_embeddings=16)
         model = tr.DistilBertModel(cfg)
+    elif kind == "bart":
+        cfg = tr.BartConfig(d_model=24, encoder_attention_heads=4, decoder_attention_heads=4,
+                            encoder_layers=2, decoder_layers=1, encoder_ffn_dim=32,
+                            decoder_ffn_dim=32, vocab_size=40, max_position_embeddings=16,
+                            **extra)
+        model = tr.BartModel(cfg)
     elif kind == "opt":
         cfg = tr.OPTConfig(hidden_size=24, num_attention_heads=4, num_hidden_layers=2,
                            ffn_dim=32, vocab_size=40, max_position_embeddings=16,
@@ -155,11 +161,13 @@ def test_opt_attention_matches_transformers(hf, tmp_path):
         assert _rel(ck.attention_update(imp, ell, x), out) < TOL
 
 
-@pytest.mark.parametrize("kind", ["roberta", "distilbert"])
+@pytest.mark.parametrize("kind", ["roberta", "distilbert", "bart"])
 def test_bert_like_encoders_match_transformers(hf, tmp_path, kind):
-    """RoBERTa (BERT's layout under ``roberta.``, ε = 1e-5) and DistilBERT (``q_lin`` ...,
-    ``output_layer_norm`` in front of the next layer, ε = 1e-12): the input of the LayerNorm
-    in front of layer ℓ's attention and the attention output projection's output."""
+    """RoBERTa (BERT's layout under ``roberta.``, ε = 1e-5), DistilBERT (``q_lin`` ...,
+    ``output_layer_norm`` in front of the next layer, ε = 1e-12) and BART's encoder
+    (``layernorm_embedding``, then ``final_layer_norm``; the decoder left out): the input of
+    the LayerNorm in front of layer ℓ's attention and the attention output projection's
+    output."""
     model, path = _build(hf, kind, tmp_path, seed=5)
     imp = ck.load(path)
     assert imp.arch == kind and not imp.causal and imp.placement == "post"
@@ -167,10 +175,14 @@ def test_bert_like_encoders_match_transformers(hf, tmp_path, kind):
         lay = model.encoder.layer
         pairs = [(model.embeddings.LayerNorm, lay[0].attention.output.dense),
                  (lay[0].output.LayerNorm, lay[1].attention.output.dense)]
-    else:
+    elif kind == "distilbert":
         lay = model.transformer.layer
         pairs = [(model.embeddings.LayerNorm, lay[0].attention.out_lin),
                  (lay[0].output_layer_norm, lay[1].attention.out_lin)]
+    else:  # BART's encoder: layer ℓ reads layer ℓ-1's final_layer_norm
+        enc = model.encoder
+        pairs = [(enc.layernorm_embedding, enc.layers[0].self_attn.out_proj),
+                 (enc.layers[0].final_layer_norm, enc.layers[1].self_attn.out_proj)]
     for ell, (x, out) in enumerate(_capture(hf, model, pairs, _ids(hf, 10, 6))):
         assert _rel(ck.attention_update(imp, ell, x), out) < TOL
 
@@ -319,7 +331,7 @@ def test_unknown_and_rotary_are_refused(tmp_path):
     # an unknown model type is refused by its name, even where tensor names would match
     (folder / "config.json").write_text(json.dumps({"model_type": "t5", "n_head": 2}))
     with pytest.raises(ConfigError, match=r"unknown architecture 't5' \(model_type\): known are "
-                                          r"gpt2, bert, albert, roberta, distilbert, opt$"):
+                                          r"gpt2, bert, albert, roberta, distilbert, bart, opt$"):
         ck.load(folder)
 
 
@@ -416,7 +428,8 @@ def test_cli_import_weights(tmp_path, capsys):
     bad = tmp_path / "bad.npz"
     assert main(["import-weights", str(folder), "--arch", "llama", "-o", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "known are gpt2, bert, albert, roberta, distilbert, opt" in err
+    assert len(err.splitlines()) == 1
+    assert "known are gpt2, bert, albert, roberta, distilbert, bart, opt" in err
     assert not bad.exists() and not list(tmp_path.glob(".bad*"))
     assert main(["import-weights", str(tmp_path / "none.safetensors"), "-o", str(bad)]) == 2
     assert not bad.exists()

@@ -55,6 +55,7 @@ def _first_ln_input(hf, kind, model, ids):
     ln = {"gpt2": lambda: model.h[0].ln_1, "bert": lambda: model.embeddings.LayerNorm,
           "roberta": lambda: model.embeddings.LayerNorm,
           "distilbert": lambda: model.embeddings.LayerNorm,
+          "bart": lambda: model.encoder.layernorm_embedding,
           "opt": lambda: model.decoder.layers[0].self_attn_layer_norm}[kind]()
     got = {}
     hook = ln.register_forward_pre_hook(lambda m, a: got.__setitem__("x", a[0][0].numpy()))
@@ -64,7 +65,7 @@ def _first_ln_input(hf, kind, model, ids):
     return got["x"]
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "bert", "roberta", "distilbert", "opt"])
+@pytest.mark.parametrize("kind", ["gpt2", "bert", "roberta", "distilbert", "bart", "opt"])
 def test_checkpoint_to_run_in_two_commands(hf, tmp_path, monkeypatch, capsys, kind):
     """The configuration runs as it is; its first record is the model's own input
     embeddings of the given ids through the first LayerNorm's map (token plus position rows,
@@ -259,3 +260,14 @@ def test_too_few_tokens_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.endswith("--tokens: 1 token: a run needs at least 2"), err
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_bart_scaled_embeddings_are_the_model_input(hf, tmp_path):
+    """BART with ``scale_embedding = true`` multiplies its token rows by √d before adding the
+    positions (offset 2): the tokens of ``embedding_tokens`` are the input of
+    ``layernorm_embedding`` from the model's forward, mapped to the sphere."""
+    model, path = _build(hf, "bart", tmp_path, seed=4, scale_embedding=True)
+    imp = ck.load(path)
+    ids = [3, 9, 27, 4, 11]
+    want = ck.tokens_from_hidden(_first_ln_input(hf, "bart", model, ids))
+    assert np.max(np.abs(ck.embedding_tokens(imp, ids) - want)) < 1e-12

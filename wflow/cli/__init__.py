@@ -179,11 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("import-weights", parents=[common],
                        help="map a safetensors checkpoint's attention (GPT-2, BERT, RoBERTa, "
-                            "DistilBERT, ALBERT, OPT) "
+                            "DistilBERT, ALBERT, BART's encoder, OPT) "
                             "onto D_h, V_h, key weights and drift (docs/model.md §5c)")
     r.add_argument("checkpoint", help=".safetensors file, or a folder with model.safetensors "
                                       "and config.json")
-    r.add_argument("--arch", help="gpt2, bert, roberta, distilbert, albert or opt (default: "
+    r.add_argument("--arch", help="gpt2, bert, roberta, distilbert, albert, bart or opt (default: "
                                   "config.json's model_type, else the tensor names)")
     r.add_argument("--heads", type=int, help="head count (default: config.json)")
     r.add_argument("--layers", type=int, help="layer count (default: config.json or the "

@@ -1,5 +1,5 @@
 """Trained attention weights in: a safetensors checkpoint of GPT-2, BERT, RoBERTa, DistilBERT,
-ALBERT or OPT mapped onto the factored interactions, values, key logit weights and drift of
+ALBERT, BART's encoder or OPT mapped onto the factored interactions, values, key logit weights and drift of
 the token flow [model §5c].
 
 For the LayerNorm in front of the attention of layer ℓ, with ``y = P₁x / sqrt(‖P₁x‖²/d + ε)
@@ -74,7 +74,8 @@ class Architecture:
     embed : dict
         The input embeddings: ``tokens`` (the token rows), ``positions`` (learned absolute
         positions), optionally ``type`` (whose row 0 every token gains, BERT's token types);
-        ``offset``: the row of position 0 in ``positions`` (OPT: 2); or ``pad_key``: the
+        ``offset``: the row of position 0 in ``positions`` (OPT, BART: 2); ``scale_key``: the
+        ``config.json`` switch of a factor √d on the token rows (BART); or ``pad_key``: the
         ``config.json`` key of the padding id ``q`` (RoBERTa: token i sits at position row
         ``q + #{non-padding ids among 0..i}``, a padding id at row ``q``). Stored in the
         ``.npz`` when the checkpoint holds them, for ``init.imported_tokens = "ids"``.
@@ -109,6 +110,7 @@ _BERT_SELF = "encoder.layer.{l}.attention.self."
 _ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
 _OPT_ATTN = "decoder.layers.{l}.self_attn."
 _DISTIL = "transformer.layer.{l}.attention."
+_BART = "encoder.layers.{l}.self_attn."
 _BERT_NAMES = {"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
                "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
                "v_w": _BERT_SELF + "value.weight", "v_b": _BERT_SELF + "value.bias",
@@ -172,6 +174,20 @@ ARCHITECTURES: dict[str, Architecture] = {
         eps_keys=(), eps_default=1e-12, heads_keys=("n_heads",), layers_keys=("n_layers",),
         embed={"tokens": "embeddings.word_embeddings.weight",
                "positions": "embeddings.position_embeddings.weight", "offset": 0}),
+    "bart": Architecture(  # the encoder (the decoder's cross-attention is no self-attention)
+        names={"q_w": _BART + "q_proj.weight", "q_b": _BART + "q_proj.bias",
+               "k_w": _BART + "k_proj.weight", "k_b": _BART + "k_proj.bias",
+               "v_w": _BART + "v_proj.weight", "v_b": _BART + "v_proj.bias",
+               "o_w": _BART + "out_proj.weight", "o_b": _BART + "out_proj.bias",
+               "ln0_w": "encoder.layernorm_embedding.weight",
+               "ln0_b": "encoder.layernorm_embedding.bias",
+               "ln_w": "encoder.layers.{p}.final_layer_norm.weight",
+               "ln_b": "encoder.layers.{p}.final_layer_norm.bias"},
+        anchor=_BART.format(l=0) + "q_proj.weight", placement="post", causal=False,
+        eps_keys=(), eps_default=1e-5, heads_keys=("encoder_attention_heads",),
+        layers_keys=("encoder_layers",),
+        embed={"tokens": "shared.weight", "positions": "encoder.embed_positions.weight",
+               "offset": 2, "scale_key": "scale_embedding"}),
     "opt": Architecture(
         names={"q_w": _OPT_ATTN + "q_proj.weight", "q_b": _OPT_ATTN + "q_proj.bias",
                "k_w": _OPT_ATTN + "k_proj.weight", "k_b": _OPT_ATTN + "k_proj.bias",
@@ -617,6 +633,8 @@ def _embeddings(T, spec, d, config, where) -> dict | None:
     tok = T.get(e["tokens"], T.t[names[0]].shape, keep_dtype=True)
     pos = T.get(e["positions"], T.t[names[1]].shape, keep_dtype=True)
     extra = T.get(e["type"], T.t[names[2]].shape)[0] if "type" in e else np.zeros(d)
+    if "scale_key" in e and config.get(e["scale_key"], False):  # BART's √d on the token rows
+        tok = np.sqrt(d) * np.asarray(tok, dtype=np.float64)
     out = {"tokens": tok, "positions": pos, "extra": extra, "offset": int(e.get("offset", 0)),
            "pad": -1}
     if "pad_key" in e:
