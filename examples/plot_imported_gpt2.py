@@ -16,7 +16,13 @@ of :math:`\mathbf 1^\perp`,
 
 Nothing is downloaded and no ``torch`` is needed: the example writes two small GPT-2-shaped
 checkpoints (width d = 16, H = 2 heads of width r = 8, 6 layers, tensor names of GPT-2) with
-``safetensors.numpy`` and imports them.
+``safetensors.numpy`` and runs each through the two commands of the guide's *From a
+checkpoint*: ``wflow import-weights CKPT -o W.npz --tokens 24`` (which writes ``W.toml``
+beside the arrays and prints the command that runs it) and the printed ``wflow run W.toml``.
+These checkpoints hold no token embeddings, so the configuration starts uniform on the sphere
+of :math:`\mathbf 1^\perp` (``init.imported_tokens = "uniform"``, the same seed for both); a
+checkpoint saved by ``transformers`` starts from its own input embeddings of token ids
+(``--token-ids``).
 
 - **GPT-2's initialisation**: every projection i.i.d. :math:`N(0, 0.02^2)`, biases 0,
   LayerNorm gains 1. Then :math:`D_h = (d/\sqrt r)\,P_1 W_{Q,h}^\top W_{K,h} P_1` is tiny
@@ -34,7 +40,10 @@ checkpoints (width d = 16, H = 2 heads of width r = 8, 6 layers, tensor names of
 The dotted lines are the layer switches.
 """
 
+import contextlib
+import io
 import json
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -42,8 +51,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from safetensors.numpy import save_file
 
-import wflow
-from wflow.model import checkpoint as ck
+from wflow.cli import main
+from wflow.storage import io as results_io
 
 rng = np.random.default_rng(7)
 d, H, r, L, n = 16, 2, 8, 6, 24
@@ -82,32 +91,34 @@ def write_checkpoint(folder, make):
     return folder
 
 
+def wflow_cli(*argv) -> str:
+    """``wflow ARGV...`` in this process; its printed output."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    assert code == 0, f"wflow {' '.join(argv)} exited with {code}"
+    return out.getvalue()
+
+
 results = {}
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    np.savez(tmp / "tokens.npz", X=ck.tokens_from_hidden(rng.normal(size=(n, d))))
     for name, make in (("GPT-2 init (std 0.02)", gpt2_init),
                        ("similarity-seeking heads", similarity_seeking)):
         folder = write_checkpoint(tmp / make.__name__, make)
-        imported = ck.load(folder)  # the mapping of model §5c
-        lay = imported.layers[0]
-        print(f"{name}: layer 0 β_h = {np.round(lay.beta(), 3)}, "
-              f"antisymmetric fraction = {np.round(lay.antisymmetry(), 3)}")
-        npz = imported.save(tmp / f"{make.__name__}.npz")
-        results[name] = wflow.simulate({
-            "model": {"d": d, "n": n, "heads": H, "interaction": "general",
-                      "head_combine": "sum", "sign": "ascent", "mask": "causal"},
-            "init": {"tokens": "file", "tokens_file": str(tmp / "tokens.npz")},
-            "weights": {"process": "imported", "imported": str(npz)},
-            "solver": {"T": float(L), "dt": 0.05, "paths": 1, "record_every": 2,
-                       "backend": "numpy"},
-            "diagnostics": {"ledger": False, "clustering": True},
-        })
+        npz = tmp / f"{make.__name__}.npz"
+        printed = wflow_cli("import-weights", str(folder), "-o", str(npz), "--tokens", str(n))
+        print(printed)  # β_h and the antisymmetric fraction per head, then the command
+        lines = printed.splitlines()
+        command = shlex.split(lines[lines.index("run it with:") + 1])  # wflow run W.toml
+        wflow_cli(*command[1:], "-q")
+        _, arrays, _ = results_io.read(npz.with_suffix(".h5"))
+        results[name] = {k: np.asarray(arrays[k]) for k in ("t", "n_clusters", "min_cosine")}
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.4))
 for name, res in results.items():
-    ax1.plot(res.t, res.n_clusters[:, 0], label=name)
-    ax2.plot(res.t, res.min_cosine[:, 0], label=name)
+    ax1.plot(res["t"], res["n_clusters"][:, 0], label=name)
+    ax2.plot(res["t"], res["min_cosine"][:, 0], label=name)
 for ax in (ax1, ax2):
     for ell in range(1, L):
         ax.axvline(ell, color="0.6", ls=":", lw=1)
@@ -119,5 +130,5 @@ ax1.set_title("cluster count", fontsize=10)
 ax2.set_title("spread of the tokens", fontsize=10)
 fig.tight_layout()
 for name, res in results.items():
-    print(f"{name}: clusters {res.n_clusters[0, 0]:.0f} -> {res.n_clusters[-1, 0]:.0f}, "
-          f"min cosine {res.min_cosine[0, 0]:.3f} -> {res.min_cosine[-1, 0]:.3f}")
+    print(f"{name}: clusters {res['n_clusters'][0, 0]:.0f} -> {res['n_clusters'][-1, 0]:.0f}, "
+          f"min cosine {res['min_cosine'][0, 0]:.3f} -> {res['min_cosine'][-1, 0]:.3f}")

@@ -56,12 +56,34 @@ def _build(hf, kind, tmp_path, seed=0, eps=None, **extra):
                             intermediate_size=32, vocab_size=40, max_position_embeddings=16,
                             layer_norm_eps=1e-12 if eps is None else eps)
         model = tr.BertModel(cfg, add_pooling_layer=False)
+    elif kind == "roberta":
+        cfg = tr.RobertaConfig(hidden_size=24, num_attention_heads=4, num_hidden_layers=2,
+                               intermediate_size=32, vocab_size=40, max_position_embeddings=18,
+                               pad_token_id=1, layer_norm_eps=1e-5 if eps is None else eps)
+        model = tr.RobertaModel(cfg, add_pooling_layer=False)
+    elif kind == "distilbert":
+        cfg = tr.DistilBertConfig(dim=24, n_heads=4, n_layers=2, hidden_dim=32, vocab_size=40,
+                                  max_position_embeddings=16)
+        model = tr.DistilBertModel(cfg)
+    elif kind == "bart":
+        cfg = tr.BartConfig(d_model=24, encoder_attention_heads=4, decoder_attention_heads=4,
+                            encoder_layers=2, decoder_layers=1, encoder_ffn_dim=32,
+                            decoder_ffn_dim=32, vocab_size=40, max_position_embeddings=16,
+                            **extra)
+        model = tr.BartModel(cfg)
+    elif kind == "opt":
+        cfg = tr.OPTConfig(hidden_size=24, num_attention_heads=4, num_hidden_layers=2,
+                           ffn_dim=32, vocab_size=40, max_position_embeddings=16,
+                           word_embed_proj_dim=24, **extra)
+        model = tr.OPTModel(cfg)
     else:
         cfg = tr.AlbertConfig(hidden_size=24, num_attention_heads=2, num_hidden_layers=3,
                               embedding_size=12, intermediate_size=32, vocab_size=40,
                               max_position_embeddings=16)
         model = tr.AlbertModel(cfg, add_pooling_layer=False)
-    cfg._attn_implementation = "eager"
+    # OPT's eager attention takes its softmax in float32; PyTorch's fused attention keeps
+    # float64
+    cfg._attn_implementation = "sdpa" if kind == "opt" else "eager"
     model = _randomise(torch, model, seed)
     out = tmp_path / kind
     model.save_pretrained(out, safe_serialization=True)
@@ -124,6 +146,59 @@ def test_bert_attention_matches_transformers(hf, tmp_path):
              (lay[0].output.LayerNorm, lay[1].attention.output.dense)]
     for ell, (x, dense_out) in enumerate(_capture(hf, model, pairs, _ids(hf, 10, 5))):
         assert _rel(ck.attention_update(imp, ell, x), dense_out) < TOL
+
+
+def test_opt_attention_matches_transformers(hf, tmp_path):
+    """OPT: learned absolute positions, separate q/k/v projections with biases (the query
+    scaled by 1/√r after its bias), pre-LN decoder: the input of ``self_attn_layer_norm``
+    and the output of ``out_proj``, from the model's own forward."""
+    model, path = _build(hf, "opt", tmp_path, seed=8)
+    imp = ck.load(path)
+    assert imp.arch == "opt" and imp.causal and imp.placement == "pre" and imp.heads == 4
+    lay = model.decoder.layers
+    pairs = [(b.self_attn_layer_norm, b.self_attn.out_proj) for b in lay]
+    for ell, (x, out) in enumerate(_capture(hf, model, pairs, _ids(hf, 12, 9))):
+        assert _rel(ck.attention_update(imp, ell, x), out) < TOL
+
+
+@pytest.mark.parametrize("kind", ["roberta", "distilbert", "bart"])
+def test_bert_like_encoders_match_transformers(hf, tmp_path, kind):
+    """RoBERTa (BERT's layout under ``roberta.``, ε = 1e-5), DistilBERT (``q_lin`` ...,
+    ``output_layer_norm`` in front of the next layer, ε = 1e-12) and BART's encoder
+    (``layernorm_embedding``, then ``final_layer_norm``; the decoder left out): the input of
+    the LayerNorm in front of layer ℓ's attention and the attention output projection's
+    output."""
+    model, path = _build(hf, kind, tmp_path, seed=5)
+    imp = ck.load(path)
+    assert imp.arch == kind and not imp.causal and imp.placement == "post"
+    if kind == "roberta":
+        lay = model.encoder.layer
+        pairs = [(model.embeddings.LayerNorm, lay[0].attention.output.dense),
+                 (lay[0].output.LayerNorm, lay[1].attention.output.dense)]
+    elif kind == "distilbert":
+        lay = model.transformer.layer
+        pairs = [(model.embeddings.LayerNorm, lay[0].attention.out_lin),
+                 (lay[0].output_layer_norm, lay[1].attention.out_lin)]
+    else:  # BART's encoder: layer ℓ reads layer ℓ-1's final_layer_norm
+        enc = model.encoder
+        pairs = [(enc.layernorm_embedding, enc.layers[0].self_attn.out_proj),
+                 (enc.layers[0].final_layer_norm, enc.layers[1].self_attn.out_proj)]
+    for ell, (x, out) in enumerate(_capture(hf, model, pairs, _ids(hf, 10, 6))):
+        assert _rel(ck.attention_update(imp, ell, x), out) < TOL
+
+
+def test_opt_is_not_refused_as_rotary_and_post_ln_opt_is(hf, tmp_path):
+    """The name ``self_attn.q_proj`` (OPT, BART, Whisper) is no rotary evidence; OPT with
+    ``do_layer_norm_before = false`` (opt-350m) is outside the mapping."""
+    _, path = _build(hf, "opt", tmp_path, seed=1)
+    assert ck.load(path).arch == "opt"
+    with pytest.raises(ConfigError, match="tensor 'h.0.attn.c_attn.weight' missing: not a "
+                                          "gpt2 checkpoint"):
+        ck.load(path, arch="gpt2")
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "do_layer_norm_before": False}))
+    with pytest.raises(ConfigError, match="do_layer_norm_before = False: the opt mapping"):
+        ck.load(path)
 
 
 def test_albert_shared_layers_match_transformers(hf, tmp_path):
@@ -248,6 +323,50 @@ def test_unknown_and_rotary_are_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt_neox", "n_head": 2}))
     with pytest.raises(ConfigError, match="rotary position encodings"):
         ck.load(folder)
+    # rotary from the configuration's keys, whatever the model type
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2,
+                                                    "rope_theta": 1e4}))
+    with pytest.raises(ConfigError, match=r"rotary position encodings \(config key 'rope_theta'"):
+        ck.load(folder)
+    # an unknown model type is refused by its name, even where tensor names would match
+    (folder / "config.json").write_text(json.dumps({"model_type": "t5", "n_head": 2}))
+    with pytest.raises(ConfigError, match=r"unknown architecture 't5' \(model_type\): known are "
+                                          r"gpt2, bert, albert, roberta, distilbert, bart, opt$"):
+        ck.load(folder)
+
+
+def test_opt_names_are_no_rotary_evidence(tmp_path):
+    """Tensors named ``self_attn.q_proj`` without a configuration: found as OPT's, mapped
+    exactly (the dense formula with separate projections and the query bias)."""
+    st = pytest.importorskip("safetensors.numpy")
+    rng = np.random.default_rng(4)
+    d, H = 8, 2
+    t = {}
+    for k in ("q", "k", "v"):
+        t[f"model.decoder.layers.0.self_attn.{k}_proj.weight"] = rng.normal(size=(d, d))
+        t[f"model.decoder.layers.0.self_attn.{k}_proj.bias"] = rng.normal(size=d)
+    t["model.decoder.layers.0.self_attn.out_proj.weight"] = rng.normal(size=(d, d))
+    t["model.decoder.layers.0.self_attn.out_proj.bias"] = rng.normal(size=d)
+    t["model.decoder.layers.0.self_attn_layer_norm.weight"] = 1 + 0.3 * rng.normal(size=d)
+    t["model.decoder.layers.0.self_attn_layer_norm.bias"] = rng.normal(size=d)
+    st.save_file(t, str(tmp_path / "opt.safetensors"))
+    imp = ck.load(tmp_path / "opt.safetensors", heads=H)
+    assert imp.arch == "opt" and imp.causal and imp.embeddings is None
+    X = rng.normal(size=(5, d))
+    Z = (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 1e-5)
+    p = "model.decoder.layers.0.self_attn."
+    Xin = Z * t["model.decoder.layers.0.self_attn_layer_norm.weight"] + t[
+        "model.decoder.layers.0.self_attn_layer_norm.bias"]
+    Q, K, V = (Xin @ t[p + f"{k}_proj.weight"].T + t[p + f"{k}_proj.bias"] for k in "qkv")
+    r = d // H
+    heads = []
+    for h in range(H):
+        sl = slice(h * r, (h + 1) * r)
+        S = np.where(np.tril(np.ones((5, 5), bool)), Q[:, sl] @ K[:, sl].T / np.sqrt(r), -np.inf)
+        P = np.exp(S - S.max(1, keepdims=True))
+        heads.append((P / P.sum(1, keepdims=True)) @ V[:, sl])
+    ref = np.hstack(heads) @ t[p + "out_proj.weight"].T + t[p + "out_proj.bias"]
+    assert _rel(ck.attention_update(imp, 0, X), ref) < TOL
 
 
 def test_sharded_checkpoint(tmp_path):
@@ -309,7 +428,8 @@ def test_cli_import_weights(tmp_path, capsys):
     bad = tmp_path / "bad.npz"
     assert main(["import-weights", str(folder), "--arch", "llama", "-o", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "known are gpt2, bert, albert" in err
+    assert len(err.splitlines()) == 1
+    assert "known are gpt2, bert, albert, roberta, distilbert, bart, opt" in err
     assert not bad.exists() and not list(tmp_path.glob(".bad*"))
     assert main(["import-weights", str(tmp_path / "none.safetensors"), "-o", str(bad)]) == 2
     assert not bad.exists()

@@ -167,9 +167,10 @@ def test_unusable_location_is_exit_2(tmp_path, capsys, monkeypatch, cfg_file):
 def test_overwrite_replaces_a_damaged_partial_run(tmp_path, capsys, monkeypatch, cfg_file,
                                                   reference):
     """No circular advice: resume says the file is corrupt and to run again with
-    --overwrite, and --overwrite does replace it."""
+    --overwrite, and --overwrite does replace it. The damage is in the first records, which
+    both checkpoints (k = 8 and 12) need: damage past a checkpoint is dropped on resume."""
     out = tmp_path / "r.h5"
-    fail_at(monkeypatch, io, "_reserve", 3)
+    fail_at(monkeypatch, io, "_reserve", 5)
     run_cli(capsys, "run", cfg_file, "-o", out, "-q")
     monkeypatch.undo()
     with h5py.File(out, "r") as f:  # damage the data (as a disk failing mid-write does)

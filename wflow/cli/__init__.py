@@ -178,16 +178,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("import-weights", parents=[common],
-                       help="map a safetensors checkpoint's attention (GPT-2, BERT, ALBERT) "
+                       help="map a safetensors checkpoint's attention (GPT-2, BERT, RoBERTa, "
+                            "DistilBERT, ALBERT, BART's encoder, OPT) "
                             "onto D_h, V_h, key weights and drift (docs/model.md §5c)")
     r.add_argument("checkpoint", help=".safetensors file, or a folder with model.safetensors "
                                       "and config.json")
-    r.add_argument("--arch", help="gpt2, bert or albert (default: config.json's model_type, "
-                                  "else the tensor names)")
+    r.add_argument("--arch", help="gpt2, bert, roberta, distilbert, albert, bart or opt (default: "
+                                  "config.json's model_type, else the tensor names)")
     r.add_argument("--heads", type=int, help="head count (default: config.json)")
     r.add_argument("--layers", type=int, help="layer count (default: config.json or the "
                                               "layers present)")
-    r.add_argument("-o", "--output", metavar="OUT.npz", required=True, help="array file")
+    r.add_argument("-o", "--output", metavar="OUT.npz", required=True,
+                   help="array file; OUT.toml beside it is the configuration that runs it")
+    r.add_argument("--token-ids", metavar="IDS",
+                   help="starting tokens of OUT.toml: the model's input embeddings of these "
+                        "token ids (comma-separated; default: random ids, or uniform tokens "
+                        "when the checkpoint holds no embeddings)")
+    r.add_argument("--tokens", type=int, default=16, metavar="N",
+                   help="the token count of OUT.toml without --token-ids (default 16, at "
+                        "most the model's positions)")
     r.set_defaults(func=cmd_import_weights)
 
     r = sub.add_parser("bench", parents=[common],

@@ -107,7 +107,7 @@ __all__ = [  # noqa: F822 - DEFAULTS comes from the module __getattr__ (always t
 
 VALUES = ("tied", "identity", "minus_identity", "gaussian", "symmetric_gaussian")
 TOKEN_INITS = ("octahedral", "uniform", "vmf", "classes", "file", "uniform_mode",
-               "uniform_noise")
+               "uniform_noise", "imported")
 
 METHODS = STEPPERS  # solver.method: every registered stepper (a dict: later ones count too)
 
@@ -154,7 +154,8 @@ for _p in [
           "gaussian Ξ_h/√d, symmetric_gaussian (Ξ_h + Ξ_hᵀ)/√(2d)"),
     Param("init.tokens", "octahedral", Choice(TOKEN_INITS),
           "octahedral: ±e_a plus noise, renormalised; uniform; vmf; classes (per path: a "
-          "sequence centre around its class centre, tokens around it); file; density only: "
+          "sequence centre around its class centre, tokens around it); file; imported (an imported "
+          "model's own starts, init.imported_tokens [model §5c]); density only: "
           "uniform_mode, uniform_noise (uniform plus a small perturbation) [model §5b]"),
     Param("init.token_noise", 0.05, _NONNEG, "std of the Gaussian noise per coordinate",
           applies=When("init.tokens", "octahedral")),
@@ -168,7 +169,7 @@ for _p in [
     Param("init.weights", "symmetric_gaussian", Choice(INITIAL_WEIGHTS),
           "D_h(0): symmetric_gaussian Ξ + Ξᵀ (Ξ iid N(0, 1)), identity, file; goe "
           "(Ξ + Ξᵀ)/√(2d); with model.interaction = 'general': gaussian Ξ/√d, gpt2 0.02 Ξ"),
-    Param("init.seed", 0, Integer(lo=0), "seed of every random stream of the run"),
+    Param("init.seed", 0, Integer(lo=0, hi=2**64 - 1), "seed of every random stream of the run"),
     Param("init.tokens_file", "", Path(),
           "token file: .npy holding the (n, d) array, or .npz/.h5 with the array 'X'",
           applies=When("init.tokens", "file"),
@@ -349,7 +350,8 @@ def resolve(cfg_or_path=None, overrides=(), explicit=None) -> dict:
 NOT_COMPUTATION = ("output.path", "output.checkpoint_every", "output.overwrite")
 
 #: Keys naming input files: :func:`computation` holds the sha256 of the file's bytes.
-INPUT_FILE_KEYS = ("init.tokens_file", "init.weights_file", "weights.file")
+INPUT_FILE_KEYS = ("init.tokens_file", "init.token_ids_file", "init.weights_file", "weights.file",
+                   "weights.file_values", "weights.imported")
 
 
 def _file_digest(name):
@@ -361,10 +363,12 @@ def _file_digest(name):
         return name
 
 
-def computation(cfg) -> dict:
+def computation(cfg, digests=None) -> dict:
     """What decides the arrays of a run's result: the validated configuration without
     :data:`NOT_COMPUTATION`, each input file of :data:`INPUT_FILE_KEYS` replaced by the
-    sha256 of its bytes (the file's content, not its name, is what the run reads)."""
+    sha256 of its bytes (the file's content, not its name, is what the run reads).
+    ``digests`` (dotted key -> ``"sha256:<hex>"``) gives the digests of the files a stored
+    run read, which are used instead of the files' content today."""
     out = copy.deepcopy(validate(cfg, ()))
     for key in NOT_COMPUTATION:
         sec, k = key.split(".")
@@ -372,11 +376,12 @@ def computation(cfg) -> dict:
     for key in INPUT_FILE_KEYS:
         sec, k = key.split(".")
         if out.get(sec, {}).get(k):
-            out[sec][k] = _file_digest(out[sec][k])
+            given = (digests or {}).get(key)
+            out[sec][k] = given if given is not None else _file_digest(out[sec][k])
     return out
 
 
-def config_hash(cfg, versions=None) -> str:
+def config_hash(cfg, versions=None, digests=None) -> str:
     r"""The computation hash: sha256 (hex) of the canonical JSON (sorted keys) of
     :func:`computation` and ``versions``.
 
@@ -389,9 +394,11 @@ def config_hash(cfg, versions=None) -> str:
     versions : mapping, e.g. ``{"format": 2, "wflow": "0.1.0"}``: the results format and the
         wflow version whose numbers the file promises (:func:`wflow.engine.driver.result_hash`
         passes them); None hashes the configuration alone.
+    digests : mapping, optional
+        The digests of the input files a stored run read (:func:`computation`).
     """
-    data = computation(cfg) if versions is None else {"config": computation(cfg),
-                                                      "versions": dict(versions)}
+    comp = computation(cfg, digests)
+    data = comp if versions is None else {"config": comp, "versions": dict(versions)}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

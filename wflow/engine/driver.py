@@ -8,7 +8,9 @@ bit-identical to an uninterrupted run (the protocol is described in :mod:`wflow.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,28 +27,59 @@ from wflow.storage import io
 log = logging.getLogger(__name__)
 
 __all__ = ["run_to_file", "resume", "ResumeResult", "header", "failed_message", "result_hash",
-           "check_reuse"]
+           "check_reuse", "input_files", "stored_digests"]
 
 
-def result_hash(cfg, format_version=io.FORMAT_VERSION, wflow_version=__version__) -> str:
+def result_hash(cfg, format_version=io.FORMAT_VERSION, wflow_version=__version__,
+                digests=None) -> str:
     """The computation hash of a result (:func:`wflow.config.config_hash`): the configuration's
     computation, the results format and the wflow version whose numbers the file promises.
-    Output location, checkpoint spacing, progress and a sweep's batch size are not part of it."""
-    return _config.config_hash(cfg, {"format": int(format_version), "wflow": str(wflow_version)})
+    Output location, checkpoint spacing, progress and a sweep's batch size are not part of it.
+    ``digests``: those of the input files a stored run read (:func:`stored_digests`)."""
+    return _config.config_hash(cfg, {"format": int(format_version), "wflow": str(wflow_version)},
+                               digests)
 
 
-def header(sim: Simulation) -> dict:
-    """Root attributes a result file carries besides the configuration."""
+def input_files(cfg) -> dict:
+    """The input files ``cfg`` names (:data:`wflow.config.INPUT_FILE_KEYS`): dotted key ->
+    ``{"path": absolute path, "sha256": "sha256:<hex>"}``, stored with a result (root
+    attribute ``inputs``) so that its hash and its resume refer to what the run read."""
+    out = {}
+    for key in _config.INPUT_FILE_KEYS:
+        sec, k = key.split(".")
+        name = cfg.get(sec, {}).get(k)
+        if name:
+            out[key] = {"path": os.path.abspath(name), "sha256": _config._file_digest(name)}
+    return out
+
+
+def stored_digests(head) -> dict | None:
+    """The input-file digests of a stored result (``read_header``'s ``inputs``), or None for
+    a file written before they were stored (then they are computed from today's files)."""
+    inputs = head.get("inputs")
+    if inputs is None:
+        return None
+    return {key: entry["sha256"] for key, entry in inputs.items()}
+
+
+def header(sim: Simulation, inputs=None) -> dict:
+    """Root attributes a result file carries besides the configuration; ``inputs`` (default:
+    read now, :func:`input_files`) the input files the run read."""
     cfg = sim.config
-    return {"config_hash": result_hash(cfg), "seed": int(cfg["init"]["seed"]),
-            "nsteps": sim.nsteps, "n_records_expected": len(sim.record_steps)}
+    inputs = input_files(cfg) if inputs is None else inputs
+    digests = {key: entry["sha256"] for key, entry in inputs.items()}
+    return {"config_hash": result_hash(cfg, digests=digests), "seed": int(cfg["init"]["seed"]),
+            "nsteps": sim.nsteps, "n_records_expected": len(sim.record_steps),
+            "inputs": json.dumps(inputs, sort_keys=True)}
 
 
 def check_reuse(path, cfg, what="result") -> None:
     """Raise :class:`ConfigError` unless the result file ``path`` holds the computation that
-    ``cfg`` asks for: its hash is recomputed from the stored configuration and versions (so
-    files of any wflow version are judged by the same rule) and compared with ``cfg``'s. The
-    message names the differing keys and the way out (``--overwrite``, or another ``-o``)."""
+    ``cfg`` asks for: its hash is recomputed from the stored configuration, versions and the
+    digests of the input files the run read (stored when it ran; so files of any wflow
+    version are judged by the same rule, and an input file changed since is seen) and
+    compared with ``cfg``'s. The message names the differing keys and the way out
+    (``--overwrite``, or another ``-o``)."""
     path = Path(path)
     try:
         head = io.read_header(path)
@@ -55,7 +88,8 @@ def check_reuse(path, cfg, what="result") -> None:
         raise ConfigError(f"{path}: cannot be reused ({exc}); rerun with --overwrite or "
                           f"another -o") from None
     mine = result_hash(cfg)
-    theirs = result_hash(stored, head["format_version"], head["wflow_version"])
+    digests = stored_digests(head)
+    theirs = result_hash(stored, head["format_version"], head["wflow_version"], digests)
     if mine == theirs:
         return
     diffs = []
@@ -64,6 +98,12 @@ def check_reuse(path, cfg, what="result") -> None:
         old, new = stored.get(sec, {}).get(k), cfg.get(sec, {}).get(k)
         diffs.append(f"{key} = {old!r} there, {new!r} here" if old != new
                      else f"the file {key} = {new!r} changed")
+    now = {key: entry["sha256"] for key, entry in input_files(cfg).items()}
+    for key, digest in (digests or {}).items():
+        sec, k = key.split(".")
+        if now.get(key) not in (None, digest) and stored[sec][k] == cfg.get(sec, {}).get(k):
+            diffs.append(f"the file {key} = {stored[sec][k]!r} changed since the result "
+                         f"was computed")
     if head["wflow_version"] != __version__:
         diffs.append(f"written by wflow {head['wflow_version'] or '?'}, this is {__version__}")
     if head["format_version"] != io.FORMAT_VERSION:
@@ -71,6 +111,30 @@ def check_reuse(path, cfg, what="result") -> None:
     raise ConfigError(f"{path}: holds another computation than this {what} asks for "
                       f"({'; '.join(diffs) or 'an input file changed'}); rerun with --overwrite "
                       f"to replace it, or give another -o")
+
+
+def _as_read(path, cfg, inputs):
+    """``cfg`` with its input files at the absolute paths the run read them from, each
+    checked against the digest stored then; ConfigError (one line) when one is missing or
+    changed: the continuation would not be the run that started."""
+    if inputs is None:
+        return cfg
+    cfg = {sec: dict(v) if isinstance(v, dict) else v for sec, v in cfg.items()}
+    for key, entry in inputs.items():
+        sec, k = key.split(".")
+        if not cfg.get(sec, {}).get(k):
+            continue
+        where = entry["path"]
+        if not os.path.isfile(where):
+            why = "which is missing"
+        elif _config._file_digest(where) != entry["sha256"]:
+            why = "which has changed since"
+        else:
+            cfg[sec][k] = where
+            continue
+        raise ConfigError(f"{path}: cannot resume: the run read {key} = {where!r}, {why}; "
+                          f"restore that file, or run again with --overwrite")
+    return cfg
 
 
 def _run_sim(sim, rec, state, progress):
@@ -141,7 +205,9 @@ class ResumeResult:
 def resume(path, progress=False) -> ResumeResult:
     """Continue a partial result file from its newest complete checkpoint.
 
-    Ends bit-identical to an uninterrupted run. A complete file is left alone
+    Ends bit-identical to an uninterrupted run: the input files are read from the absolute
+    paths the run started with, whatever the current folder, and must hold what they held
+    then (their stored sha256), else ConfigError. A complete file is left alone
     (``action = "noop"``); a file without a usable checkpoint restarts from scratch.
     """
     path = Path(path)
@@ -151,6 +217,8 @@ def resume(path, progress=False) -> ResumeResult:
         cfg = _config.validate(head["config"], explicit=())
     except ConfigError as exc:
         raise ConfigError(f"{path}: stored configuration is invalid: {exc}") from None
+    if head["status"] not in (io.COMPLETE, io.FAILED):
+        cfg = _as_read(path, cfg, head["inputs"])
     if head["status"] == io.COMPLETE:
         n = _config.n_steps(cfg)
         return ResumeResult(path, "noop", n, n, head["n_records"])

@@ -109,10 +109,10 @@ def draw(cfg: dict, tokens=None) -> Start:
                                      np.random.default_rng(stream(0, first + p)))
                        for p in range(P)])
     elif ini.get("per_path_tokens"):
-        X0 = np.stack([_tokens(ini, n, d, np.random.default_rng(stream(0, first + p)))
+        X0 = np.stack([_tokens(ini, n, d, np.random.default_rng(stream(0, first + p)), cfg)
                        for p in range(P)])
     else:
-        X0 = _tokens(ini, n, d, np.random.default_rng(stream(0)))[None]
+        X0 = _tokens(ini, n, d, np.random.default_rng(stream(0)), cfg)[None]
     X0 = np.broadcast_to(X0, (P, n, d)).copy()
     if tokens is not None:
         X0 = np.array(tokens, dtype=float)
@@ -145,7 +145,7 @@ def _class_centre(ini, d, p, rng):
     mu[c % d] = -1.0 if c >= d else 1.0
     return sphere.von_mises_fisher(1, mu, float(ini["class_kappa"]), rng)[0]
 
-def _tokens(ini, n, d, rng):
+def _tokens(ini, n, d, rng, cfg=None):
     kind = ini["tokens"]
     if kind == "octahedral":
         return sphere.octahedral(n, d, rng, noise=float(ini["token_noise"]))
@@ -157,8 +157,12 @@ def _tokens(ini, n, d, rng):
         return sphere.von_mises_fisher(n, mu, float(ini["kappa"]), rng)
     if kind == "file":
         return _load_tokens(ini["tokens_file"], n, d, ini["normalize"])
+    if kind == "imported":  # an imported model's own starts [model §5c]
+        from wflow.model.processes.imported import initial_tokens
+
+        return initial_tokens(cfg, n, d, rng)
     raise ConfigError(f"init.tokens = {kind!r}: allowed values are octahedral, uniform, vmf, "
-                      "classes, file")
+                      "classes, file, imported")
 
 
 def perturb_tokens(X, eps, rng):

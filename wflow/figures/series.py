@@ -36,7 +36,15 @@ def plot_G2(src, outdir=".", formats=("png", "pdf")):
     curves = [("G2", r"$G^2$ (arithmetic $\bar m$)", _C["blue"]),
               ("G2_hm", r"$G^2_{\mathrm{hm}}$ (harmonic, $\hat b$)", _C["orange"]),
               ("dissipation", r"$\mathcal{D}$", _C["green"])]
-    data = [(_series(arrays, k, "G2"), lab, c) for k, lab, c in curves]
+    data, missing = [], []
+    for k, lab, c in curves:  # a series NaN where it is not defined is left out, and why
+        Y = np.asarray(arrays[k], dtype=float) if k in arrays else None
+        if Y is not None and np.any(np.isfinite(Y)):
+            data.append((Y[:, None] if Y.ndim == 1 else Y, lab, c))
+        else:
+            missing.append(f"{_PLAIN[k]}: {_why_missing(k, config, arrays)}")
+    if not data:
+        raise PlotInputError("G2: " + "; ".join(missing))
     allv = np.concatenate([Y[np.isfinite(Y)].ravel() for Y, _, _ in data])
     signed = bool(np.any(allv <= 0))
     with matplotlib.rc_context(_STYLE):
@@ -61,8 +69,26 @@ def plot_G2(src, outdir=".", formats=("png", "pdf")):
         ax.set_ylabel(r"$G^2,\ G^2_{\mathrm{hm}},\ \mathcal{D}$" + scale)
         P = data[0][0].shape[1]
         ax.legend(loc="best", title="mean over paths" + (", band: min–max" if P > 1 else ""))
+        if missing:
+            fig.text(0.01, 0.005, "not drawn: " + "; ".join(missing), fontsize=7,
+                     color=_C["grey"], ha="left", va="bottom", wrap=True)
         _title(fig, "Squared metric speeds and dissipation", config, arrays, attrs)
         return _figbase._save(fig, outdir, "G2", formats)
+
+
+_PLAIN = {"G2": "G²", "G2_hm": "G²_hm", "dissipation": "the dissipation"}
+
+
+def _why_missing(name, config, arrays) -> str:
+    """Why series ``name`` of a G² figure holds no value [model §1b, §4]."""
+    causal = _cfg(config, "model", "mask") == "causal"
+    general = _cfg(config, "model", "interaction") == "general"
+    if name in ("G2", "G2_hm") and causal:
+        return "not defined under the causal mask (no mobility, model §1b)"
+    if name == "dissipation" and (general or causal):
+        return ("no energy for general D_h (model §1b)" if general
+                else "no energy under the causal mask (model §2)")
+    return "all NaN" if name in arrays else "not recorded"
 
 
 _LEDGER_HINT = " (diagnostics.ledger = false or causal mask: the exact ledger is not computed)"

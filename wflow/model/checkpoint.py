@@ -1,6 +1,6 @@
-"""Trained attention weights in: a safetensors checkpoint of GPT-2, BERT or ALBERT mapped onto
-the factored interactions, values, key logit weights and drift of the token flow
-[model §5c].
+"""Trained attention weights in: a safetensors checkpoint of GPT-2, BERT, RoBERTa, DistilBERT,
+ALBERT, BART's encoder or OPT mapped onto the factored interactions, values, key logit weights and drift of
+the token flow [model §5c].
 
 For the LayerNorm in front of the attention of layer ℓ, with ``y = P₁x / sqrt(‖P₁x‖²/d + ε)
 / √d`` (``= u = P₁x/‖P₁x‖`` when ε = 0) and ``P₁ = I − 11ᵀ/d``, the attention sub-layer
@@ -29,7 +29,8 @@ import numpy as np
 from wflow.errors import ConfigError
 
 __all__ = ["Architecture", "ARCHITECTURES", "ImportedLayer", "ImportedModel", "load",
-           "attention_update", "tokens_from_hidden", "read_imported", "ROTARY_MODEL_TYPES"]
+           "attention_update", "tokens_from_hidden", "read_imported", "ROTARY_MODEL_TYPES",
+           "embedding_tokens"]
 
 
 # ---------------------------------------------------------------------- the mapping table
@@ -70,6 +71,14 @@ class Architecture:
     logit_scale : callable, optional
         ``(config, layer, r) -> float``, the factor of ``q·k`` in the logits; default
         ``1/√r``.
+    embed : dict
+        The input embeddings: ``tokens`` (the token rows), ``positions`` (learned absolute
+        positions), optionally ``type`` (whose row 0 every token gains, BERT's token types);
+        ``offset``: the row of position 0 in ``positions`` (OPT, BART: 2); ``scale_key``: the
+        ``config.json`` switch of a factor √d on the token rows (BART); or ``pad_key``: the
+        ``config.json`` key of the padding id ``q`` (RoBERTa: token i sits at position row
+        ``q + #{non-padding ids among 0..i}``, a padding id at row ``q``). Stored in the
+        ``.npz`` when the checkpoint holds them, for ``init.imported_tokens = "ids"``.
     """
 
     names: dict
@@ -83,6 +92,7 @@ class Architecture:
     shared: bool = False
     requires: dict = field(default_factory=dict)
     logit_scale: object = None
+    embed: dict = field(default_factory=dict)
 
     @property
     def fused_qkv(self) -> bool:
@@ -98,6 +108,17 @@ def _gpt2_scale(config, layer, r) -> float:
 
 _BERT_SELF = "encoder.layer.{l}.attention.self."
 _ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0."
+_OPT_ATTN = "decoder.layers.{l}.self_attn."
+_DISTIL = "transformer.layer.{l}.attention."
+_BART = "encoder.layers.{l}.self_attn."
+_BERT_NAMES = {"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
+               "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
+               "v_w": _BERT_SELF + "value.weight", "v_b": _BERT_SELF + "value.bias",
+               "o_w": "encoder.layer.{l}.attention.output.dense.weight",
+               "o_b": "encoder.layer.{l}.attention.output.dense.bias",
+               "ln0_w": "embeddings.LayerNorm.weight", "ln0_b": "embeddings.LayerNorm.bias",
+               "ln_w": "encoder.layer.{p}.output.LayerNorm.weight",
+               "ln_b": "encoder.layer.{p}.output.LayerNorm.bias"}
 
 #: the known architectures (extend with an :class:`Architecture` entry)
 ARCHITECTURES: dict[str, Architecture] = {
@@ -106,19 +127,16 @@ ARCHITECTURES: dict[str, Architecture] = {
                "o_w": "h.{l}.attn.c_proj.weight", "o_b": "h.{l}.attn.c_proj.bias",
                "ln_w": "h.{l}.ln_1.weight", "ln_b": "h.{l}.ln_1.bias"},
         anchor="h.0.attn.c_attn.weight", placement="pre", causal=True, eps_default=1e-5,
-        requires={"add_cross_attention": (False,)}, logit_scale=_gpt2_scale),
+        requires={"add_cross_attention": (False,)}, logit_scale=_gpt2_scale,
+        embed={"tokens": "wte.weight", "positions": "wpe.weight", "offset": 0}),
     "bert": Architecture(
-        names={"q_w": _BERT_SELF + "query.weight", "q_b": _BERT_SELF + "query.bias",
-               "k_w": _BERT_SELF + "key.weight", "k_b": _BERT_SELF + "key.bias",
-               "v_w": _BERT_SELF + "value.weight", "v_b": _BERT_SELF + "value.bias",
-               "o_w": "encoder.layer.{l}.attention.output.dense.weight",
-               "o_b": "encoder.layer.{l}.attention.output.dense.bias",
-               "ln0_w": "embeddings.LayerNorm.weight", "ln0_b": "embeddings.LayerNorm.bias",
-               "ln_w": "encoder.layer.{p}.output.LayerNorm.weight",
-               "ln_b": "encoder.layer.{p}.output.LayerNorm.bias"},
+        names=_BERT_NAMES,
         anchor=_BERT_SELF.format(l=0) + "query.weight", placement="post", causal=False,
         eps_default=1e-12, requires={"position_embedding_type": ("absolute",),
-                                     "is_decoder": (False,)}),
+                                     "is_decoder": (False,)},
+        embed={"tokens": "embeddings.word_embeddings.weight",
+               "positions": "embeddings.position_embeddings.weight",
+               "type": "embeddings.token_type_embeddings.weight", "offset": 0}),
     "albert": Architecture(
         names={"q_w": _ALBERT_LAYER + "attention.query.weight",
                "q_b": _ALBERT_LAYER + "attention.query.bias",
@@ -137,6 +155,53 @@ ARCHITECTURES: dict[str, Architecture] = {
         eps_default=1e-12, shared=True,
         requires={"position_embedding_type": ("absolute",), "num_hidden_groups": (1,),
                   "inner_group_num": (1,)}),
+    "roberta": Architecture(
+        names=_BERT_NAMES, anchor=_BERT_SELF.format(l=0) + "query.weight", placement="post",
+        causal=False, eps_default=1e-5,
+        requires={"position_embedding_type": ("absolute",), "is_decoder": (False,)},
+        embed={"tokens": "embeddings.word_embeddings.weight",
+               "positions": "embeddings.position_embeddings.weight",
+               "type": "embeddings.token_type_embeddings.weight", "pad_key": "pad_token_id"}),
+    "distilbert": Architecture(
+        names={"q_w": _DISTIL + "q_lin.weight", "q_b": _DISTIL + "q_lin.bias",
+               "k_w": _DISTIL + "k_lin.weight", "k_b": _DISTIL + "k_lin.bias",
+               "v_w": _DISTIL + "v_lin.weight", "v_b": _DISTIL + "v_lin.bias",
+               "o_w": _DISTIL + "out_lin.weight", "o_b": _DISTIL + "out_lin.bias",
+               "ln0_w": "embeddings.LayerNorm.weight", "ln0_b": "embeddings.LayerNorm.bias",
+               "ln_w": "transformer.layer.{p}.output_layer_norm.weight",
+               "ln_b": "transformer.layer.{p}.output_layer_norm.bias"},
+        anchor=_DISTIL.format(l=0) + "q_lin.weight", placement="post", causal=False,
+        eps_keys=(), eps_default=1e-12, heads_keys=("n_heads",), layers_keys=("n_layers",),
+        embed={"tokens": "embeddings.word_embeddings.weight",
+               "positions": "embeddings.position_embeddings.weight", "offset": 0}),
+    "bart": Architecture(  # the encoder (the decoder's cross-attention is no self-attention)
+        names={"q_w": _BART + "q_proj.weight", "q_b": _BART + "q_proj.bias",
+               "k_w": _BART + "k_proj.weight", "k_b": _BART + "k_proj.bias",
+               "v_w": _BART + "v_proj.weight", "v_b": _BART + "v_proj.bias",
+               "o_w": _BART + "out_proj.weight", "o_b": _BART + "out_proj.bias",
+               "ln0_w": "encoder.layernorm_embedding.weight",
+               "ln0_b": "encoder.layernorm_embedding.bias",
+               "ln_w": "encoder.layers.{p}.final_layer_norm.weight",
+               "ln_b": "encoder.layers.{p}.final_layer_norm.bias"},
+        anchor=_BART.format(l=0) + "q_proj.weight", placement="post", causal=False,
+        eps_keys=(), eps_default=1e-5, heads_keys=("encoder_attention_heads",),
+        layers_keys=("encoder_layers",),
+        embed={"tokens": "shared.weight", "positions": "encoder.embed_positions.weight",
+               "offset": 2, "scale_key": "scale_embedding"}),
+    "opt": Architecture(
+        names={"q_w": _OPT_ATTN + "q_proj.weight", "q_b": _OPT_ATTN + "q_proj.bias",
+               "k_w": _OPT_ATTN + "k_proj.weight", "k_b": _OPT_ATTN + "k_proj.bias",
+               "v_w": _OPT_ATTN + "v_proj.weight", "v_b": _OPT_ATTN + "v_proj.bias",
+               "o_w": _OPT_ATTN + "out_proj.weight", "o_b": _OPT_ATTN + "out_proj.bias",
+               "ln_w": "decoder.layers.{l}.self_attn_layer_norm.weight",
+               "ln_b": "decoder.layers.{l}.self_attn_layer_norm.bias"},
+        anchor=_OPT_ATTN.format(l=0) + "q_proj.weight", placement="pre", causal=True,
+        eps_keys=(), eps_default=1e-5,
+        requires={"do_layer_norm_before": (True,), "enable_bias": (True,),
+                  "layer_norm_elementwise_affine": (True,)},
+        embed={"tokens": "decoder.embed_tokens.weight",
+               "positions": "decoder.embed_positions.weight", "offset": 2,
+               "refuse": "decoder.project_in.weight"}),
 }
 
 #: model types whose attention rotates queries and keys by position (no fixed D_h)
@@ -144,8 +209,8 @@ ROTARY_MODEL_TYPES = ("gpt_neox", "gptj", "llama", "mistral", "mixtral", "qwen2"
                       "phi", "phi3", "gemma", "gemma2", "falcon", "olmo", "stablelm", "rope")
 _ROTARY_CONFIG_KEYS = ("rotary_pct", "rotary_dim", "rotary_emb_base", "rope_theta",
                        "rope_scaling", "rope_parameters", "partial_rotary_factor")
-_ROTARY_NAMES = re.compile(r"(gpt_neox\.|rotary_emb|self_attn\.q_proj|attn\.q_proj|"
-                           r"attention\.query_key_value)")
+#: tensors that exist only in rotary models (the frequency buffers)
+_ROTARY_NAMES = re.compile(r"(rotary_emb|\brope\b|inv_freq)")
 
 
 # ---------------------------------------------------------------------- the imported arrays
@@ -231,6 +296,10 @@ class ImportedModel:
         Shared (frozen) weights across layers.
     source : str
         The checkpoint's file name and its folder's name (no full path).
+    embeddings : dict or None
+        The input embeddings (``tokens`` (V, d), ``positions`` (P, d), ``extra`` (d,) added
+        to every token, ``offset`` the row of position 0), or None: see
+        :func:`embedding_tokens`.
     """
 
     arch: str
@@ -242,6 +311,7 @@ class ImportedModel:
     shared: bool = False
     source: str = ""
     meta: dict = field(default_factory=dict)
+    embeddings: dict | None = None
 
     def mask(self, n: int) -> np.ndarray | None:
         """The attention mask for ``n`` tokens: ``M_ij = [j ≤ i]`` (causal), or None."""
@@ -271,6 +341,9 @@ class ImportedModel:
             out[f"layer{ell}/eps"] = np.array(lay.eps)
             out[f"layer{ell}/beta"] = lay.beta()
             out[f"layer{ell}/antisymmetry"] = lay.antisymmetry()
+        if self.embeddings is not None:
+            for k, v in self.embeddings.items():
+                out[f"embed/{k}"] = np.asarray(v)
         return out
 
     def save(self, path) -> Path:
@@ -290,19 +363,64 @@ class ImportedModel:
 
 
 def read_imported(path) -> ImportedModel:
-    """An :class:`ImportedModel` from the ``.npz`` file :meth:`ImportedModel.save` wrote."""
+    """An :class:`ImportedModel` from the ``.npz`` file :meth:`ImportedModel.save` wrote.
+
+    Every array is checked here, before a run starts: its shape against the head count,
+    head size and width, its values finite, ``eps`` a finite number >= 0; a failure is one
+    ConfigError line naming the file and the array."""
     with np.load(path, allow_pickle=False) as f:
         a = {k: f[k] for k in f.files}
     try:
-        layers = [ImportedLayer(*(a[f"layer{ell}/{k}"] for k in
-                                  ("A", "B", "V_in", "V_out", "key_bias", "drift")),
-                                eps=float(a[f"layer{ell}/eps"]))
-                  for ell in range(int(a["n_layers"]))]
+        n_layers, H, r = int(a["n_layers"]), int(a["heads"]), int(a["head_dim"])
+        layers = []
+        for ell in range(n_layers):
+            arrays = [_imported_array(path, a, f"layer{ell}/{k}")
+                      for k in ("A", "B", "V_in", "V_out", "key_bias", "drift", "eps")]
+            _check_layer_shapes(path, ell, H, r, *arrays[:6])
+            eps = float(arrays[6])
+            if arrays[6].shape != () or eps < 0:
+                raise ConfigError(f"{path}: array 'layer{ell}/eps' = {arrays[6]!r}: the "
+                                  f"LayerNorm epsilon must be one number >= 0")
+            layers.append(ImportedLayer(*arrays[:6], eps=eps))
+        embeddings = None
+        if "embed/tokens" in a:
+            embeddings = {k: _imported_array(path, a, f"embed/{k}")
+                          for k in ("tokens", "positions", "extra")}
+            embeddings["offset"] = int(a["embed/offset"])
+            embeddings["pad"] = int(a["embed/pad"]) if "embed/pad" in a else -1
+            d_out = layers[0].V_out.shape[1] if layers else 0
+            for k in ("tokens", "positions"):
+                x = embeddings[k]
+                if x.ndim != 2 or x.shape[1] != d_out:
+                    raise ConfigError(f"{path}: array 'embed/{k}' has shape {x.shape}, "
+                                      f"expected (rows, {d_out})")
         return ImportedModel(str(a["arch"]), layers, bool(a["causal"]), str(a["placement"]),
-                             int(a["heads"]), int(a["head_dim"]), bool(a["shared"]),
-                             str(a["source"]))
+                             H, r, bool(a["shared"]), str(a["source"]), embeddings=embeddings)
     except KeyError as exc:
         raise ConfigError(f"{path}: not an imported-weights file (array {exc} missing)") from None
+
+
+def _imported_array(path, a, name) -> np.ndarray:
+    """Array ``name`` of an imported-weights file: real, finite (else one line)."""
+    x = a[name]
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise ConfigError(f"{path}: array {name!r} has dtype {x.dtype}, expected real numbers")
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise ConfigError(f"{path}: array {name!r} holds NaN or infinite values "
+                          f"({int(np.sum(~np.isfinite(x)))} of {x.size})")
+    return x
+
+
+def _check_layer_shapes(path, ell, H, r, A, B, V_in, V_out, key_bias, drift):
+    d = A.shape[-1] if A.ndim else -1
+    d_out = V_out.shape[1] if V_out.ndim == 3 else -1
+    want = {"A": (H, r, d), "B": (H, r, d), "V_in": (H, r, d), "V_out": (H, d_out, r),
+            "key_bias": (H, d), "drift": (d_out,)}
+    for name, x in zip(want, (A, B, V_in, V_out, key_bias, drift)):
+        if x.shape != want[name]:
+            raise ConfigError(f"{path}: array 'layer{ell}/{name}' has shape {x.shape}, "
+                              f"expected {want[name]} ({H} heads of size {r})")
 
 
 # ---------------------------------------------------------------------- reading
@@ -320,10 +438,12 @@ def _refuse_rotary(tensors, config, where):
 
 def _detect(tensors, config, arch, where) -> tuple[str, str]:
     """(architecture, the prefix of its tensor names)."""
-    if arch is None:
-        mt = str(config.get("model_type", "")).lower()
-        if mt in ARCHITECTURES:
-            arch = mt
+    if arch is None and config.get("model_type") not in (None, ""):
+        mt = str(config["model_type"]).lower()
+        if mt not in ARCHITECTURES:
+            raise ConfigError(f"{where}: unknown architecture {mt!r} (model_type): known are "
+                              f"{', '.join(ARCHITECTURES)}")
+        arch = mt
     if arch is not None and arch not in ARCHITECTURES:
         raise ConfigError(f"{where}: unknown architecture {arch!r}: known are "
                           f"{', '.join(ARCHITECTURES)}")
@@ -340,23 +460,41 @@ def _detect(tensors, config, arch, where) -> tuple[str, str]:
                       f"{', '.join(ARCHITECTURES)}; give one with arch=/--arch)")
 
 
-def _config_value(config, keys, what, given, where, default=None):
+def _config_value(config, keys, what, given, where, default=None, kind=None):
+    """The ``what`` of the checkpoint: ``given``, else the first of ``keys`` in
+    ``config.json``, else ``default``; ``kind`` ``"count"`` (an integer >= 1) or ``"eps"``
+    (a finite number >= 0) is checked, naming the key (one line)."""
     if given is not None:
-        return given
+        return _config_checked(given, kind, f"the given {what}", where)
     for k in keys:
         if k in config:
-            return config[k]
+            return _config_checked(config[k], kind, f"config.json {k}", where)
     if default is not None:
         return default
     raise ConfigError(f"{where}: the {what} is not in the checkpoint (no config.json with "
                       f"{' or '.join(repr(k) for k in keys)} beside it); give it explicitly")
 
 
+def _config_checked(value, kind, source, where):
+    if kind is None:
+        return value
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    if kind == "count":
+        if not number or not float(value).is_integer() or value < 1:
+            raise ConfigError(f"{where}: {source} = {value!r}: must be an integer >= 1")
+        return int(value)
+    if not number or not np.isfinite(value) or value < 0:
+        raise ConfigError(f"{where}: {source} = {value!r}: the LayerNorm epsilon must be a "
+                          f"finite number >= 0")
+    return float(value)
+
+
 class _Tensors:
     def __init__(self, tensors, prefix, where):
         self.t, self.prefix, self.where = tensors, prefix, where
 
-    def get(self, name, shape) -> np.ndarray:
+    def get(self, name, shape, keep_dtype=False) -> np.ndarray:
         full = self.prefix + name
         if full not in self.t:
             raise ConfigError(f"{self.where}: tensor {full!r} missing (expected shape "
@@ -368,7 +506,7 @@ class _Tensors:
         if not np.issubdtype(a.dtype, np.floating):
             raise ConfigError(f"{self.where}: tensor {full!r} has dtype {a.dtype}, expected "
                               f"floating point")
-        a = np.asarray(a, dtype=np.float64)
+        a = np.asarray(a) if keep_dtype else np.asarray(a, dtype=np.float64)
         if not np.all(np.isfinite(a)):
             raise ConfigError(f"{self.where}: tensor {full!r} holds NaN or infinite values")
         return a
@@ -376,7 +514,8 @@ class _Tensors:
 
 def _layer_count(tensors, prefix, spec, config, given, where) -> int:
     if given is not None or spec.shared:
-        return int(_config_value(config, spec.layers_keys, "layer count", given, where))
+        return _config_value(config, spec.layers_keys, "layer count", given, where,
+                             kind="count")
     probe = spec.anchor.replace(".0.", ".{l}.", 1)
     n = 0
     while prefix + probe.format(l=n) in tensors:
@@ -431,9 +570,9 @@ def load(path, arch: str | None = None, heads: int | None = None,
                               f"holds for {' or '.join(repr(a) for a in allowed)} only")
     T = _Tensors(tensors, prefix, where)
     nm = spec.names
-    H = int(_config_value(config, spec.heads_keys, "head count", heads, where))
-    eps = float(_config_value(config, spec.eps_keys, "LayerNorm epsilon", None, where,
-                              default=spec.eps_default))
+    H = _config_value(config, spec.heads_keys, "head count", heads, where, kind="count")
+    eps = _config_value(config, spec.eps_keys, "LayerNorm epsilon", None, where,
+                        default=spec.eps_default, kind="eps")
     L = _layer_count(tensors, prefix, spec, config, layers, where)
     if L < 1:
         raise ConfigError(f"{where}: layer count {L}: must be at least 1")
@@ -472,9 +611,56 @@ def load(path, arch: str | None = None, heads: int | None = None,
         gamma = T.get(nm[lw].format(**fmt), (e,))
         beta = T.get(nm[lb].format(**fmt), (e,))
         scale = (spec.logit_scale or _default_scale)(config, ell, r)
-        out.append(_map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale))
+        out.append(_finite_layer(
+            _map_layer(Wq, Wk, Wv, bq, bv, Wo, bo, gamma, beta, M, m, H, eps, scale), ell,
+            where))
     return ImportedModel(name, out, spec.causal, spec.placement, H, r, spec.shared,
-                         "/".join(Path(str(where)).parts[-2:]), meta={"config": config})
+                         "/".join(Path(str(where)).parts[-2:]), meta={"config": config},
+                         embeddings=_embeddings(T, spec, d, config, where))
+
+
+def _embeddings(T, spec, d, config, where) -> dict | None:
+    """The input embeddings of :attr:`Architecture.embed` (rows of width d), or None when
+    the checkpoint does not hold them (a bare attention checkpoint, ALBERT's factored
+    embeddings, OPT's projected ones)."""
+    e = spec.embed
+    if not e or e.get("refuse", "") and T.prefix + e["refuse"] in T.t:
+        return None
+    names = [T.prefix + e[k] for k in ("tokens", "positions", "type") if k in e]
+    if not all(n in T.t and T.t[n].ndim == 2 and T.t[n].shape[1] == d for n in names):
+        return None
+    # the tables in their stored precision (a float32 vocabulary stays half the size)
+    tok = T.get(e["tokens"], T.t[names[0]].shape, keep_dtype=True)
+    pos = T.get(e["positions"], T.t[names[1]].shape, keep_dtype=True)
+    extra = T.get(e["type"], T.t[names[2]].shape)[0] if "type" in e else np.zeros(d)
+    if "scale_key" in e and config.get(e["scale_key"], False):  # BART's √d on the token rows
+        tok = np.sqrt(d) * np.asarray(tok, dtype=np.float64)
+    out = {"tokens": tok, "positions": pos, "extra": extra, "offset": int(e.get("offset", 0)),
+           "pad": -1}
+    if "pad_key" in e:
+        q = _config_value(config, (e["pad_key"],), "padding id", None, where, default=1)
+        if isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < len(pos):
+            raise ConfigError(f"{where}: config.json {e['pad_key']} = {q!r}: must be a row of "
+                              f"the position embeddings (0..{len(pos) - 1})")
+        out["pad"], out["offset"] = q, q + 1
+    return out
+
+
+def _finite_layer(lay, ell, where) -> ImportedLayer:
+    """``lay``, unless a mapped array, β_h or the antisymmetric fraction is not finite (the
+    products of huge finite weights overflow float64): one ConfigError line naming the
+    layer."""
+    with np.errstate(all="ignore"):
+        for name in ("A", "B", "V_in", "V_out", "key_bias", "drift"):
+            if not np.all(np.isfinite(getattr(lay, name))):
+                raise ConfigError(f"{where}: layer {ell}: the mapped {name} overflows float64 "
+                                  f"(weights too large for the mapping of docs/model.md §5c)")
+        D = [lay.interaction(h) for h in range(len(lay.A))]
+        norms = np.array([np.linalg.norm(x) for x in D])
+        if not np.all(np.isfinite(norms)):
+            raise ConfigError(f"{where}: layer {ell}: D_h = A_hᵀB_h overflows float64 "
+                              f"(weights too large for the mapping of docs/model.md §5c)")
+    return lay
 
 
 def _default_scale(config, layer, r) -> float:
@@ -523,6 +709,49 @@ def tokens_from_hidden(X, eps: float = 0.0) -> np.ndarray:
     if eps == 0.0 and np.any(sq == 0):
         raise ConfigError("a hidden state is constant: P₁x = 0 has no direction on the sphere")
     return Y / np.sqrt(sq + d * eps)
+
+
+def embedding_tokens(imported: ImportedModel, ids) -> np.ndarray:
+    """``y_i = P₁x_i/‖P₁x_i‖`` with ``x_i = E[id_i] + P[o + i] + e``: the model's own input
+    embeddings of a token-id sequence (token row, learned absolute position ``i`` from the
+    offset ``o`` (RoBERTa: the rows of :attr:`Architecture.embed`'s ``pad_key``), BERT's
+    token-type row 0 ``e``) through the first layer's LayerNorm map
+    (:func:`tokens_from_hidden` with ε = 0) [model §5c].
+
+    Parameters
+    ----------
+    imported : ImportedModel
+        With its :attr:`~ImportedModel.embeddings`.
+    ids : sequence of int
+        The token ids, in ``[0, V)``, at most ``P − o`` of them.
+
+    Returns
+    -------
+    ndarray, shape (len(ids), d)
+        Unit rows in ``1^⊥``.
+    """
+    e = imported.embeddings
+    if e is None:
+        raise ConfigError(f"the {imported.arch} import holds no input embeddings (not in "
+                          f"the checkpoint, or not a sum of token and position rows): set "
+                          f"init.imported_tokens = 'uniform'")
+    ids = np.asarray(ids)
+    V, n_pos = e["tokens"].shape[0], e["positions"].shape[0] - e["offset"]
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise ConfigError(f"init.token_ids: expected a non-empty list of integer ids, got "
+                          f"{ids.tolist()!r}")
+    if ids.min() < 0 or ids.max() >= V:
+        raise ConfigError(f"init.token_ids: id {int(ids[(ids < 0) | (ids >= V)][0])} is outside "
+                          f"the vocabulary [0, {V})")
+    if len(ids) > n_pos:
+        raise ConfigError(f"init.token_ids: {len(ids)} ids, the model has {n_pos} positions")
+    rows = e["offset"] + np.arange(len(ids))
+    if e.get("pad", -1) >= 0:  # RoBERTa: padding ids do not count, and sit at row q
+        real = ids != e["pad"]
+        rows = np.cumsum(real) * real + e["pad"]
+    X = (np.asarray(e["tokens"][ids], dtype=np.float64)
+         + np.asarray(e["positions"][rows], dtype=np.float64) + e["extra"][None, :])
+    return tokens_from_hidden(X)
 
 
 def attention_update(imported: ImportedModel, layer: int, X_hidden, tokens: bool = False):

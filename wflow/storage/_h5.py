@@ -13,6 +13,7 @@ import os
 import platform
 import subprocess
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -296,16 +297,24 @@ def _put(g, name, value):
         dsid = h5py.h5d.open(g.id, name.encode("utf-8"))
     except KeyError:
         dsid = None
+    if dsid is not None and dsid.dtype == value.dtype and dsid.shape != value.shape:
+        ds = h5py.Dataset(dsid)  # a resizable one (its leading axis) is resized in place
+        if (ds.maxshape is not None and len(ds.maxshape) == value.ndim and value.size
+                and ds.maxshape[0] is None and ds.maxshape[1:] == value.shape[1:]):
+            ds.resize(value.shape)
     if dsid is not None and dsid.shape == value.shape and dsid.dtype == value.dtype:
         if value.dtype.kind in "fiu" and value.size:
             dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(value))
         else:
             h5py.Dataset(dsid)[...] = value
         return
-    if dsid is not None:
+    if dsid is not None:  # (the space it held is not reused once the file is closed)
         del g[name]
-    if value.ndim and value.size:  # checksummed (the filter needs a chunked layout)
-        g.create_dataset(name, data=value, chunks=True, fletcher32=True)
+    if value.ndim and value.size:  # checksummed (the filter needs a chunked layout), its
+        # leading axis resizable: an array whose length changes between checkpoints (the
+        # step ledger since the last record) is rewritten in place, not recreated
+        g.create_dataset(name, data=value, chunks=True, fletcher32=True,
+                         maxshape=(None,) + value.shape[1:])
     else:
         g.create_dataset(name, data=value)
 
@@ -322,14 +331,32 @@ def _write_slot(g, ckpt: dict):
         keys = sorted(items)
         for name in keys:
             _put(sub, name, np.asarray(items[name]))
-        g.attrs[f"{group}_keys"] = json.dumps(keys)
+        _set_attr(g, f"{group}_keys", json.dumps(keys))
     text = json.dumps([_jsonable(s) for s in ckpt["rng_states"]]).encode("utf-8")
     old = g.get("rng_states")
     cap = old.shape[0] if old is not None and old.shape[0] >= len(text) else 2 * len(text) + 64
     buf = np.full(cap, ord(" "), dtype=np.uint8)  # JSON ignores the trailing blanks
     buf[: len(text)] = np.frombuffer(text, dtype=np.uint8)
     _put(g, "rng_states", buf)
-    g.attrs["rng_format"] = "UTF-8 JSON list of numpy bit_generator.state dicts, one per path"
+    _set_attr(g, "rng_format", "UTF-8 JSON list of numpy bit_generator.state dicts, one per path")
+
+
+def _set_attr(obj, name, text):
+    """``obj.attrs[name] = text`` unless it holds ``text`` already: a checkpoint slot is
+    rewritten in place many times, and each new string attribute takes new space in the file
+    (HDF5 does not reuse what it frees once the file is closed)."""
+    if _attr_str(obj.attrs.get(name)) != text:
+        obj.attrs[name] = text
+
+
+def _set_time(obj, name, text):
+    """A time stamp ``text`` (ISO 8601, 25 ASCII characters) stored as a fixed-length string
+    attribute, overwritten in place when it exists (no new space in the file)."""
+    value = np.array(text.encode("ascii"), dtype="S32")
+    if name in obj.attrs and obj.attrs.get_id(name).dtype == value.dtype:
+        obj.attrs.modify(name, value)
+    else:
+        obj.attrs[name] = value
 
 
 def _jsonable(obj):
@@ -367,22 +394,145 @@ def _read_slot(g):
     return ckpt, int(g.attrs["n_records"]), int(g.attrs["seq"])
 
 
-def _best_checkpoint(f):
-    """(state, n_records, seq, slot) of the newest readable complete slot, or None."""
-    best = None
+def _slots(f):
+    """``(complete, damaged)``: the complete slots that read back, as (checkpoint mapping,
+    n_records, seq, slot), newest (highest ``seq``) first; the slots that do not read back
+    (a checkpoint being written is not complete, not damaged)."""
     ck = f.get("checkpoint")
+    complete, damaged = [], []
     if ck is None:
-        return None
+        return complete, damaged
     for s in SLOTS:
         try:
-            state, n_rec, seq = _read_slot(ck[s])
+            g = ck[s]
+            if int(g.attrs.get("complete", 0)) != 1:
+                continue
+            state, n_rec, seq = _read_slot(g)
         except Exception as exc:  # noqa: BLE001 - an unusable slot is skipped
             log.debug("checkpoint slot %s unusable: %s", s, exc)
+            damaged.append(s)
             continue
-        if best is None or seq > best[2]:
-            best = (state, n_rec, seq, s)
-    return best
+        complete.append((state, n_rec, seq, s))
+    complete.sort(key=lambda c: -c[2])
+    return complete, damaged
 
+
+def _best_checkpoint(f):
+    """(state, n_records, seq, slot) of the newest readable complete slot, or None."""
+    complete, _ = _slots(f)
+    return complete[0] if complete else None
+
+
+def _read_rows(ds, a, b):
+    """Read records ``a:b`` of dataset ``ds`` back in blocks (HDF5 checks the checksums)."""
+    row = max(1, int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize)
+    step = max(1, VERIFY_BYTES // row)
+    for i in range(a, b, step):
+        ds[i:min(b, i + step)]
+
+
+def _records_problem(f, n_rec) -> str | None:
+    """Why the first ``n_rec`` records of every record dataset do not read back, or None."""
+    for name in _record_keys(f):
+        try:
+            ds = f[name]
+            if ds.shape[0] < n_rec:
+                return f"{name} has {ds.shape[0]} records, the checkpoint needs {n_rec}"
+            _read_rows(ds, 0, n_rec)
+        except Exception as exc:  # noqa: BLE001 - checksum mismatch, bad chunk index, ...
+            return f"dataset {name!r}: {_why(exc)}"
+    if n_rec and "t" not in f:
+        return "dataset 't' missing"
+    return None
+
+
+@dataclass
+class ResumePoint:
+    """Where a partial result file continues: the newest complete checkpoint slot that reads
+    back *and* whose records read back (``checkpoint`` None: no such slot was ever written,
+    restart from step 0), the record datasets holding damaged data past ``n_records`` (to be
+    rebuilt from their first ``n_records`` records), the slots to invalidate (complete but
+    newer than the one taken: their records are gone) and the damaged slots (to be
+    recreated empty)."""
+
+    checkpoint: dict | None
+    n_records: int
+    seq: int
+    slot: str | None
+    damaged_records: list
+    newer_slots: list
+    damaged_slots: list
+
+
+def _resume_point(f, path: Path) -> ResumePoint:
+    try:
+        return _find_resume_point(f, path)
+    except CorruptFile:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged group or link table
+        raise CorruptFile(f"{path}: corrupt result file ({_first_line(exc)}); "
+                          f"{CORRUPT_HINT}") from None
+
+
+def _find_resume_point(f, path: Path) -> ResumePoint:
+    """The :class:`ResumePoint` of a partial file: a record written past the checkpoint, a
+    checkpoint slot, may be damaged (a kill, a failing disk during the write) without harm;
+    the checkpoint's own records must read back. Raises :class:`CorruptFile` (one line)
+    when the file has complete checkpoints but none with its records intact."""
+    complete, damaged_slots = _slots(f)
+    problem = None
+    for cand in complete:
+        problem = _records_problem(f, cand[1])
+        if problem is None:
+            state, n_rec, seq, slot = cand
+            break
+        log.info("%s: checkpoint slot %s (seq %d) not used: %s", path, cand[3], cand[2],
+                 problem)
+    else:
+        if complete:
+            raise CorruptFile(f"{path}: corrupt result file: {problem}; {CORRUPT_HINT}")
+        state, n_rec, seq, slot = None, 0, _max_seq(f), None
+    newer = [c[3] for c in complete if c[2] > seq]
+    bad = []
+    for name in _record_keys(f):
+        try:
+            ds = f[name]
+            if ds.shape[0] > n_rec:
+                _read_rows(ds, n_rec, ds.shape[0])
+        except Exception as exc:  # noqa: BLE001 - damaged past the checkpoint: rebuilt
+            log.info("%s: %s damaged past record %d (%s): dropped", path, name, n_rec, _why(exc))
+            bad.append(name)
+    return ResumePoint(state, n_rec, seq, slot, bad, newer, damaged_slots)
+
+
+def _rebuild_records(f, name, n_rec):
+    """Replace record dataset ``name`` by a copy of its first ``n_rec`` records (same
+    chunking, checksums, fill value, attributes): what lay past them is damaged."""
+    ds = f[name]
+    data = np.asarray(ds[:n_rec])
+    attrs = {k: v for k, v in ds.attrs.items()}
+    chunks, fill = ds.chunks, ds.fillvalue
+    del f[name]
+    new = f.create_dataset(name, data=data, maxshape=(None,) + data.shape[1:], chunks=chunks,
+                           fletcher32=True, fillvalue=fill)
+    for k, v in attrs.items():
+        new.attrs[k] = v
+
+
+def _reset_slot(f, slot):
+    """Recreate checkpoint slot ``slot`` empty (its datasets do not read back)."""
+    ck = f["checkpoint"]
+    del ck[slot]
+    g = ck.create_group(slot)
+    g.attrs["complete"] = 0
+    g.attrs["seq"] = 0
+    g.attrs["k"] = -1
+    g.attrs["n_records"] = 0
+
+
+def _why(exc) -> str:
+    return ("its checksum does not match" if "filter returned failure" in str(exc)
+            else f"cannot be read ({_first_line(exc)})")
 
 
 def _record_keys(f):
@@ -411,6 +561,15 @@ CORRUPT_HINT = "nothing to resume: run it again with `wflow run --overwrite`"
 VERIFY_BYTES = 2**24  # the data are read back in blocks of about this size
 
 
+def _verify_as_status(f, path: Path):
+    """What must read back for the file's status: a complete (or failed) file reads back
+    whole (:func:`_verify`); a partial run needs its :class:`ResumePoint`, returned."""
+    if _attr_str(f.attrs.get("status")) in (COMPLETE, FAILED):
+        _verify(f, path)
+        return None
+    return _resume_point(f, path)
+
+
 def _verify(f, path: Path):
     """Read every dataset of the file back (in blocks), so that HDF5 checks the fletcher32
     checksums and the object headers; a damaged file raises one ConfigError line."""
@@ -433,9 +592,7 @@ def _verify(f, path: Path):
             for i in range(0, obj.shape[0], step):
                 obj[i:i + step]
         except Exception as exc:  # noqa: BLE001 - checksum mismatch, bad header, ...
-            why = ("its checksum does not match" if "filter returned failure" in str(exc)
-                   else f"cannot be read ({_first_line(exc)})")
-            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {why}; "
+            raise CorruptFile(f"{path}: corrupt result file: dataset {name!r}: {_why(exc)}; "
                               f"{CORRUPT_HINT}") from None
 
 

@@ -27,7 +27,8 @@ Layout of a result file::
 
 Every record dataset is chunked, resizable along the record axis and checksummed (HDF5's
 fletcher32 filter, as are the checkpoint arrays); :func:`read_header` and :func:`inspect` read
-every dataset back, so a damaged file is one clear error rather than "already complete".
+every dataset of a complete file back, so a damaged file is one clear error rather than
+"already complete"; of a partial file, what its resume needs (step 3).
 
 Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
 
@@ -38,7 +39,10 @@ Checkpoint protocol (a SIGKILL at any moment leaves a usable checkpoint):
    ``k``, ``n_records`` are set and ``complete = 1`` is written last and flushed.
    The other slot is never touched meanwhile, so the newest complete one survives.
 3. :func:`resume` takes the complete slot with the highest ``seq`` that reads back
-   cleanly, truncates every record dataset to its ``n_records``, restores the
+   cleanly and whose ``n_records`` records read back, drops what lies past it (a kill
+   during a record write can leave a chunk past the checkpoint unreadable: that dataset is
+   rebuilt from the records before; a newer slot is marked incomplete, a damaged one
+   recreated empty), truncates every record dataset to its ``n_records``, restores the
    :class:`~wflow.engine.run.State` and continues, appending; ``status = "complete"`` is
    set only at the very end, after every record is on disk.
 
@@ -103,7 +107,11 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _now,
     _open_read,
     _open_write,
+    _rebuild_records,
     _record_keys,
+    _reset_slot,
+    _resume_point,
+    _set_time,
     _stored_config,
     _verify,
     _versions,
@@ -127,6 +135,7 @@ __all__ = [
     "inspect",
     "file_status",
     "merge_paths",
+    "lock_folder",
 ]
 
 #: records kept in memory between writes (at most; fewer for large snapshots)
@@ -183,6 +192,7 @@ class H5Recorder:
         self.config = config
         self.header = dict(header or {})
         self.describe = describe or _generic_description
+        self._fresh = set()  # slots whose datasets are (re)created by their next checkpoint
         self._init_state(n_records=0, seq=0, last_slot=None)
         parent = self.path.parent
         try:  # the rule of every command: missing directories are created
@@ -198,8 +208,9 @@ class H5Recorder:
             raise
 
     @classmethod
-    def _attach(cls, path, config, n_records, seq, last_slot, lock, describe=None):
+    def _attach(cls, path, config, n_records, seq, last_slot, lock, describe=None, fresh=()):
         self = cls.__new__(cls)
+        self._fresh = set(fresh)
         self.path = Path(path)
         self.config = config
         self.describe = describe or _generic_description
@@ -386,7 +397,8 @@ class H5Recorder:
         seq = self._seq + 1
         ckpt = state.to_checkpoint() if hasattr(state, "to_checkpoint") else state
         # both slots hold datasets once two checkpoints were written (seq counts them)
-        with self._writing(_checkpoint_bytes(ckpt, fresh=seq <= len(SLOTS))) as f:
+        fresh = seq <= len(SLOTS) or slot in self._fresh
+        with self._writing(_checkpoint_bytes(ckpt, fresh=fresh)) as f:
             self._write_records(f)  # 1. records first: the checkpoint refers to them
             g = f["checkpoint"][slot]
             g.attrs.modify("complete", 0)  # 2. invalidate the slot before touching it
@@ -395,11 +407,12 @@ class H5Recorder:
             g.attrs.modify("seq", seq)
             g.attrs.modify("k", int(ckpt["k"]))
             g.attrs.modify("n_records", self.n_records)
-            g.attrs["written"] = _now()
+            _set_time(g, "written", _now())
             f.flush()
             _mark_complete(g)  # 3. the completeness mark goes last
             f.flush()
         self._seq, self._last_slot = seq, slot
+        self._fresh.discard(slot)
         log.debug("checkpoint k=%d (slot %s, seq %d, %d records)", int(ckpt["k"]), slot, seq,
                   self.n_records)
 
@@ -485,9 +498,11 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
     """Take over a partial result file to continue it.
 
     Locks the file; picks the complete checkpoint slot with the highest ``seq`` that reads
-    back cleanly; ``check(checkpoint, n_records)`` may refuse it (raise); truncates every
-    record dataset to the checkpoint's ``n_records`` and counts the resume. A file that
-    became complete meanwhile gives ``recorder = None``.
+    back cleanly and whose records read back (:func:`~wflow.storage._h5._resume_point`);
+    ``check(checkpoint, n_records)`` may refuse it (raise); drops what lies past it (every
+    record dataset truncated to the checkpoint's ``n_records``, one damaged past them
+    rebuilt from them, a newer slot marked incomplete, a damaged slot recreated empty) and
+    counts the resume. A file that became complete meanwhile gives ``recorder = None``.
     """
     path = Path(path)
     lock = _Lock(path).acquire(path)
@@ -497,21 +512,19 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
             if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
                 lock.release()
                 return Reopened(None, None, len(f["t"]))
-            best = _best_checkpoint(f)
-            if best is not None:
-                ckpt, n_rec, seq, slot = best
-                if check is not None:
-                    check(ckpt, n_rec)
-            else:
-                ckpt, n_rec, seq, slot = None, 0, _max_seq(f), None
+            point = _resume_point(f, path)
+            ckpt, n_rec, seq, slot = point.checkpoint, point.n_records, point.seq, point.slot
+            if ckpt is not None and check is not None:
+                check(ckpt, n_rec)
+            for s in point.newer_slots:  # their records are gone: never resume from them
+                f["checkpoint"][s].attrs.modify("complete", 0)
+            for s in point.damaged_slots:
+                _reset_slot(f, s)
             for name in _record_keys(f):
-                ds = f[name]
-                if ds.shape[0] < n_rec:
-                    raise ConfigError(f"{path}: corrupt file: {name} has {ds.shape[0]} records, "
-                                      f"the checkpoint needs {n_rec}")
-                ds.resize(n_rec, axis=0)
-            if n_rec and "t" not in f:
-                raise ConfigError(f"{path}: corrupt file: dataset 't' missing")
+                if name in point.damaged_records:
+                    _rebuild_records(f, name, n_rec)
+                else:
+                    f[name].resize(n_rec, axis=0)
             f.attrs["resumes"] = int(f.attrs.get("resumes", 0)) + 1
             f.flush()
     except BaseException as exc:
@@ -521,8 +534,21 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
             raise write_error(path, exc) from None
         raise
     rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock,
-                             describe=describe)
+                             describe=describe, fresh=point.damaged_slots)
     return Reopened(rec, ckpt, n_rec)
+
+
+def lock_folder(folder, what="sweep") -> _Lock:
+    """The advisory lock of a folder that one writer at a time fills (a sweep's output
+    folder): ``<folder>/.wflow-<what>.lock``, released by :meth:`release` (or by the kernel
+    when the process dies); another holder is a FileExistsError line naming the folder."""
+    folder = Path(folder)
+    try:
+        return _Lock(folder / f".wflow-{what}").acquire(folder)
+    except FileExistsError as exc:
+        pid = str(exc).rsplit("(pid ", 1)[-1].rstrip(")") if "(pid " in str(exc) else "?"
+        raise FileExistsError(f"{folder}: another wflow {what} (pid {pid}) is writing into this "
+                              f"folder; wait for it to finish, or give another -o") from None
 
 
 # reading (input arrays, result files, merging batches, xarray) lives in storage.reading

@@ -25,7 +25,7 @@ from wflow.storage._h5 import (
     _open_read,
     _record_keys,
     _stored_config,
-    _verify,
+    _verify_as_status,
     _with_file,
 )
 from wflow.storage.files import errno_of, write_error
@@ -68,10 +68,12 @@ def read_arrays(path, keys, what="file", where=None, npy_key=None):
 
 
 def _damage(path) -> str | None:
-    """One line saying why the result file ``path`` cannot be resumed (it does not read back),
-    or None when it reads back cleanly."""
+    """One line saying why the result file ``path`` cannot be resumed (or, complete, does not
+    read back), or None when it can (:func:`~wflow.storage._h5._verify_as_status`: a partial
+    run whose newest checkpoint and records read back, past which a damaged record or slot
+    is dropped on resume)."""
     try:
-        _with_file(path, lambda f: _verify(f, path), attempts=3)
+        _with_file(path, lambda f: _verify_as_status(f, path), attempts=3)
     except ConfigError as exc:
         return str(exc)
     return None
@@ -96,18 +98,24 @@ def file_status(path) -> str | None:
 
 
 def read_header(path) -> dict:
-    """Stored configuration, status, records on disk and writer version of a result file."""
+    """Stored configuration, status, records on disk and writer version of a result file, and
+    ``inputs`` (the input files the run read: dotted key -> ``{"path", "sha256"}``, the path
+    absolute; ``None`` in a file written before they were stored). A complete file must read
+    back whole; a partial one, its newest usable checkpoint and the records before it."""
     path = Path(path)
 
     def head(f):
-        _verify(f, path)
+        _verify_as_status(f, path)
+        inputs = _attr_str(f.attrs.get("inputs"))
         return {"config": _stored_config(f, path), "status": _attr_str(f.attrs.get("status")),
                 "error": _attr_str(f.attrs.get("error")),
                 "failed_step": (int(f.attrs["failed_step"]) if "failed_step" in f.attrs
                                 else None),
                 "n_records": len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0,
                 "wflow_version": _attr_str(f.attrs.get("wflow_version")),
-                "format_version": int(f.attrs.get("format_version", 1))}
+                "format_version": int(f.attrs.get("format_version", 1)),
+                "config_hash": _attr_str(f.attrs.get("config_hash")),
+                "inputs": None if inputs is None else json.loads(inputs)}
 
     return _with_file(path, head)
 
@@ -218,11 +226,12 @@ def inspect(path) -> dict:
     path = Path(path)
 
     def look(f):
-        _verify(f, path)
+        point = _verify_as_status(f, path)
         n_records = len(f["t"]) if isinstance(f.get("t"), h5py.Dataset) else 0
         datasets = {name: tuple(f[name].shape) for name in _record_keys(f)}
-        return (_stored_config(f, path), _root_attrs(f), n_records, _best_checkpoint(f),
-                datasets)
+        best = _best_checkpoint(f) if point is None else (
+            None if point.checkpoint is None else (point.checkpoint,))
+        return _stored_config(f, path), _root_attrs(f), n_records, best, datasets
 
     cfg, attrs, n_records, best, datasets = _with_file(path, look)
     return {

@@ -64,6 +64,7 @@ from wflow.sweeps.summary import (  # noqa: F401  (read_summary, summary_rows: p
 log = logging.getLogger(__name__)
 
 __all__ = ["expand_grid", "run_task", "run_sweep", "sweep", "read_summary", "point_seed",
+           "check_name", "check_executor", "partial_bytes",
            "EXECUTORS", "STREAMS", "SweepReport", "SUMMARY_COLUMNS"]
 
 EXECUTORS = ("serial", "dask")
@@ -93,6 +94,52 @@ def point_seed(seed: int, values: dict) -> int:
     return int(state[0]) << 31 | int(state[1]) >> 1  # < 2**63
 
 
+def check_name(name, what="name"):
+    """Raise :class:`ConfigError` unless ``name`` is a plain file name (it names a result file
+    inside the output folder: no path separator, not ``.``-led, not empty)."""
+    text = str(name)
+    if not text or "/" in text or "\\" in text or "\0" in text or text.startswith("."):
+        raise ConfigError(f"{what} = {text!r}: must be a plain file name (no '/' or '\\', "
+                          f"not starting with '.'): it names result files inside the output "
+                          f"folder")
+
+
+def check_executor(executor, address=None, n_workers=None):
+    """Raise :class:`ConfigError` (one line) for an executor setting that would be ignored or
+    is impossible: an unknown executor, ``address`` without the Dask executor, ``n_workers``
+    below 1."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"executor = {executor!r}: allowed values are {', '.join(EXECUTORS)}")
+    if address is not None and executor != "dask":
+        raise ConfigError(f"address = {address!r} (--address) with executor = {executor!r}: a "
+                          f"scheduler address needs executor = 'dask' (--executor dask)")
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, int)
+                                  or n_workers < 1):
+        raise ConfigError(f"n_workers = {n_workers!r} (--workers): must be an integer >= 1")
+
+
+def partial_bytes(outdir, names) -> int:
+    """Bytes on disk of the partial files of the tasks ``names`` in ``outdir`` (a grid point's
+    ``.<name>.h5.part``, its batch files and theirs): a rerun continues them in place, so the
+    space they hold is part of what the rerun needs, not more."""
+    outdir = Path(outdir)
+    files = []
+    for name in names:
+        files.append(_part(outdir / f"{name}.h5"))
+        batches = outdir / f"{name}.batches"
+        if batches.is_dir():
+            files += [p for p in batches.iterdir() if p.suffix in (".h5", ".part")]
+    total = 0
+    for p in files:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        blocks = getattr(st, "st_blocks", None)  # the space allocated (Unix), else the size
+        total += st.st_size if blocks is None else 512 * blocks
+    return total
+
+
 def expand_grid(base, grid: dict, name="run", streams="common"):
     """The Cartesian product of ``grid`` (dotted key -> list of values) over ``base``.
 
@@ -103,6 +150,7 @@ def expand_grid(base, grid: dict, name="run", streams="common"):
     """
     if streams not in STREAMS:
         raise ConfigError(f"streams = {streams!r}: allowed values are {', '.join(STREAMS)}")
+    check_name(name)
     base = _config.resolve(base) if base is None or not isinstance(base, dict) else base
     keys = list(grid)
     out = []
@@ -254,6 +302,11 @@ def _plan(tasks, outdir: Path, paths_per_task):
         K = P if paths_per_task is None else int(paths_per_task)
         if K < 1:
             raise ConfigError(f"paths_per_task = {paths_per_task!r}: must be an integer >= 1")
+        if K < P and cfg["solver"].get("event_stop"):
+            raise ConfigError(f"paths_per_task = {K} with solver.event_stop = true ({name}, "
+                              f"solver.paths = {P}): a run ends when its last path stops, so "
+                              f"batches of paths end at different times and cannot be joined; "
+                              f"give paths_per_task >= {P}")
         pt = _Point(name, cfg, outdir / f"{name}.h5")
         if K >= P:
             pt.batches.append((0, P, name, cfg, pt.path))
@@ -337,16 +390,29 @@ def run_sweep(tasks, outdir, executor="serial", address=None, n_workers=None, ov
     -------
     :class:`SweepReport`.
     """
-    if executor not in EXECUTORS:
-        raise ConfigError(f"executor = {executor!r}: allowed values are {', '.join(EXECUTORS)}")
+    check_executor(executor, address if client is None else None, n_workers)
     outdir = Path(outdir)
     names = [n for n, _ in tasks]
     if len(set(names)) != len(names):
         raise ConfigError("sweep: task names must be unique (they name the result files)")
+    for n in names:
+        check_name(n, "sweep task name")
     points = _plan(tasks, outdir, paths_per_task)  # bad input raises before anything runs
     if executor == "dask":
         _require_dask()  # before anything is created on disk
     outdir.mkdir(parents=True, exist_ok=True)
+    from wflow.storage import io
+
+    lock = io.lock_folder(outdir, "sweep")  # one sweep at a time writes into a folder
+    try:
+        return _run_points(points, outdir, executor, address, n_workers, overwrite, progress,
+                           client, retries, keys, columns, _exit_at)
+    finally:
+        lock.release()
+
+
+def _run_points(points, outdir, executor, address, n_workers, overwrite, progress, client,
+                retries, keys, columns, _exit_at):
     hooks = _exit_at or {}
     jobs = []  # (point index, batch index, name, cfg, path)
     for i, pt in enumerate(points):
@@ -474,7 +540,7 @@ def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, ho
                                        silence_logs=logging.WARNING)
                 own = client = Client(cluster)
             else:
-                own = client = Client(address)
+                own = client = _connect(Client, address)
         futures = {}
         for i, j, bname, cfg, bpath in todo:
             fut = client.submit(_run_task_threads, threads, bname, cfg, bpath, overwrite,
@@ -505,6 +571,21 @@ def _run_dask(todo, address, n_workers, overwrite, progress, client, retries, ho
     return results
 
 
+#: seconds to wait for the Dask scheduler at ``address`` to answer
+CONNECT_TIMEOUT = 10.0
+
+
+def _connect(Client, address):
+    """A Dask client of the scheduler at ``address``; one ConfigError line when none answers
+    within :data:`CONNECT_TIMEOUT` seconds."""
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        msg = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+        raise ConfigError(f"address = {address!r} (--address): no Dask scheduler answers there "
+                          f"within {CONNECT_TIMEOUT:g} s ({msg[:200]})") from None
+
+
 def _join(pt, prow):
     from wflow.engine import driver
     from wflow.engine.run import Simulation
@@ -512,7 +593,12 @@ def _join(pt, prow):
 
     batches = [{"first": a, "count": k, "elapsed": r["elapsed"], "worker": r["worker"]}
                for (a, k, *_), r in zip(pt.batches, prow)]
-    header = driver.header(Simulation(pt.cfg, explicit=()))
+    inputs = [io.read_header(b[4])["inputs"] for b in pt.batches]  # what the batches read
+    digests = [driver.stored_digests({"inputs": i}) for i in inputs]
+    if any(d != digests[0] for d in digests):
+        raise ConfigError(f"sweep: the batches of {pt.name} read different input files "
+                          f"(one changed during the sweep); rerun with --overwrite")
+    header = driver.header(Simulation(pt.cfg, explicit=()), inputs=inputs[0])
     io.merge_paths([b[4] for b in pt.batches], pt.path, pt.cfg, header=header,
                    attrs={"sweep_batches": json.dumps(batches)})
     shutil.rmtree(pt.batches[0][4].parent, ignore_errors=True)  # the joined file holds all

@@ -27,9 +27,9 @@ from wflow.model.attention import AttentionModel, Field
 from wflow.model.processes.layers import Layers
 from wflow.model.processes.registry import register_process
 from wflow.model.weights import _GENERAL
-from wflow.params import Param, Path, bad
+from wflow.params import Choice, Custom, Param, Path, When, bad, declare, is_int, typename
 
-__all__ = ["ImportedLayers", "ImportedFlowModel"]
+__all__ = ["ImportedLayers", "ImportedFlowModel", "initial_tokens", "IMPORTED_STARTS"]
 
 #: |Σ_a x_a| of an initial token in 1^⊥ (tokens_from_hidden gives ~1e-16; float32 files pass)
 PERP_TOL = 1e-6
@@ -260,3 +260,91 @@ class ImportedFlowModel(AttentionModel):
     def evaluate_pair(self, X, Da, Db, want_ito=(False, True)):
         return (self.evaluate(X, Da, want_ito=want_ito[0]),
                 self.evaluate(X, Db, want_ito=want_ito[1]))
+
+
+# ---------------------------------------------------------------------- starting tokens
+#: init.imported_tokens: the starts of an imported run on the sphere of 1^⊥ [model §5c]
+IMPORTED_STARTS = ("ids", "random_ids", "uniform")
+
+
+def _token_ids(key, v, cfg=None):
+    if not isinstance(v, (list, tuple)) or not all(is_int(i) and int(i) >= 0 for i in v):
+        raise bad(key, v, f"must be a list of token ids (integers >= 0), got {typename(v)}")
+    return [int(i) for i in v]
+
+
+def _imported_tokens_rule(cfg):
+    ini, w = cfg["init"], cfg["weights"]
+    if ini["tokens"] != "imported":
+        return
+    if w["process"] != "imported":
+        raise bad("init.tokens", "imported", "needs weights.process = 'imported' (the tokens "
+                  "come from the weights.imported file)")
+    if ini["imported_tokens"] != "ids":
+        return
+    ids, f = ini["token_ids"], ini["token_ids_file"].strip()
+    if bool(ids) == bool(f):
+        raise bad("init.token_ids", ids, "give the token ids either here or in "
+                  "init.token_ids_file (exactly one) with init.imported_tokens = 'ids'")
+    if ids and len(ids) != cfg["model"]["n"]:
+        raise bad("init.token_ids", ids, f"holds {len(ids)} ids, model.n = "
+                  f"{cfg['model']['n']}: set model.n = {len(ids)}")
+
+
+declare(
+    Param("init.imported_tokens", "uniform", Choice(IMPORTED_STARTS),
+          "init.tokens = 'imported': ids, the model's input embeddings of init.token_ids; "
+          "random_ids, of uniformly drawn ids; uniform, on the sphere of 1^⊥ (Gaussian "
+          "hidden states through the LayerNorm map) [model §5c]",
+          applies=When("init.tokens", "imported"), rule=_imported_tokens_rule),
+    Param("init.token_ids", [], Custom(_token_ids, "a list of integer token ids"),
+          "the token ids of init.imported_tokens = 'ids' (model.n of them)",
+          applies=(When("init.tokens", "imported"), When("init.imported_tokens", "ids"))),
+    Param("init.token_ids_file", "", Path(),
+          "a text file of token ids (whitespace or commas) for init.imported_tokens = 'ids'",
+          applies=(When("init.tokens", "imported"), When("init.imported_tokens", "ids"))),
+    after="init.tokens")
+
+
+def _ids_from_file(path, n):
+    where = f"init.token_ids_file = {str(path)!r}"
+    try:
+        text = open(path, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read it ({type(exc).__name__})") from None
+    words = text.replace(",", " ").split()
+    if not all(w.isdigit() for w in words) or not words:
+        bad_word = next((w for w in words if not w.isdigit()), "")
+        raise ConfigError(f"{where}: expected token ids (integers >= 0 separated by "
+                          f"whitespace or commas){f', got {bad_word!r}' if bad_word else ''}")
+    if len(words) != n:
+        raise ConfigError(f"{where}: holds {len(words)} ids, model.n = {n}: set "
+                          f"model.n = {len(words)}")
+    return [int(w) for w in words]
+
+
+def initial_tokens(cfg, n, d, rng) -> np.ndarray:
+    r"""The starting tokens of ``init.tokens = "imported"`` [model §5c], unit rows of
+    :math:`\mathbf 1^\perp`: ``y_i = P_1x_i/\|P_1x_i\|`` with :math:`x_i` the model's input
+    embedding (token row plus position row) of ``init.token_ids`` (``ids``) or of ids drawn
+    uniformly from the vocabulary (``random_ids``), or :math:`x_i \sim N(0, I_d)`
+    (``uniform``: uniform on the unit sphere of :math:`\mathbf 1^\perp`). Draws from ``rng``
+    (the run's token stream)."""
+    from wflow.model.checkpoint import embedding_tokens, tokens_from_hidden
+
+    ini = cfg["init"]
+    kind = ini["imported_tokens"]
+    if kind == "uniform":
+        return tokens_from_hidden(rng.standard_normal((n, d)))
+    imp = _read(cfg["weights"]["imported"])
+    if kind == "random_ids":
+        if imp.embeddings is None:
+            return embedding_tokens(imp, [0])  # the one-line refusal
+        ids = rng.integers(0, imp.embeddings["tokens"].shape[0], size=n)
+    else:
+        ids = ini["token_ids"] or _ids_from_file(ini["token_ids_file"], n)
+    X = embedding_tokens(imp, ids)
+    if X.shape != (n, d):
+        raise ConfigError(f"init.tokens = 'imported': tokens of width {X.shape[1]}, model.d = "
+                          f"{d}: set model.d = {X.shape[1]}")
+    return X
