@@ -25,23 +25,22 @@ try:  # Ctrl-C while the command starts (its imports): one line, no traceback
         _experiment_description,
         _experiment_files,
         _file_summary,
-        _grid_arg,
         _load_plotting,
         _output_dir,
         _run_config,
         _run_line,
         _summary_table,
+        _toml,
         cmd_bench,
         cmd_experiments_list,
         cmd_experiments_run,
-        cmd_import_weights,
         cmd_resume,
         cmd_run,
-        cmd_study,
-        cmd_sweep,
         cmd_validate,
     )
-    from wflow.cli.inspect import _toml, cmd_animate, cmd_info, cmd_plot  # noqa: F401
+    from wflow.cli.grids import _grid_arg, cmd_study, cmd_sweep  # noqa: F401
+    from wflow.cli.importing import cmd_import_weights  # noqa: F401
+    from wflow.cli.inspect import cmd_animate, cmd_info, cmd_plot  # noqa: F401
     from wflow.errors import ConfigError, RunFailedError, WflowError, WriteError
 except KeyboardInterrupt:
     print("wflow: interrupted", file=sys.stderr)

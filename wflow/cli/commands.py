@@ -301,6 +301,12 @@ def _load_plotting():
         raise WflowError(f"plotting is not available ({exc})") from None
 
 
+def _toml(cfg: dict) -> str:
+    import tomlkit
+
+    return tomlkit.dumps(cfg).rstrip()
+
+
 # ---------------------------------------------------------------------- validate
 def _time_case(sets):
     """The stepping seconds and the configuration of a run of the embedded default with the
@@ -406,208 +412,12 @@ def cmd_bench(args) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------- import-weights
-def cmd_import_weights(args) -> int:
-    """``wflow import-weights CKPT -o OUT.npz``: the attention layers of a safetensors
-    checkpoint mapped onto D_h, V_h, key logit weights and drift [model §5c]; prints
-    β_h and the antisymmetric fraction per layer and head, writes ``OUT.toml`` beside the
-    array file (the configuration that runs it as it is) and prints the command that runs
-    it."""
-    import shlex
-
-    from wflow.model.checkpoint import load
-
-    out = Path(args.output)
-    if out.suffix.lower() != ".npz":
-        raise ConfigError(f"-o {out}: output suffix {out.suffix!r}: allowed is '.npz'")
-    imported = load(args.checkpoint, arch=args.arch, heads=args.heads, layers=args.layers)
-    cfg = _imported_run_config(imported, out, args)
-    _output_dir(out.parent)
-    imported.save(out)
-    toml = out.with_suffix(".toml")
-    _write_text(toml, _imported_toml(imported, cfg))
-    print(f"{imported.source}: {imported.arch}, {len(imported.layers)} layers, "
-          f"{imported.heads} heads of width {imported.head_dim}, "
-          f"{'causal' if imported.causal else 'no mask'}, {imported.placement}-LN"
-          f"{', shared (frozen) layers' if imported.shared else ''}")
-    print(imported.table())
-    start = cfg["init"]["imported_tokens"]
-    print(f"wrote {out} and {toml} ({cfg['model']['n']} tokens: "
-          + {"ids": "the input embeddings of the given token ids",
-             "random_ids": "the input embeddings of random token ids (init.seed)",
-             "uniform": "uniform on the sphere of 1^⊥"}[start]
-          + f"; t in [0, {cfg['solver']['T']:g}]: layer l on [l, l+1))")
-    print("run it with:")
-    print(f"  wflow run {shlex.quote(str(toml))}")
-    return 0
-
-
-def _imported_run_config(imported, out, args) -> dict:
-    """The configuration of a run of ``imported`` as it is [model §5c]: every key the
-    imported process requires, the starting tokens of ``--token-ids`` (the model's input
-    embeddings), else of random ids (when the checkpoint holds the embeddings), else
-    uniform on the sphere of 1^⊥."""
-    d = int(imported.layers[0].V_out.shape[1])
-    layers = sum(1 for lay in imported.layers if lay.d == d)
-    emb = imported.embeddings
-    init: dict = {"tokens": "imported"}
-    if args.token_ids is not None:
-        ids = _parse_ids(args.token_ids)
-        if emb is None:
-            raise ConfigError(f"--token-ids: the {imported.arch} import holds no input "
-                              f"embeddings (not in the checkpoint, or not a sum of token and "
-                              f"position rows); leave --token-ids out (uniform tokens)")
-        from wflow.model.checkpoint import embedding_tokens
-
-        try:
-            embedding_tokens(imported, ids)
-        except ConfigError as exc:
-            raise ConfigError(f"--token-ids: {str(exc).split(': ', 1)[-1]}") from None
-        init.update(imported_tokens="ids", token_ids=ids)
-        n = len(ids)
-    elif emb is not None:
-        n = int(min(args.tokens, emb["positions"].shape[0] - emb["offset"]))
-        init["imported_tokens"] = "random_ids"
-    else:
-        n = int(args.tokens)
-        init["imported_tokens"] = "uniform"
-    if n < 2:
-        raise ConfigError(f"{'--token-ids' if args.token_ids is not None else '--tokens'}: "
-                          f"{n} token{'s' * (n != 1)}: a run needs at least 2")
-    return {
-        "model": {"interaction": "general", "d": d, "heads": imported.heads, "n": n,
-                  "head_combine": "sum", "sign": "ascent", "normalization": "head",
-                  "mask": "causal" if imported.causal else "none", "values": "tied"},
-        "init": init,
-        "weights": {"process": "imported", "imported": str(out.resolve())},
-        "solver": {"T": float(layers), "dt": 0.05, "record_every": 2, "paths": 1},
-        "output": {"path": str(out.with_suffix(".h5"))},
-    }
-
-
-def _parse_ids(text) -> list:
-    words = str(text).replace(",", " ").split()
-    if not words or not all(w.isdigit() for w in words):
-        raise ConfigError(f"--token-ids {text!r}: expected token ids, integers >= 0 separated "
-                          f"by commas (e.g. 464,2068,7586)")
-    return [int(w) for w in words]
-
-
-def _imported_toml(imported, cfg) -> str:
-    head = (f"# A run of the imported checkpoint {imported.source} ({imported.arch}) as it is "
-            f"[docs/model.md §5c]:\n# written by wflow import-weights; run it with "
-            f"`wflow run` of this file. Other starts: init.imported_tokens = 'ids' with\n"
-            f"# init.token_ids = [...] (model.n of them), 'random_ids' or 'uniform'.\n")
-    return head + _toml(cfg) + "\n"
-
-
-def _write_text(path, text):
-    from wflow.storage.files import replacing, write_error
-
-    try:
-        with replacing(path) as tmp:
-            Path(tmp).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise write_error(path, exc) from None
-
-
-# ---------------------------------------------------------------------- parser
-def cmd_study(args) -> int:
-    from wflow.config import resolve
-    from wflow.studies import StudyOptions, available_studies, get_study, run_study
-
-    if args.name == "list":
-        studies = available_studies()
-        width = max(len(k) for k in studies) + 2
-        for k, study in studies.items():
-            print(f"{k:<{width}}{study.question}")
-            if study.quick:
-                print(f"{'':<{width}}  --quick: {study.quick}")
-        return 0
-    formats = () if args.no_plots else (tuple(args.format) if args.format else None)
-    options = StudyOptions(scale="quick" if args.quick else "full", ledger=args.ledger,
-                           overrides=tuple(args.set or ()), executor=args.executor,
-                           address=args.address, workers=args.workers, progress=not args.quiet,
-                           formats=formats, paths_per_task=args.paths_per_task)
-    studies = available_studies()
-    if args.name not in studies:
-        raise ConfigError(f"study {args.name!r}: {_did_you_mean(args.name, studies)}allowed values "
-                          f"are {', '.join(studies)} (and list)")
-    out = Path(args.output or f"study_{args.name}")
-    tasks = get_study(args.name).tasks(options)
-    if args.ledger:  # as run_study will set it
-        tasks = [(k, {**c, "diagnostics": {**c.get("diagnostics", {}), "ledger": True}})
-                 for k, c in tasks]
-    _check_disk(_batched_twice([resolve(c) for k, c in tasks if not (out / f"{k}.h5").exists()],
-                               args.paths_per_task), out, f"the {len(tasks)} result files", out)
-    out = _output_dir(out)
-    if formats != ():
-        _load_plotting()  # fail before the runs if the figures cannot be drawn
-    try:
-        result = run_study(args.name, out, options, tasks=tasks)  # the tasks checked above
-    except KeyboardInterrupt:
-        raise Interrupted(_AGAIN) from None
-    print(result.report())
-    print(f"results in {out}/ (summary.txt, summary.csv)")
-    if options.figure_formats:
-        print(f"figures in {out / 'figures'}/")
-    return 0
-
-
 def _did_you_mean(name, choices) -> str:
     """``"did you mean 'section6'? "`` for a near miss of ``choices`` (difflib), else ``""``."""
     import difflib
 
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
-
-
-def _grid_arg(text):
-    from wflow.config import parse_override
-
-    keys, value = parse_override(text if "=" in text else text + "=")
-    if not isinstance(value, list):
-        value = [value]
-    if not value:
-        raise ConfigError(f"--grid {text!r}: the list of values is empty (give at least one "
-                          f"value, e.g. {'.'.join(keys)}=[1, 2])")
-    return ".".join(keys), value
-
-
-def cmd_sweep(args) -> int:
-    from wflow.config import resolve
-    from wflow.sweeps.sweep import check_executor, expand_grid, partial_bytes, run_sweep
-
-    check_executor(args.executor, args.address, args.workers)  # before anything is read
-    base = resolve(args.config, args.set or [])
-    grid = {}
-    for key, values in (_grid_arg(g) for g in (args.grid or [])):
-        if key in grid:
-            raise ConfigError(f"--grid {key}: given twice; give all its values in one list "
-                              f"(--grid '{key}=[v1, v2, ...]')")
-        grid[key] = values
-    tasks = expand_grid(base, grid, name=args.name, streams=args.streams)
-    out = Path(args.output or "sweep")
-    todo = [(name, c) for name, c in tasks if args.overwrite or not (out / f"{name}.h5").exists()]
-    # the partial files of an interrupted sweep are continued in place: their space counts
-    held = partial_bytes(out, [name for name, _ in todo])
-    _check_disk(_batched_twice([c for _, c in todo], args.paths_per_task), out,
-                f"the {len(tasks)} result files", out, held=held)
-    try:
-        rep = run_sweep(tasks, _output_dir(out), executor=args.executor,
-                        address=args.address,
-                        n_workers=args.workers, overwrite=args.overwrite, progress=not args.quiet,
-                        paths_per_task=args.paths_per_task, keys=list(grid))
-    except KeyboardInterrupt:
-        raise Interrupted(_AGAIN) from None
-    for r in rep.rows:
-        print(f"{r['name']:<40}{r['action']:<20}{r['elapsed']:>9.1f} s  {r['worker']}")
-    print(f"{rep.describe()}; summary: {rep.summary_csv}")
-    if rep.failed:
-        for name, err in rep.failed.items():
-            print(f"wflow: error: sweep point {name} failed: {err}", file=sys.stderr)
-        return 1
-    return 0
 
 
 DESCRIPTION = (

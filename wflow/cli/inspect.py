@@ -15,17 +15,12 @@ from wflow.cli.commands import (
     _file_summary,
     _load_plotting,
     _output_dir,
+    _toml,
 )
 from wflow.errors import ConfigError, WflowError
 
 
 # ---------------------------------------------------------------------- info
-def _toml(cfg: dict) -> str:
-    import tomlkit
-
-    return tomlkit.dumps(cfg).rstrip()
-
-
 def _info_status(info, holder) -> str:
     """The status line of ``wflow info``: complete, failed, live (a writer holds the lock) or
     interrupted, with what to do."""
