@@ -111,6 +111,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _record_keys,
     _reset_slot,
     _resume_point,
+    _rewrite_empty,
     _set_time,
     _stored_config,
     _verify,
@@ -508,6 +509,12 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
     lock = _Lock(path).acquire(path)
     try:
         _reserve(path, METADATA_RESERVE)
+        with _open_read(path) as f:
+            first = (None if _attr_str(f.attrs.get("status")) == COMPLETE
+                     else _resume_point(f, path))
+        if first is not None and (first.checkpoint is None or first.rewrite):
+            _rewrite_empty(path, first)  # nothing of the file is needed but its header
+            # (and the checkpoint, which needs no record)
         with _open_write(path) as f:
             if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
                 lock.release()
