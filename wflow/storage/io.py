@@ -10,7 +10,8 @@ Layout of a result file::
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
     |                            git (JSON {commit, dirty}; only when run from a git checkout),
     |                            resumes, error (last failure, if any), failed_step (the step
-    |                            of a numerical failure: status "failed")
+    |                            of a numerical failure: status "failed"), inputs (JSON: the
+    |                            input files the run read, key -> {path (absolute), sha256})
     ├── t                 (records,)                 float64, model time of each record
     ├── series/<name>     (records, P)               one dataset per result series [model §10]
     ├── X                 (records, P, n, d)         token snapshots (output.store_tokens)
