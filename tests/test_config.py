@@ -225,7 +225,7 @@ RULES = [
     ("kappa", {"init__kappa": 0.0}, "init.kappa", 0.0, "> 0"),
     ("init-weights", {"init__weights": "random"}, "init.weights", "random",
      "'symmetric_gaussian'"),
-    ("seed-neg", {"init__seed": -1}, "init.seed", -1, ">= 0"),
+    ("seed-neg", {"init__seed": -1}, "init.seed", -1, "an integer in 0..18446744073709551615"),
     ("seed-float", {"init__seed": 1.5}, "init.seed", 1.5, "got float"),
     ("tokens-file-type", {"init__tokens_file": 3}, "init.tokens_file", 3, "string"),
     ("tokens-file-missing", {"init__tokens": "file"}, "init.tokens_file", "",

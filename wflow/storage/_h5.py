@@ -433,7 +433,13 @@ def _read_rows(ds, a, b):
 
 def _records_problem(f, n_rec) -> str | None:
     """Why the first ``n_rec`` records of every record dataset do not read back, or None."""
-    for name in _record_keys(f):
+    if n_rec == 0:
+        return None  # nothing of them is needed
+    try:
+        names = _record_keys(f)
+    except Exception as exc:  # noqa: BLE001 - a damaged group
+        return f"the record datasets cannot be listed ({_first_line(exc)})"
+    for name in names:
         try:
             ds = f[name]
             if ds.shape[0] < n_rec:
@@ -462,6 +468,7 @@ class ResumePoint:
     damaged_records: list
     newer_slots: list
     damaged_slots: list
+    rewrite: bool = False  # no record needed and their structure damaged: a fresh file
 
 
 def _resume_point(f, path: Path) -> ResumePoint:
@@ -491,10 +498,17 @@ def _find_resume_point(f, path: Path) -> ResumePoint:
     else:
         if complete:
             raise CorruptFile(f"{path}: corrupt result file: {problem}; {CORRUPT_HINT}")
-        state, n_rec, seq, slot = None, 0, _max_seq(f), None
+        # no checkpoint was completed: the run restarts from step 0 in a fresh file (a kill
+        # while the first records were written may have left any of them damaged)
+        return ResumePoint(None, 0, 0, None, [], [], [])
     newer = [c[3] for c in complete if c[2] > seq]
-    bad = []
-    for name in _record_keys(f):
+    bad, rewrite = [], False
+    try:
+        names = _record_keys(f)
+    except Exception as exc:  # noqa: BLE001 - only when no record is needed (above)
+        log.info("%s: the record datasets cannot be listed (%s): dropped", path, _why(exc))
+        names, rewrite = [], True
+    for name in names:
         try:
             ds = f[name]
             if ds.shape[0] > n_rec:
@@ -502,7 +516,42 @@ def _find_resume_point(f, path: Path) -> ResumePoint:
         except Exception as exc:  # noqa: BLE001 - damaged past the checkpoint: rebuilt
             log.info("%s: %s damaged past record %d (%s): dropped", path, name, n_rec, _why(exc))
             bad.append(name)
-    return ResumePoint(state, n_rec, seq, slot, bad, newer, damaged_slots)
+            rewrite = rewrite or n_rec == 0
+    return ResumePoint(state, n_rec, seq, slot, bad, newer, damaged_slots, rewrite)
+
+
+def _rewrite_empty(path: Path, point=None):
+    """Replace the file at ``path`` by one holding its root attributes and the checkpoint of
+    ``point`` (a :class:`ResumePoint` needing no record; None: none, the run restarts from
+    step 0) in the empty groups of a new file: nothing else of it is needed. Written under a
+    temporary name and renamed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.restarting")
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            attrs = {k: v for k, v in f.attrs.items()}
+        with h5py.File(tmp, "w", locking=False) as out:
+            for k, v in attrs.items():
+                out.attrs[k] = v
+            out.create_group("series")
+            ck = out.create_group("checkpoint")
+            ck.attrs["description"] = (
+                "two ping-pong slots; resume uses the complete one with the highest seq")
+            for s in SLOTS:
+                g = ck.create_group(s)
+                g.attrs["complete"] = 0
+                g.attrs["seq"] = 0
+                g.attrs["k"] = -1
+                g.attrs["n_records"] = 0
+            if point is not None and point.checkpoint is not None:
+                g = ck[point.slot]
+                _write_slot(g, point.checkpoint)
+                g.attrs.modify("seq", point.seq)
+                g.attrs.modify("k", int(point.checkpoint["k"]))
+                _mark_complete(g)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def _rebuild_records(f, name, n_rec):

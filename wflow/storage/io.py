@@ -10,7 +10,8 @@ Layout of a result file::
     |                            created, finished (ISO UTC), machine (JSON), versions (JSON),
     |                            git (JSON {commit, dirty}; only when run from a git checkout),
     |                            resumes, error (last failure, if any), failed_step (the step
-    |                            of a numerical failure: status "failed")
+    |                            of a numerical failure: status "failed"), inputs (JSON: the
+    |                            input files the run read, key -> {path (absolute), sha256})
     ├── t                 (records,)                 float64, model time of each record
     ├── series/<name>     (records, P)               one dataset per result series [model §10]
     ├── X                 (records, P, n, d)         token snapshots (output.store_tokens)
@@ -111,6 +112,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _record_keys,
     _reset_slot,
     _resume_point,
+    _rewrite_empty,
     _set_time,
     _stored_config,
     _verify,
@@ -508,6 +510,12 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
     lock = _Lock(path).acquire(path)
     try:
         _reserve(path, METADATA_RESERVE)
+        with _open_read(path) as f:
+            first = (None if _attr_str(f.attrs.get("status")) == COMPLETE
+                     else _resume_point(f, path))
+        if first is not None and (first.checkpoint is None or first.rewrite):
+            _rewrite_empty(path, first)  # nothing of the file is needed but its header
+            # (and the checkpoint, which needs no record)
         with _open_write(path) as f:
             if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
                 lock.release()
