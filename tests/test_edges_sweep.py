@@ -55,7 +55,8 @@ def test_unreachable_scheduler_is_one_line_without_the_long_wait(tmp_path, capsy
 
 
 def _event_cfg():
-    return validate(tiny(**{"solver.adaptive": True, "solver.method": "bs32",
+    return validate(tiny(**{"weights.process": "frozen", "solver.adaptive": True,
+                            "solver.method": "bs32",
                             "solver.event": "merged_fraction", "solver.event_stop": True,
                             "solver.paths": 3}))
 
