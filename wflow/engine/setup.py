@@ -43,6 +43,7 @@ from wflow.model.attention import AttentionModel
 from wflow.model.density import DensityModel, initial_density
 from wflow.model.processes import deterministic_text, make_process
 from wflow.model.processes import values as _values
+from wflow.model.spectral import run_summation
 from wflow.stepping.adaptive import Adaptive
 from wflow.stepping.density import DensityStepper
 from wflow.stepping.integrators import TABLEAUX
@@ -208,7 +209,8 @@ def build(cfg: dict, memory, process=None, tokens=None) -> RunSetup:
             laplacian_heads=tuple(m["laplacian_heads"]), causal=(m["mask"] == "causal"),
             values=values, backend=s["backend"], fast_exp=(s["exp"] == "fast"),
             precision=s["precision"], interaction=m["interaction"],
-            head_combine=m["head_combine"],
+            head_combine=m["head_combine"], summation=run_summation(cfg),
+            tol=float(s["summation_tol"]), max_flagged=float(s["max_flagged"]),
         )
     run.process = process if process is not None else make_process(
         w, run.H, run.d, run.dt, interaction=m["interaction"])

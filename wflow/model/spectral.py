@@ -20,9 +20,10 @@ import numpy as np
 from wflow.errors import NumericalError
 from wflow.kernels import nufft as _nufft
 from wflow.kernels import spectral as _sp
+from wflow.params import Choice, Interval, Param, When, bad, declare
 
 __all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "kernel_sums",
-           "spectral_pass"]
+           "spectral_pass", "run_summation", "AUTO_MIN_N"]
 
 #: how the kernel sums are computed: every pair, or the spectral summation of §2s
 SUMMATIONS = ("direct", "spectral")
@@ -184,3 +185,78 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
         kept.append(k)
     out = {k: np.stack([np.asarray(r[k], dtype=float) for r in res]) for k in res[0]}
     return out, SpectralReport(np.array(deg), np.array(frac), np.array(kept), float(tol))
+
+
+# ------------------------------------------------------------------ configuration keys
+#: the smallest n at which ``solver.summation = "auto"`` takes the spectral route, per d: the
+#: measured crossover with the direct pass ([model §2s]; the ``scale`` benchmark suite)
+AUTO_MIN_N = {2: 10_000, 3: 10_000}
+#: under adaptive steps the spectral tolerance is at most this fraction of ``solver.atol``
+ADAPTIVE_MARGIN = 1e-2
+
+
+def _why_not(cfg) -> str | None:
+    """Why the spectral summation cannot run ``cfg``, or None."""
+    m, s = cfg["model"], cfg["solver"]
+    if m["d"] not in (2, 3):
+        return f"needs model.d = 2 or 3 (S¹ or S², got {m['d']})"
+    if m["mask"] != "none":
+        return "needs model.mask = 'none' (a causal mask sums over j ≤ i)"
+    if s["backend"] != "numba":
+        return "needs solver.backend = 'numba' (the NumPy backend is the dense reference)"
+    if s.get("precision", "float64") != "float64":
+        return "runs in float64 (solver.precision = 'float64')"
+    if s.get("representation", "particles") != "particles":
+        return "takes particles (the density solvers do not use it yet)"
+    if cfg["weights"]["process"] == "imported":
+        return "takes no per-key biases (weights.process = 'imported')"
+    if m.get("layernorm", "post") != "post":
+        return "takes the post-LN flow only (model.layernorm = 'post')"
+    if not _nufft.available():
+        return _nufft.MISSING.split(": ", 1)[1]
+    return None
+
+
+def run_summation(cfg) -> str:
+    """The summation a validated configuration runs with: ``solver.summation``, with
+    ``"auto"`` resolved to "spectral" where it applies and n ≥ :data:`AUTO_MIN_N`, else
+    "direct"."""
+    want = cfg["solver"].get("summation", "direct")
+    if want != "auto":
+        return want
+    m = cfg["model"]
+    if _why_not(cfg) is None and m["n"] >= AUTO_MIN_N.get(m["d"], np.inf):
+        return "spectral"
+    return "direct"
+
+
+def _summation_rule(cfg):
+    """``solver.summation = "spectral"`` [model §2s]: where it applies, and under adaptive
+    steps a tolerance far below the controller's."""
+    s = cfg["solver"]
+    if s["summation"] == "direct":
+        return
+    if s["summation"] == "spectral":
+        why = _why_not(cfg)
+        if why is not None:
+            raise bad("solver.summation", "spectral", why)
+    if s.get("adaptive") and run_summation(cfg) == "spectral":
+        if s["summation_tol"] > ADAPTIVE_MARGIN * s["atol"]:
+            raise bad("solver.summation_tol", s["summation_tol"],
+                      f"must be <= {ADAPTIVE_MARGIN:g} solver.atol = "
+                      f"{ADAPTIVE_MARGIN * s['atol']:.3g} with solver.adaptive = true (the "
+                      "field's error must stay far below the controller's)")
+
+
+declare(
+    Param("solver.summation", "direct", Choice(("direct", "spectral", "auto")),
+          "the field's kernel sums: direct (every pair); spectral (S^1, S^2: O(n) to "
+          "solver.summation_tol, the [spectral] extra); auto (spectral where it applies and "
+          "n >= 10^4, else direct) [model §2s]", rule=_summation_rule),
+    Param("solver.summation_tol", TOL, Interval(0, 1e-3, "right"),
+          "spectral: relative tolerance on Z and the attention average at every target",
+          applies=When("solver.summation", ("spectral", "auto"))),
+    Param("solver.max_flagged", MAX_FLAGGED, Interval(0, 1, "right"),
+          "spectral: the largest fraction of targets recomputed directly before the run stops",
+          applies=When("solver.summation", ("spectral", "auto"))),
+    after="solver.exp")
