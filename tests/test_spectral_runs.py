@@ -82,3 +82,19 @@ def test_refused_in_one_line_by_validate_and_run(sets, match, capsys, tmp_path, 
         assert main([*cmd, *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and match in err[0], err
+
+
+def test_the_time_estimate_of_a_spectral_run_grows_as_n():
+    """`wflow validate` estimates a spectral run with its own terms (per point and head), so
+    doubling n doubles the estimate where the direct pass's would quadruple."""
+    from wflow.engine import timing
+
+    def est(n, summation):
+        c = C.validate(_cfg(model__n=n, solver__summation=summation, model__d=2,
+                            output__store_tokens=False, diagnostics__ledger=False))
+        return timing.estimate(c)[0], timing._route(c)
+
+    (a, ra), (b, rb) = est(10**6, "spectral"), est(2 * 10**6, "spectral")
+    assert ra == rb == "spectral" and 1.8 < b / a < 2.2
+    (c, rc), (d, _) = est(10**4, "direct"), est(2 * 10**4, "direct")
+    assert rc != "spectral" and d / c > 3.0

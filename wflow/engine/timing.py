@@ -113,6 +113,10 @@ ROUTE_TERMS: dict[str, tuple[Term, ...]] = {
     "blas": route_terms("blas", True),
     "blas-combine": route_terms("blas-combine", True),
     "numpy": route_terms("numpy", True),
+    # the spectral summation [model §2s]: its transforms cost per point and head (the degree
+    # L of a run's β‖D‖ is folded into the coefficient), not per pair
+    "spectral": (Term("eval/spectral", lambda z: float(z.evals)),
+                 Term("points/spectral", lambda z: float(z.evals) * z.paths * z.heads * z.n)),
 }
 
 #: Seconds per unit of each term before any timing on this machine: a loaded 2-core x86-64
@@ -126,6 +130,7 @@ PRIORS: dict[str, float] = {
     "eval/blas": 1e-3, "pairs/blas": 6e-9, "pairs·d/blas": 4e-10,
     "eval/blas-combine": 1e-3, "pairs/blas-combine": 4e-9, "pairs·d/blas-combine": 4e-10,
     "eval/numpy": 1e-3, "pairs/numpy": 1e-7, "pairs·d/numpy": 1e-8,
+    "eval/spectral": 2e-2, "points/spectral": 2e-6,
 }
 
 #: Short runs of ``wflow validate --calibrate`` (overrides of the embedded default, H = 10,
@@ -195,6 +200,10 @@ def _route(cfg) -> str:
     m, s = cfg["model"], cfg["solver"]
     if s["backend"] == "numpy":
         return "numpy"
+    from wflow.model.spectral import run_summation
+
+    if run_summation(cfg) == "spectral":
+        return "spectral"
     from wflow.kernels import get_num_threads, plan_shapes
 
     n = int(cfg["density"]["cells"]) if s.get("representation") == "density" else int(m["n"])
