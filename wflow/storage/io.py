@@ -82,7 +82,17 @@ import numpy as np
 
 from wflow._version import __version__
 from wflow.errors import ConfigError, WflowError
-from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete: used by tests)
+from wflow.storage._damage import (  # noqa: F401  (_best_checkpoint: used by tests)
+    _best_checkpoint,
+    _max_seq,
+    _rebuild_records,
+    _record_keys,
+    _reset_slot,
+    _resume_point,
+    _rewrite_empty,
+    _verify,
+)
+from wflow.storage._h5 import (  # noqa: F401  (_mark_complete: used by tests)
     CHUNK_BYTES,
     COMPLETE,
     FAILED,
@@ -93,7 +103,6 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     SLOTS,
     _append_records,
     _attr_str,
-    _best_checkpoint,
     _check_format,
     _config_json,
     _create_record_dataset,
@@ -104,18 +113,11 @@ from wflow.storage._h5 import (  # noqa: F401  (_best_checkpoint, _mark_complete
     _looks_hdf5,
     _machine,
     _mark_complete,
-    _max_seq,
     _now,
     _open_read,
     _open_write,
-    _rebuild_records,
-    _record_keys,
-    _reset_slot,
-    _resume_point,
-    _rewrite_empty,
     _set_time,
     _stored_config,
-    _verify,
     _versions,
     _with_file,
     _write_slot,

@@ -12,20 +12,22 @@ import h5py
 import numpy as np
 
 from wflow.errors import ConfigError
+from wflow.storage._damage import (  # noqa: F401
+    _best_checkpoint,
+    _record_keys,
+    _verify_as_status,
+)
 from wflow.storage._h5 import (
     COMPLETE,
     FAILED,
     READABLE_FORMATS,
     RUNNING,
     _attr_str,
-    _best_checkpoint,
     _check_format,
     _config_json,
     _looks_hdf5,
     _open_read,
-    _record_keys,
     _stored_config,
-    _verify_as_status,
     _with_file,
 )
 from wflow.storage.files import errno_of, write_error
