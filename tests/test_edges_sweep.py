@@ -43,7 +43,9 @@ def test_executor_settings_that_would_be_ignored_are_refused(tmp_path, capsys, a
 def test_unreachable_scheduler_is_one_line_without_the_long_wait(tmp_path, capsys,
                                                                  monkeypatch):
     pytest.importorskip("dask.distributed")
-    monkeypatch.setattr(S, "CONNECT_TIMEOUT", 1.0)
+    from wflow.sweeps import grid
+
+    monkeypatch.setattr(grid, "CONNECT_TIMEOUT", 1.0)
     t0 = time.monotonic()
     rc, _, err = run_cli(capsys, "sweep", "--set", "solver.T=0.02", "--executor", "dask",
                          "--address", "tcp://127.0.0.1:9", "-o", tmp_path / "out", "-q")
@@ -51,7 +53,8 @@ def test_unreachable_scheduler_is_one_line_without_the_long_wait(tmp_path, capsy
     assert "address = 'tcp://127.0.0.1:9' (--address): no Dask scheduler answers there " \
            "within 1 s" in one_line(err)
     assert time.monotonic() - t0 < 15
-    assert S.CONNECT_TIMEOUT < 30  # Dask's own default wait
+    monkeypatch.undo()
+    assert grid.CONNECT_TIMEOUT < 30  # Dask's own default wait
 
 
 def _event_cfg():
