@@ -22,7 +22,7 @@ from wflow.engine import adaptive_run
 from wflow.engine import series as _series
 from wflow.engine.run import Simulation, State
 from wflow.errors import ConfigError, NumericalError, RunFailedError, WriteError
-from wflow.storage import io
+from wflow.storage import io, resuming
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def resume(path, progress=False) -> ResumeResult:
         log.warning("%s was written by wflow %s, this is %s: the continuation may differ "
                     "from an uninterrupted run", path, head["wflow_version"], __version__)
     sim = Simulation(cfg, explicit=())
-    again = io.reopen(path, sim.config,
+    again = resuming.reopen(path, sim.config,
                       check=lambda c, n_rec: _check_state(path, sim, State.from_checkpoint(c),
                                                           n_rec),
                       describe=_series.describe_full)

@@ -131,3 +131,16 @@ class _Lock:
             pass
         os.close(self.fd)
         self.fd = None
+
+
+def lock_folder(folder, what="sweep") -> _Lock:
+    """The advisory lock of a folder that one writer at a time fills (a sweep's output
+    folder): ``<folder>/.wflow-<what>.lock``, released by :meth:`release` (or by the kernel
+    when the process dies); another holder is a FileExistsError line naming the folder."""
+    folder = Path(folder)
+    try:
+        return _Lock(folder / f".wflow-{what}").acquire(folder)
+    except FileExistsError as exc:
+        pid = str(exc).rsplit("(pid ", 1)[-1].rstrip(")") if "(pid " in str(exc) else "?"
+        raise FileExistsError(f"{folder}: another wflow {what} (pid {pid}) is writing into this "
+                              f"folder; wait for it to finish, or give another -o") from None

@@ -74,7 +74,6 @@ import contextlib
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
@@ -122,7 +121,12 @@ from wflow.storage._h5 import (  # noqa: F401  (_mark_complete: used by tests)
     _with_file,
     _write_slot,
 )
-from wflow.storage._locks import _Lock, _reserve, lock_holder  # noqa: F401  (lock_holder: public here)
+from wflow.storage._locks import (  # noqa: F401  (lock_holder, lock_folder: public here)
+    _Lock,
+    _reserve,
+    lock_folder,
+    lock_holder,
+)
 from wflow.storage.files import errno_of, write_error
 
 log = logging.getLogger(__name__)
@@ -131,7 +135,6 @@ __all__ = [
     "FORMAT",
     "H5Recorder",
     "create",
-    "reopen",
     "read_header",
     "read_arrays",
     "read",
@@ -486,79 +489,6 @@ class H5Recorder:
 def create(path, config, overwrite=False, header=None, describe=None) -> H5Recorder:
     """A new result file at ``path`` (see :class:`H5Recorder`)."""
     return H5Recorder(path, config, overwrite=overwrite, header=header, describe=describe)
-
-
-@dataclass
-class Reopened:
-    """A partial file taken over for continuation: its ``recorder`` (holding the lock), the
-    newest complete ``checkpoint`` mapping (None: restart from step 0) and ``n_records``."""
-
-    recorder: H5Recorder | None
-    checkpoint: dict | None
-    n_records: int
-
-
-def reopen(path, config, check=None, describe=None) -> Reopened:
-    """Take over a partial result file to continue it.
-
-    Locks the file; picks the complete checkpoint slot with the highest ``seq`` that reads
-    back cleanly and whose records read back (:func:`~wflow.storage._h5._resume_point`);
-    ``check(checkpoint, n_records)`` may refuse it (raise); drops what lies past it (every
-    record dataset truncated to the checkpoint's ``n_records``, one damaged past them
-    rebuilt from them, a newer slot marked incomplete, a damaged slot recreated empty) and
-    counts the resume. A file that became complete meanwhile gives ``recorder = None``.
-    """
-    path = Path(path)
-    lock = _Lock(path).acquire(path)
-    try:
-        _reserve(path, METADATA_RESERVE)
-        with _open_read(path) as f:
-            first = (None if _attr_str(f.attrs.get("status")) == COMPLETE
-                     else _resume_point(f, path))
-        if first is not None and (first.checkpoint is None or first.rewrite):
-            _rewrite_empty(path, first)  # nothing of the file is needed but its header
-            # (and the checkpoint, which needs no record)
-        with _open_write(path) as f:
-            if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
-                lock.release()
-                return Reopened(None, None, len(f["t"]))
-            point = _resume_point(f, path)
-            ckpt, n_rec, seq, slot = point.checkpoint, point.n_records, point.seq, point.slot
-            if ckpt is not None and check is not None:
-                check(ckpt, n_rec)
-            for s in point.newer_slots:  # their records are gone: never resume from them
-                f["checkpoint"][s].attrs.modify("complete", 0)
-            for s in point.damaged_slots:
-                _reset_slot(f, s)
-            for name in _record_keys(f):
-                if name in point.damaged_records:
-                    _rebuild_records(f, name, n_rec)
-                else:
-                    f[name].resize(n_rec, axis=0)
-            f.attrs["resumes"] = int(f.attrs.get("resumes", 0)) + 1
-            f.flush()
-    except BaseException as exc:
-        lock.release()
-        if isinstance(exc, OSError) or (isinstance(exc, RuntimeError)
-                                        and errno_of(exc) is not None):
-            raise write_error(path, exc) from None
-        raise
-    rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock,
-                             describe=describe, fresh=point.damaged_slots)
-    return Reopened(rec, ckpt, n_rec)
-
-
-def lock_folder(folder, what="sweep") -> _Lock:
-    """The advisory lock of a folder that one writer at a time fills (a sweep's output
-    folder): ``<folder>/.wflow-<what>.lock``, released by :meth:`release` (or by the kernel
-    when the process dies); another holder is a FileExistsError line naming the folder."""
-    folder = Path(folder)
-    try:
-        return _Lock(folder / f".wflow-{what}").acquire(folder)
-    except FileExistsError as exc:
-        pid = str(exc).rsplit("(pid ", 1)[-1].rstrip(")") if "(pid " in str(exc) else "?"
-        raise FileExistsError(f"{folder}: another wflow {what} (pid {pid}) is writing into this "
-                              f"folder; wait for it to finish, or give another -o") from None
 
 
 # reading (input arrays, result files, merging batches, xarray) lives in storage.reading
