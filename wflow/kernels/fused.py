@@ -392,18 +392,18 @@ def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, th
                            _blas_limits())
         else:
             job = RowJob(_NO_XT, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, Uk, R)
-            pool.run(_fused64, (job, fast, False, with_energy, counter, tuple(sums), tuple(outs)),
-                     tile_threads)
+            pool.run(_fused64, (tuple(job), fast, False, with_energy, counter, tuple(sums),
+                                tuple(outs)), tile_threads)
     elif pl.route is Route.ROWS32:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         Xt = _columns(X, _VW32, np.float32)
         job = RowJob(Xt, D, V, X, beta, shift32, rowmax, lap, norm, causal, want_ito, Uk, R)
-        pool.run(_fused32, (job, counter, tuple(sums), tuple(outs)), tile_threads)
+        pool.run(_fused32, (tuple(job), counter, tuple(sums), tuple(outs)), tile_threads)
     else:
         Xt = _columns(X, _VW)
         job = RowJob(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, Uk, R)
-        pool.run(_fused64, (job, fast, True, with_energy, counter, tuple(sums), tuple(outs)),
-                 tile_threads)
+        pool.run(_fused64, (tuple(job), fast, True, with_energy, counter, tuple(sums),
+                            tuple(outs)), tile_threads)
 
 
 def _field_pass(want_ito, ito_all, ito_p, o):
