@@ -1038,8 +1038,8 @@ def test_sym_band_against_numpy_and_same_bits():
             cols = np.zeros((2, 5, npq))
             for h in range(2):
                 C[:] = 0.0
-                f(Xt[0, 0], Xt[0, 1], Xt[0, 2], D[0, h], 1.3, shift[0, h], n, i_lo, i_hi,
-                  C[0], C[1], C[2], C[3], C[4], W, Rp, True, *(a[h] for a in o), ito,
+                f((Xt[0, 0], Xt[0, 1], Xt[0, 2]), D[0, h], 1.3, shift[0, h], n, i_lo, i_hi,
+                  (C[0], C[1], C[2], C[3], C[4]), W, Rp, True, tuple(a[h] for a in o), ito,
                   G.reshape(-1), npq)
                 parts[h] = Rp[i_lo:i_hi]
                 cols[h] = C

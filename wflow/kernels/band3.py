@@ -74,12 +74,15 @@ def _sym_bands(n, H):
 
 
 @njit(inline="always", **_OPTS)
-def _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own):
-    """Rows ``i_lo..i_hi−1``'s sums of :func:`_sym_band3` once the band is done: the row part
-    ``Rp[i] = (Σ e, Σ e x_j)`` plus the column part C_k[i]; for the Itô sum only the column
-    part, doubled (:func:`_sym_band3`). One loop over the rows, which LLVM vectorises (it
-    was four scalar blocks of ≈ 50 instructions after each group of four rows; the same
-    arithmetic, the same bits)."""
+def _sym_rows_out(sums, C, Rp, i_lo, i_hi, c, own):
+    """Rows ``i_lo..i_hi−1``'s sums ``sums`` (S0, SX, SI, RS of one head) of :func:`_sym_band3`
+    once the band is done: the row part ``Rp[i] = (Σ e, Σ e x_j)`` plus the column part
+    C_k[i] (``C`` the five column sums); for the Itô sum only the column part, doubled
+    (:func:`_sym_band3`). One loop over the rows, which LLVM vectorises (it was four scalar
+    blocks of ≈ 50 instructions after each group of four rows; the same arithmetic, the same
+    bits)."""
+    S0h, SXh, SIh, RSh = sums
+    C0, C1, C2, C3, C4 = C
     m = i_hi - i_lo
     s0 = S0h[i_lo:i_hi]
     sx = SXh[i_lo:i_hi].reshape(3 * m)  # (flat: a stride LLVM knows)
@@ -286,8 +289,7 @@ def _sym_flat_rows(x0, x1, x2, Dh, bl, i_lo, i_hi, npq, Q):
 
 
 @njit(**_OPTS, **_NOALIAS)
-def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, Rp, own, S0h,
-               SXh, SIh, RSh, ito, Gf, gs):
+def _sym_band3(cols, Dh, beta, c, n, i_lo, i_hi, C, Wf, Rp, own, sums, ito, Gf, gs):
     r"""Rows ``i_lo..i_hi−1`` of (path p, head h), d = 3, fixed shift c, symmetric D_h, each
     unordered pair once:
 
@@ -299,11 +301,12 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     Groups of four rows ``i..i+3`` run over the columns ``j ≥ _VQ⌊i/_VQ⌋`` in whole vectors,
     with weights ω_rj (:func:`_sym_flat_weights`): 0 for j < i+r or j ≥ n, 1/2 for j = i+r,
     1 for j > i+r. Each weighted e is added to the row sums of i+r (Σ e, Σ e x_j) and to the
-    column sums of j in ``C0 … C4`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e,
+    column sums of j in ``C = (C0, …, C4)`` (n_pad each, the rows of one (5, n_pad) buffer): Σ e,
     Σ e x_{i+r}, Σ e⟨x_{i+r}, x_j⟩². The diagonal counts 1/2 in each, so row i gets e_ii
     once. When a group ends its four rows' parts go to ``Rp[i + r]`` (≥ i_hi + 3 rows of 4);
     after the last :func:`_sym_rows_out` writes ``S0 = row part + C0[i]`` etc. for every row
-    of the band in one vectorised loop. Against the row pass: half the exponentials and
+    of the band in one vectorised loop (``sums``: the head's S0, SX, SI, RS; ``cols``: the
+    path's token columns x0, x1, x2). Against the row pass: half the exponentials and
     logits.
 
     The Itô sums go to the column sums only: the pass's consumers use them only
@@ -352,6 +355,8 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
     ``Wf`` (flat, ≥ :func:`_sym_flat_room` floats): the weight table, then the rows'
     constants (:func:`_sym_flat_rows`, filled here for the band)."""
     numba.literally(ito)
+    x0, x1, x2 = cols
+    C0, C1, C2, C3, C4 = C
     npq = ((n + _VQ - 1) // _VQ) * _VQ
     padded = npq != n
     short = 4 * _VQ * _VQ  # wg from here on: a group with fewer than four rows
@@ -436,26 +441,23 @@ def _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C0, C1, C2, C3, C4, Wf, R
             rb = min(i + 1, i_hi - 1) * gs
             rc = min(i + 2, i_hi - 1) * gs
             rd = min(i + 3, i_hi - 1) * gs
-    _sym_rows_out(S0h, SXh, SIh, RSh, C0, C1, C2, C3, C4, Rp, i_lo, i_hi, c, own)
+    _sym_rows_out(sums, C, Rp, i_lo, i_hi, c, own)
 
 
 @njit(inline="always", **_OPTS)
-def _sym_band3_for(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, S0h, SXh, SIh, RSh,
-                   want_ito, G):
-    """:func:`_sym_band3` (W flat, filled by :func:`_sym_flat_weights`) with its Itô literal chosen
-    from the runtime flag ``want_ito`` and the table G (rows ≥ 1: squared cosines; else
-    computed in the loop)."""
+def _sym_band3_for(cols, Dh, beta, c, n, i_lo, i_hi, C, W, Rp, own, sums, want_ito, G):
+    """:func:`_sym_band3` (C (5, n_pad) the column sums, W flat, filled by
+    :func:`_sym_flat_weights`) with its Itô literal chosen from the runtime flag ``want_ito``
+    and the table G (rows ≥ 1: squared cosines; else computed in the loop)."""
     Gf = G.reshape(G.size)
     gs = G.shape[1]
+    Cr = (C[0], C[1], C[2], C[3], C[4])
     if want_ito and G.shape[0] > 0:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, S0h, SXh, SIh, RSh, 2, Gf, gs)
+        _sym_band3(cols, Dh, beta, c, n, i_lo, i_hi, Cr, W, Rp, own, sums, 2, Gf, gs)
     elif want_ito:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, S0h, SXh, SIh, RSh, 1, Gf, gs)
+        _sym_band3(cols, Dh, beta, c, n, i_lo, i_hi, Cr, W, Rp, own, sums, 1, Gf, gs)
     else:
-        _sym_band3(x0, x1, x2, Dh, beta, c, n, i_lo, i_hi, C[0], C[1], C[2], C[3], C[4], W, Rp,
-                   own, S0h, SXh, SIh, RSh, 0, Gf, gs)
+        _sym_band3(cols, Dh, beta, c, n, i_lo, i_hi, Cr, W, Rp, own, sums, 0, Gf, gs)
 
 
 @functools.lru_cache(maxsize=64)

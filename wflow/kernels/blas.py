@@ -202,13 +202,14 @@ def _blas_tile_libm(L, C, c, causal_diag, uI, uJ, s0I, siI, s0J, siJ, cs):
 
 
 @njit(nogil=True, **_OPTS)
-def _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm, uI, uJ,
-                    S0, SI, SX):
+def _blas_sym_heads(job, p, i0, i1, j0, j1, h0, h1, C, libm, uI, uJ, sums):
     """Heads h0..h1−1 of the symmetric tile (rows i0:i1, columns j0:j1) of path p, in one
     compiled call (BLAS through numba's ``np.dot``: no Python, no GIL between the steps).
     A diagonal tile (i0 = j0) first computes Q_I = X_I βD_hᵀ and gives row sums only; an
     off-diagonal tile gives the row and the column sums (:func:`_blas_tile`) and
-    SX_I += E (uX)_J, SX_J += Eᵀ (uX)_I."""
+    SX_I += E (uX)_J, SX_J += Eᵀ (uX)_I. ``job`` and ``sums`` as in :func:`_blas_sym_item`."""
+    X, Xu, Q, bDT, shift, U = job
+    S0, SX, SI, RS = sums
     d = X.shape[2]
     XI = X[p, i0:i1]
     XJ = X[p, j0:j1]
@@ -244,22 +245,25 @@ def _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm, uI
 
 
 @njit(nogil=True, **_OPTS)
-def _blas_sym_item(X, Xu, Q, bDT, shift, p, I, J, T, h0, h1, ito, libm, U, S0, SI, SX):
+def _blas_sym_item(job, p, I, J, T, h0, h1, ito, libm, sums):
     """One item of the symmetric pass: tile (I, J) (I = J: a diagonal tile) for heads
-    h0..h1−1, the Gram tile once for all of them when ``ito`` is not None, the masses U
-    (P, ≥ n) (ones for uniform masses)."""
+    h0..h1−1, the Gram tile once for all of them when ``ito`` is not None. ``job``: the
+    tokens X (P, n, d), Xu = u X, Q (P, H, n, d), βD_hᵀ (P, H, d, d), the shifts (P, H) and
+    the masses U (P, ≥ n) (ones for uniform masses); ``sums``: the row sums (S0, SX, SI, RS)."""
+    X = job[0]
+    U = job[5]
     n = X.shape[1]
     i0 = I * T
     i1 = min(n, i0 + T)
     j0 = J * T
     j1 = min(n, j0 + T)
     if ito is None:
-        _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, None, libm,
-                        U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
+        _blas_sym_heads(job, p, i0, i1, j0, j1, h0, h1, None, libm, U[p, i0:i1], U[p, j0:j1],
+                        sums)
     else:
         C = np.dot(X[p, i0:i1], X[p, j0:j1].T)
-        _blas_sym_heads(X, Xu, Q, bDT, shift, p, i0, i1, j0, j1, h0, h1, C, libm,
-                        U[p, i0:i1], U[p, j0:j1], S0, SI, SX)
+        _blas_sym_heads(job, p, i0, i1, j0, j1, h0, h1, C, libm, U[p, i0:i1], U[p, j0:j1],
+                        sums)
 
 
 _blas_controller = None
@@ -389,10 +393,10 @@ def _pair_pass_blas(X, D, beta, shift, rowmax, causal, want_ito, fast, sums, lim
         return I * T, min(n, I * T + T)
 
     ito = 1 if want_ito else None
+    tiles, arrays = (X, Xu, Q, bDT, shift, U), (S0, SX, SI, RS)  # (_blas_sym_item's groups)
 
     def sym_item(p, I, J, hs):
-        _blas_sym_item(X, Xu, Q, bDT, shift, p, I, J, T, hs.start, hs.stop, ito, libm, U,
-                       S0, SI, SX)
+        _blas_sym_item(tiles, p, I, J, T, hs.start, hs.stop, ito, libm, arrays)
 
     def rows_item(p, I, hs):
         i0, i1 = blk(I)

@@ -39,12 +39,14 @@ from wflow.kernels.target import _FM, _NOALIAS, _OPTS, _VQ
 
 
 @njit(inline="always", **_OPTS)
-def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, V9, D9, es, zn, izn, one, lp, head):
+def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, hc):
     r"""One vector of rows of :func:`_sym_epilogue3`: the rows' components at ``Xf[xo:]``,
     ``SXf[xo:]`` (flat (rows, 3)), their S0, SI at ``so``, Z into ``Pf[so:]`` and the
-    increments into the accumulators ``A[k, ao:]``; returns the six products
+    increments into the accumulators ``A[k, ao:]``; ``hc`` the head's constants
+    (V9, D9, es, zn, izn, one, lp, head) of :func:`_sym_epilogue3`. Returns the six products
     :math:`x_a\,SX_b` (a ≤ b) of the ∂_D E block sums. Every operation rounded on its own,
     in the scalar code's order (lane by lane the bits of a scalar loop)."""
+    V9, D9, es, zn, izn, one, lp, head = hc
     x0, x1, x2 = _vload3(Xf, xo)
     sx0, sx1, sx2 = _vload3(SXf, xo)
     s0 = _vload(S0f, so)
@@ -96,8 +98,7 @@ def _sym_combine_vec(Xf, xo, S0f, SXf, SIf, so, Pf, A, ao, V9, D9, es, zn, izn, 
 
 
 @njit(**_OPTS)
-def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, V9, D9, es, zn, izn, one, lp, head,
-                      tl):
+def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, hc, tl):
     """:func:`_sym_combine_vec` for the last k < lanes rows from r: on zero-padded copies
     in the scratch ``tl`` (≥ :data:`_SYM_TAIL` floats; S0 = 1: finite lanes, whose products
     are zeros), the k rows' outputs copied back."""
@@ -118,8 +119,7 @@ def _sym_combine_tail(Xp, S0h, SXh, SIh, Ph, acc, r, k, V9, D9, es, zn, izn, one
         tSI[q] = SIh[r + q]
         for c in range(9):
             tA[c, q] = acc[c, r + q]
-    t = _sym_combine_vec(tX, 0, tS0, tSX, tSI, 0, tP, tA, 0, V9, D9, es, zn, izn, one, lp,
-                         head)
+    t = _sym_combine_vec(tX, 0, tS0, tSX, tSI, 0, tP, tA, 0, hc)
     for q in range(k):
         Ph[r + q] = tP[q]
         for c in range(9):
@@ -132,8 +132,7 @@ _SYM_TAIL = 18 * _VQ
 
 
 @njit(**_OPTS, **_NOALIAS)
-def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part, dEp, acc,
-                   tl):
+def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, sums, dest, tl):
     r"""Head h's combine of rows i0..i1−1 of path p after the symmetric pass (d = 3, fixed
     shift :math:`c_h`, uniform masses, no mask): with :math:`\bar y = SX/S0`,
 
@@ -145,7 +144,8 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     (ω = 1 for the head normalisation, Z otherwise), and Σ_h Z, Σ_h 1/Z, the Itô row term
     :math:`e^{c} SI` into the row accumulators ``acc[:, i − i0]`` (component-major, (9, rows));
     the ∂_D E partial of every block of R rows it covers into ``dEp[p, block, h]`` (written,
-    not added: every pass writes each block of each head once).
+    not added: every pass writes each block of each head once). ``sums``: the head's row sums
+    (S0, SX, SI, RS), ``dest``: (part, dEp, acc).
     :math:`e^{c}` once per head, 1/S0 once per row. The fused per-path form calls it for all
     rows, the unfused form for one block (i0 a multiple of R): the same arithmetic for every
     row and block (the same bits).
@@ -164,6 +164,8 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     exactly symmetric. Compiled with noalias pointer arguments (the arrays it writes,
     ``part``, ``dEp``, ``acc`` and the tail's scratch ``tl``, share no memory with any
     other)."""
+    S0r, SXr, SIr, RSr = sums
+    part, dEp, acc = dest
     n = X.shape[1]
     lp = lap[h]
     V9 = (_vbcast(V[p, h, 0], 0), _vbcast(V[p, h, 0], 1), _vbcast(V[p, h, 0], 2),
@@ -185,6 +187,7 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     SXh = SXr[i0:i1].reshape(3 * m)
     SIh = SIr[i0:i1]
     Ph = part[p, h, i0:i1]
+    hc = (V9, D9, ves, zn, izn, one, lp, head)  # (the head's constants)
     mv = (m // _VQ) * _VQ
     b = i0 // R  # the block and the row within it (i0 is a block's first row)
     pos = i0 - b * R
@@ -192,10 +195,10 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
     for r in range(0, m, _VQ):
         if r < mv:
             t00, t01, t02, t11, t12, t22 = _sym_combine_vec(
-                Xp, 3 * r, S0h, SXh, SIh, r, Ph, acc, r, V9, D9, ves, zn, izn, one, lp, head)
+                Xp, 3 * r, S0h, SXh, SIh, r, Ph, acc, r, hc)
         else:  # the last rows (fewer than a vector)
             t00, t01, t02, t11, t12, t22 = _sym_combine_tail(
-                Xp, S0h, SXh, SIh, Ph, acc, r, m - r, V9, D9, ves, zn, izn, one, lp, head, tl)
+                Xp, S0h, SXh, SIh, Ph, acc, r, m - r, hc, tl)
         if pos == 0:  # a block's first vector
             e00, e01, e02, e11, e12, e22 = t00, t01, t02, t11, t12, t22
         else:
@@ -223,13 +226,15 @@ def _sym_epilogue3(X, D, V, lap, norm, p, h, i0, i1, R, S0r, SXr, SIr, RSr, part
 
 
 @njit(**_OPTS)
-def _head_epilogue3(X, D, V, lap, norm, no_energy, p, b, h0, h1, i0, i1, S0, SX, SI, RS, part,
-                    dEp, acc, U):
+def _head_epilogue3(X, D, V, lap, norm, no_energy, p, b, h0, h1, i0, i1, sums, dest, U):
     """:func:`_head_epilogue` for d = 3 and the heads h0..h1−1 in order, in scalars (V_h, D_h
     and the ∂_D E partial in registers). Every sum is written in the order of the generic loops,
     ``((0 + a) + b) + c``, and the module compiles it without fast-math flags. ``no_energy``:
     without the terms of g, the Itô sum and ∂_D E (a causal mask, or a general pass, which
-    reports none of them), whose accumulators then stay 0."""
+    reports none of them), whose accumulators then stay 0. ``sums``: (S0, SX, SI, RS),
+    ``dest``: (part, dEp, acc)."""
+    S0, SX, SI, RS = sums
+    part, dEp, acc = dest
     n = X.shape[1]
     for h in range(h0, h1):
         lp = lap[h]
@@ -308,8 +313,7 @@ def _head_epilogue3(X, D, V, lap, norm, no_energy, p, b, h0, h1, i0, i1, S0, SX,
 
 
 @njit(fastmath=_FM, **_OPTS)
-def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                   part, dEp, acc, ybar, w, U):
+def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, sums, dest, scratch, U):
     r"""Head h's part of the per-row outputs of rows i0..i1−1 of path p, from their row sums.
 
     Writes the partition ``part[p, h, i]``, adds the head's terms to the row accumulators
@@ -318,14 +322,16 @@ def _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
     ``dEp[p, b, h]`` (rows in increasing order). Called for h = 0, 1, … in order, so every
     row accumulates its heads in the same order as a row-by-row loop (the same bits).
     ``e^{c}`` is computed once per run of rows with the same shift (the fixed shift: once
-    per tile and head). ybar, w: (d,) scratch. U (P, ≥n) relative masses, or (P, 0) for
-    uniform masses.
+    per tile and head). ``sums``: (S0, SX, SI, RS); ``dest``: (part, dEp, acc); ``scratch``:
+    (ybar, w), (d,) each. U (P, ≥n) relative masses, or (P, 0) for uniform masses.
     """
     n, d = X.shape[1], X.shape[2]
     if d == 3:
-        _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, S0, SX, SI, RS, part,
-                        dEp, acc, U)
+        _head_epilogue3(X, D, V, lap, norm, causal, p, b, h, h + 1, i0, i1, sums, dest, U)
         return
+    S0, SX, SI, RS = sums
+    part, dEp, acc = dest
+    ybar, w = scratch
     c_last = np.nan
     es = 1.0
     for i in range(i0, i1):

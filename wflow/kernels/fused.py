@@ -40,7 +40,7 @@ from wflow.kernels.routing import (
     plan_shapes,
     takes_sym_pass,
 )
-from wflow.kernels.rows import _NO_XT, _fused32, _fused64
+from wflow.kernels.rows import _NO_XT, RowJob, _fused32, _fused64
 from wflow.kernels.sym3 import (
     _NO_CB,
     Stage,
@@ -436,20 +436,19 @@ def _row_pass(pl, X, D, V, beta, shift, lap, norm, causal, want_ito, fast, U, th
             _epilogue_blas(X, D, V, lap, norm, causal, want_ito, beta, U, sums, outs,
                            _blas_limits())
         else:
-            pool.run(_fused64, (_NO_XT, D, V, X, beta, shift, rowmax, lap, norm, causal,
-                                want_ito, fast, False, R, counter, Uk, with_energy, *sums,
-                                *outs),
-                     tile_threads)
+            job = RowJob(_NO_XT, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, Uk, R)
+            pool.run(_fused64, (tuple(job), fast, False, with_energy, counter, tuple(sums),
+                                tuple(outs)), tile_threads)
     elif pl.route is Route.ROWS32:
         shift32 = np.ascontiguousarray(shift, dtype=np.float32)
         Xt = _columns(X, _VW32, np.float32)
-        pool.run(_fused32, (Xt, D, V, X, beta, shift32, rowmax, lap, norm, causal,
-                            want_ito, R, counter, Uk, *sums, *outs), tile_threads)
+        job = RowJob(Xt, D, V, X, beta, shift32, rowmax, lap, norm, causal, want_ito, Uk, R)
+        pool.run(_fused32, (tuple(job), counter, tuple(sums), tuple(outs)), tile_threads)
     else:
         Xt = _columns(X, _VW)
-        pool.run(_fused64, (Xt, D, V, X, beta, shift, rowmax, lap, norm, causal,
-                            want_ito, fast, True, R, counter, Uk, with_energy, *sums, *outs),
-                 tile_threads)
+        job = RowJob(Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, Uk, R)
+        pool.run(_fused64, (tuple(job), fast, True, with_energy, counter, tuple(sums),
+                            tuple(outs)), tile_threads)
 
 
 def _field_pass(want_ito, ito_all, ito_p, o):

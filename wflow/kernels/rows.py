@@ -31,6 +31,7 @@ of d only (:func:`~.routing.tile_rows`).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -224,8 +225,7 @@ def _row_sums2w(x0, x1, q0, q1, y0, y1, c, jend, want_ito, u):
 
 
 @njit(fastmath=_FM, **_OPTS, **_ALIGNED)
-def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1, buf, q,
-                      S0, SX, SI, RS):
+def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1, buf, q, sums):
     r"""Rows i0..i1−1 of path p for every head, d = 3, uniform masses, polynomial exp.
 
     Non-symmetric heads without a mask: :func:`_rows3_lanes`. Other heads with the fixed
@@ -235,7 +235,7 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
     unclamped :func:`_exp_shifted` and the shift folded into the logit,
     :math:`((-c + q_0 u_0) + q_1 u_1) + q_2 u_2` (three FMAs). Returns S0, SX and
     SI = Σ_j e_ij (1 + ⟨x_i,x_j⟩²) in the arrays. Heads with the row-max shift go to
-    :func:`_tile_sums3`.
+    :func:`_tile_sums3`. ``sums``: the row sums (S0, SX, SI, RS).
 
     All heads in one compiled function and the loops inline: no call and no reference
     counting of the column views per row or per head.
@@ -249,14 +249,14 @@ def _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1
             # rowmax[p, h] (True here), not the literal: a literal would compile another
             # specialisation of _tile_sums3 besides _tile_sums64's
             _tile_sums3(Xt[p], D[p, h], X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h,
-                        i0, i1, buf, q, S0, SX, SI, RS)
+                        i0, i1, buf, q, sums)
             continue
         if not causal and not _symmetric3(D, p, h):
             _rows3_lanes(x0, x1, x2, D[p, h], X, beta, shift[p, h], want_ito, p, h, i0, i1, buf,
-                         S0, SX, SI, RS)
+                         sums)
             continue
         _rows3_fixed(x0, x1, x2, D[p, h], X, beta, shift[p, h], causal, want_ito, p, h, i0, i1,
-                     S0, SX, SI, RS)
+                     sums)
 
 
 @njit(inline="always", **_OPTS)
@@ -267,7 +267,7 @@ def _symmetric3(D, p, h):
 
 
 @njit(**_OPTS, **_ALIGNED)
-def _rows3_lanes(x0, x1, x2, Dh, X, beta, c, want_ito, p, h, i0, i1, ys, S0, SX, SI, RS):
+def _rows3_lanes(x0, x1, x2, Dh, X, beta, c, want_ito, p, h, i0, i1, ys, sums):
     r"""Rows i0..i1−1 (at most :data:`_LANES3`) of a non-symmetric head with the fixed shift,
     no mask: the rows across the lanes of one vector, one loop over the columns j < n.
 
@@ -279,7 +279,8 @@ def _rows3_lanes(x0, x1, x2, Dh, X, beta, c, want_ito, p, h, i0, i1, ys, S0, SX,
     per-row loop set-up. The lanes are independent: the bits do not depend on how the target
     splits the vector into registers; the rows beyond i1 (zero tokens) are discarded. The
     function has no fast-math flags (the explicit vectors' own ``contract`` only). ``ys``:
-    scratch of at least 5·:data:`_LANES3` floats."""
+    scratch of at least 5·:data:`_LANES3` floats; ``sums``: the row sums (S0, SX, SI, RS)."""
+    S0, SX, SI, RS = sums
     n = X.shape[1]
     m = i1 - i0
     L = _LANES3
@@ -340,8 +341,9 @@ def _rows3_lanes(x0, x1, x2, Dh, X, beta, c, want_ito, p, h, i0, i1, ys, S0, SX,
 
 
 @njit(fastmath=_FM, inline="always", **_OPTS)
-def _rows3_fixed(x0, x1, x2, Dh, X, beta, c, causal, want_ito, p, h, i0, i1, S0, SX, SI, RS):
+def _rows3_fixed(x0, x1, x2, Dh, X, beta, c, causal, want_ito, p, h, i0, i1, sums):
     """The body of :func:`_tile_sums3_fixed` for one head (inlined into it by numba)."""
+    S0, SX, SI, RS = sums
     n = X.shape[1]
     d00, d01, d02 = Dh[0, 0], Dh[0, 1], Dh[0, 2]
     d10, d11, d12 = Dh[1, 0], Dh[1, 1], Dh[1, 2]
@@ -417,10 +419,11 @@ def _rows3_fixed(x0, x1, x2, Dh, X, beta, c, causal, want_ito, p, h, i0, i1, S0,
 
 @njit(**_OPTS, **_ALIGNED)
 def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0, i1, buf, q,
-                S0, SX, SI, RS):
+                sums):
     """:func:`_tile_sums64` for d = 3, uniform masses, polynomial exp: the column views and
     D_h taken once per tile (not per row), q_i = β D_h x_i in scalars summed in the order of
     the generic loop (no fast-math flags here: the same bits)."""
+    S0, SX, SI, RS = sums
     n = X.shape[1]
     x0 = Xp[0]
     x1 = Xp[1]
@@ -451,12 +454,15 @@ def _tile_sums3(Xp, Dh, X, beta, c_fixed, use_rowmax, causal, want_ito, p, h, i0
 
 
 @njit(**_OPTS, **_ALIGNED)
-def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0, i1,
-                 buf, cbuf, sx, q, S0, SX, SI, RS, U):
-    """Row sums of rows i0..i1−1 of (path p, head h). Xt (P, d, n_pad), D (P, H, d, d),
-    X (P, n, d); buf, cbuf (_CH), sx, q (d) scratch; U (P, n_pad) relative column masses
-    or (P, 0) for uniform masses (weighted rows take the chunked loop, also for d = 3,
-    except d = 2 with the polynomial exponential: :func:`_row_sums2w`)."""
+def _tile_sums64(job, fast, p, h, i0, i1, scratch, sums):
+    """Row sums ``sums`` (S0, SX, SI, RS) of rows i0..i1−1 of (path p, head h), from the
+    :class:`RowJob` ``job``: Xt (P, d, n_pad), D (P, H, d, d), X (P, n, d); U (P, n_pad)
+    relative column masses or (P, 0) for uniform masses (weighted rows take the chunked
+    loop, also for d = 3, except d = 2 with the polynomial exponential:
+    :func:`_row_sums2w`). ``scratch``: buf, cbuf (_CH), sx, q (d)."""
+    Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, U, R = job
+    buf, cbuf, sx, q = scratch
+    S0, SX, SI, RS = sums
     d = X.shape[2]
     n = X.shape[1]
     Xp = Xt[p]
@@ -464,7 +470,7 @@ def _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h, i0
     weighted = U.shape[1] > 0
     if not weighted and fast and d == 3:  # (the fused pass calls _tile_sums3_fixed instead)
         _tile_sums3(Xp, Dh, X, beta, shift[p, h], rowmax[p, h], causal, want_ito, p, h, i0, i1,
-                    buf, q, S0, SX, SI, RS)
+                    buf, q, sums)
         return
     for i in range(i0, i1):
         jend = i + 1 if causal else n
@@ -560,10 +566,10 @@ def _row_max3_f32(x0, x1, x2, q0, q1, q2, jend):
 
 
 @njit(**_OPTS, **_ALIGNED)
-def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
-                 S0, SX, SI, RS):
+def _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1, sums):
     """float32 row sums (d = 3) of rows i0..i1−1 of (path p, head h): Xt (P, 3, n_pad)
-    float32; D, X float64; shift float32. Outputs (float64) as :func:`_tile_sums64`."""
+    float32; D, X float64; shift float32. Outputs ``sums`` (float64) as :func:`_tile_sums64`."""
+    S0, SX, SI, RS = sums
     n = X.shape[1]
     x0 = Xt[p, 0]
     x1 = Xt[p, 1]
@@ -610,23 +616,18 @@ def _tile_item(t, nt, R, n):
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
-def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, fast, pairs,
-             R, counter, U, with_energy, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-             energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The fused pass, float64 pair loop (Xt (P, d, n_pad) float64; U (P, n_pad) relative
-    masses, or (P, 0) for uniform masses). Without ``pairs`` the pair sums S0, SX, SI, RS are
-    given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused pass
-    (one compiled function for both: numba optimises the epilogue's code once, not in each
+def _fused64(role, job, fast, pairs, with_energy, counter, sums, outs):
+    """The fused pass, float64 pair loop (:class:`RowJob` ``job``: Xt (P, d, n_pad) float64;
+    U (P, n_pad) relative masses, or (P, 0) for uniform masses; the row ``sums`` (S0, SX, SI,
+    RS) and the ``outs`` (:class:`~.workspace.Outputs`) as tuples). Without ``pairs`` the pair
+    sums are given (the BLAS pair pass) and only the epilogue runs, item by item as in the fused
+    pass (one compiled function for both: numba optimises the epilogue's code once, not in each
     caller; ≈ 6 s of compilation). ``with_energy`` False (the general pass, which reports no
     energy): the d = 3 combine skips the terms of g, the Itô sum and ∂_D E."""
     master = _enter(role)
-    Xt, D, V, X = _unowned(Xt), _unowned(D), _unowned(V), _unowned(X)
-    shift, rowmax, lap, counter = _unowned(shift), _unowned(rowmax), _unowned(lap), _unowned(counter)
-    U, S0, SX, SI = _unowned(U), _unowned(S0), _unowned(SX), _unowned(SI)
-    RS, vel, part, grad = _unowned(RS), _unowned(vel), _unowned(part), _unowned(grad)
-    bhat, er, dEp, energy = _unowned(bhat), _unowned(er), _unowned(dEp), _unowned(energy)
-    diss, G2, G2hm, ito_sum = _unowned(diss), _unowned(G2), _unowned(G2hm), _unowned(ito_sum)
-    dEdD = _unowned(dEdD)
+    job, counter, sums = _unowned(job), _unowned(counter), _unowned(sums)
+    Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, U, R = job
+    vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito_sum, dEdD = _unowned(outs)
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -649,17 +650,16 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
         acc[:] = 0.0
         if pairs and d == 3 and fast and U.shape[1] == 0:  # every head's pair sums at once
             _tile_sums3_fixed(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, i0, i1,
-                              buf, q, S0, SX, SI, RS)
+                              buf, q, sums)
             for h in range(H):  # (h, h + 1) as in _head_epilogue: one specialisation
                 _head_epilogue3(X, D, V, lap, norm, causal or not with_energy, p, b, h, h + 1,
-                                i0, i1, S0, SX, SI, RS, part, dEp, acc, U)
+                                i0, i1, sums, (part, dEp, acc), U)
         else:
             for h in range(H if pairs else 0):
-                _tile_sums64(Xt, D, X, beta, shift, rowmax, causal, want_ito, fast, p, h,
-                             i0, i1, buf, cbuf, sx, q, S0, SX, SI, RS, U)
+                _tile_sums64(job, fast, p, h, i0, i1, (buf, cbuf, sx, q), sums)
             for h in range(H):
-                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                               part, dEp, acc, ybar, w, U)
+                _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, sums,
+                               (part, dEp, acc), (ybar, w), U)
         _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
         _item_done(counter)  # (release: the item's writes)
     if master:
@@ -670,18 +670,13 @@ def _fused64(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
-def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, R, counter,
-             U, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-             energy, diss, G2, G2hm, ito_sum, dEdD):
-    """The fused pass, float32 pair loop for d = 3 (Xt (P, 3, n_pad) float32)."""
+def _fused32(role, job, counter, sums, outs):
+    """The fused pass, float32 pair loop for d = 3 (:class:`RowJob` ``job``: Xt (P, 3, n_pad)
+    float32, shift float32; ``sums`` and ``outs`` as in :func:`_fused64`)."""
     master = _enter(role)
-    Xt, D, V, X = _unowned(Xt), _unowned(D), _unowned(V), _unowned(X)
-    shift, rowmax, lap, counter = _unowned(shift), _unowned(rowmax), _unowned(lap), _unowned(counter)
-    U, S0, SX, SI = _unowned(U), _unowned(S0), _unowned(SX), _unowned(SI)
-    RS, vel, part, grad = _unowned(RS), _unowned(vel), _unowned(part), _unowned(grad)
-    bhat, er, dEp, energy = _unowned(bhat), _unowned(er), _unowned(dEp), _unowned(energy)
-    diss, G2, G2hm, ito_sum = _unowned(diss), _unowned(G2), _unowned(G2hm), _unowned(ito_sum)
-    dEdD = _unowned(dEdD)
+    job, counter, sums = _unowned(job), _unowned(counter), _unowned(sums)
+    Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito, U, R = job
+    vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito_sum, dEdD = _unowned(outs)
     P, n, d = X.shape
     H = D.shape[1]
     nt = (n + R - 1) // R
@@ -699,10 +694,9 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
         p, b, i0, i1 = _tile_item(t, nt, R, n)
         acc[:] = 0.0
         for h in range(H):
-            _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1,
-                         S0, SX, SI, RS)
-            _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, S0, SX, SI, RS,
-                           part, dEp, acc, ybar, w, U)
+            _tile_sums32(Xt, D, X, beta, shift, rowmax, causal, want_ito, p, h, i0, i1, sums)
+            _head_epilogue(X, D, V, lap, norm, causal, p, b, h, i0, i1, sums, (part, dEp, acc),
+                           (ybar, w), U)
         _rows_epilogue(X, H, norm, causal, p, i0, i1, acc, vel, grad, bhat, er, v, g)
         _item_done(counter)  # (release: the item's writes)
     if master:
@@ -712,3 +706,26 @@ def _fused32(role, Xt, D, V, X, beta, shift, rowmax, lap, norm, causal, want_ito
         _leave(role, counter)
 #: No token columns (:func:`_fused64` after the BLAS pair pass reads none).
 _NO_XT = np.empty((0, 0, 0))
+
+
+class RowJob(NamedTuple):
+    """The inputs of a job of :func:`_fused64` or :func:`_fused32`, their argument ``job`` (as
+    a plain tuple: numba types a NamedTuple argument in Python at every call, ≈ 2 µs):
+    token columns Xt (P, d, n_pad) (float32 for :func:`_fused32`), D and V (P, H, d, d),
+    X (P, n, d), β, the shifts (P, H) (float32 for :func:`_fused32`) and the row-maximum
+    flags (P, H), the Laplacian heads (H,), the normalisation code, the causal mask and the
+    Itô flag, the relative masses U (P, n_pad) or (P, 0), the tile rows R."""
+
+    Xt: np.ndarray
+    D: np.ndarray
+    V: np.ndarray
+    X: np.ndarray
+    beta: float
+    shift: np.ndarray
+    rowmax: np.ndarray
+    lap: np.ndarray
+    norm: int
+    causal: bool
+    want_ito: bool
+    U: np.ndarray
+    R: int

@@ -165,13 +165,15 @@ def _sym3_items(stage, P, H, nb, nt):
 
 
 @njit(nogil=True, **_OPTS, **_ALIGNED)
-def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, ito, R, counter,
-          Cb, Ws, Cws, Gs, As, Ts, Rs, Ss, Ks, Ac, S0, SX, SI, RS, vel, part, grad, bhat, er, dEp,
-          energy, diss, G2, G2hm, ito_sum, dEdD):
+def _sym3(role, stage, job, own_shift, counter, Cb, scratch, Ac, sums, outs):
     """The symmetric d = 3 pass, one compiled function for its four stages; one thread's part
     of a job of :mod:`wflow.kernels.pool` (the work items come from the job's counter, a dynamic
     schedule; the caller's thread, ``role`` of :func:`_enter`, then waits until
-    every item is complete and runs the sums of :func:`_finish`):
+    every item is complete and runs the sums of :func:`_finish`). The arguments in groups:
+    ``job`` (:class:`SymJob`: tokens, matrices, β, shifts, bands, flags), the ``scratch`` of
+    :func:`_sym3_scratch`, the row ``sums`` (S0, SX, SI, RS of
+    :class:`~.workspace.RowSums`) and the ``outs`` (:class:`~.workspace.Outputs`), each a
+    tuple in that order; ``Cb`` the band column sums, ``Ac`` the chunks' sums:
 
     * ``Stage.FUSED`` (one band, at least as many paths as threads): items are (path p, chunk
       of heads, :data:`_SYM_CHUNK`); an item runs head after head the pair sums
@@ -207,15 +209,11 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
     that calls it, which cost ≈ 11 s of compilation."""
     master = _enter(role)
     # (no reference counting of the arguments' views: :func:`_unowned`)
-    Xt, D, V, X = _unowned(Xt), _unowned(D), _unowned(V), _unowned(X)
-    shift, bands, lap, ito = _unowned(shift), _unowned(bands), _unowned(lap), _unowned(ito)
-    counter, Cb, Ws, Cws = _unowned(counter), _unowned(Cb), _unowned(Ws), _unowned(Cws)
-    Gs, As, Ts, Rs = _unowned(Gs), _unowned(As), _unowned(Ts), _unowned(Rs)
-    Ss, Ks, Ac, S0, SX = _unowned(Ss), _unowned(Ks), _unowned(Ac), _unowned(S0), _unowned(SX)
-    SI, RS, vel, part = _unowned(SI), _unowned(RS), _unowned(vel), _unowned(part)
-    grad, bhat, er, dEp = _unowned(grad), _unowned(bhat), _unowned(er), _unowned(dEp)
-    energy, diss, G2, G2hm = _unowned(energy), _unowned(diss), _unowned(G2), _unowned(G2hm)
-    ito_sum, dEdD = _unowned(ito_sum), _unowned(dEdD)
+    Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, _ = _unowned(job)
+    counter, Cb, Ac = _unowned(counter), _unowned(Cb), _unowned(Ac)
+    Ws, Cws, Gs, As, Ts, Rs, Ss, Ks = _unowned(scratch)
+    S0, SX, SI, RS = _unowned(sums)
+    vel, part, grad, bhat, er, dEp, energy, diss, G2, G2hm, ito_sum, dEdD = _unowned(outs)
     P = Xt.shape[0]
     H = D.shape[1]
     n = S0.shape[2]
@@ -307,13 +305,13 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 S0h, SXh, SIh, RSh = S0s, SXs, SIs, RSs
             else:
                 S0h, SXh, SIh, RSh = S0[p, h], SX[p, h], SI[p, h], RS[p, h]
-            _sym_band3_for(Xt[p, 0], Xt[p, 1], Xt[p, 2], D[p, h], beta, shift[p, h], n,
-                           i_lo, i_hi, C, W, Rp, nb == 1, S0h, SXh, SIh, RSh, ito[p], Gp)
+            sh = (S0h, SXh, SIh, RSh)
+            _sym_band3_for((Xt[p, 0], Xt[p, 1], Xt[p, 2]), D[p, h], beta, shift[p, h], n,
+                           i_lo, i_hi, C, W, Rp, nb == 1, sh, ito[p], Gp)
             if fused:  # the head's combine while its row sums are in cache (all rows: the
                 # fused stage has one band, i_lo = 0 and i_hi = n, int64 rather than the
                 # literal 0, so that both call sites compile one combine: 0.8 s of a cold cache)
-                _sym_epilogue3(X, D, V, lap, norm, p, h, i_lo, i_hi, R, S0h, SXh, SIh, RSh,
-                               part, dEp, ac, tl)
+                _sym_epilogue3(X, D, V, lap, norm, p, h, i_lo, i_hi, R, sh, (part, dEp, ac), tl)
         # the combine of rows r0..r1−1, every head: a block of R rows, or a chained path once its
         # last head is done (the thread that completes it sees the others' row sums)
         r0 = 0
@@ -334,8 +332,8 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
                 # (tmp whole: the combine uses its first m columns; a C-contiguous argument,
                 # as in the fused call, so one compiled combine, not two: 0.8 s of a cold cache)
                 for h in range(_sym_chunk_start(H, nc, k), _sym_chunk_start(H, nc, k + 1)):
-                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R, S0[p, h], SX[p, h],
-                                   SI[p, h], RS[p, h], part, dEp, tmp, tl)
+                    _sym_epilogue3(X, D, V, lap, norm, p, h, r0, r1, R,
+                                   (S0[p, h], SX[p, h], SI[p, h], RS[p, h]), (part, dEp, tmp), tl)
                 _chunk_add(acc, tmp, m, k == 0)
         if last:
             for k in range(nc):
@@ -358,10 +356,10 @@ def _sym3(role, stage, Xt, D, V, X, beta, shift, own_shift, bands, lap, norm, it
 
 
 class SymJob(NamedTuple):
-    """The inputs of a job of :func:`_sym3` (in its argument order, with the tile rows ``R``
-    and the thread count): page-padded columns Xt (P, 3, nps), D and V (P, H, 3, 3), X
-    (P, n, 3), β, the shifts (P, H), the row bands, the Laplacian heads (H,), the
-    normalisation code, the paths' Itô flags (P,)."""
+    """The inputs of a job of :func:`_sym3`, its argument ``job`` (as a plain tuple):
+    page-padded columns Xt (P, 3, nps), D and V (P, H, 3, 3), X (P, n, 3), β, the shifts
+    (P, H), the row bands, the Laplacian heads (H,), the normalisation code, the paths' Itô
+    flags (P,), the tile rows ``R`` and the thread count (the pool's, not read by the kernel)."""
 
     Xt: np.ndarray
     D: np.ndarray
@@ -381,9 +379,8 @@ def _run_sym3(stage, table, job, Cb, sums, outs, own_shift=False):
     """One job of :func:`_sym3` (:class:`SymJob` ``job``, row sums ``sums``, outputs ``outs``)
     on the pool, with at most ``job.threads`` threads; with ``own_shift`` its items write
     ``shift`` of their heads first (one band only)."""
-    Xt, D, V, X, beta, shift, bands, lap, norm, ito, R, threads = job
-    arrays = (*sums, *outs)
-    P, H, n = Xt.shape[0], D.shape[1], arrays[0].shape[2]
+    Xt, D, bands, R, threads = job.Xt, job.D, job.bands, job.R, job.threads
+    P, H, n = Xt.shape[0], D.shape[1], sums[0].shape[2]
     stage = int(stage)  # (a plain int for the kernels: one compiled type)
     items = int(_sym3_items(stage, P, H, bands.size - 1, (n + R - 1) // R))
     threads = max(1, min(threads, items))
@@ -395,8 +392,9 @@ def _run_sym3(stage, table, job, Cb, sums, outs, own_shift=False):
         Ac = _kept("sym3_chunks", (P, H, n), lambda: np.empty((P, int(_sym_chunks(H)), 9, n)))
     else:
         Ac = _NO_AC
-    pool.run(_sym3, (stage, Xt, D, V, X, beta, shift, bool(own_shift), bands, lap, norm, ito,
-                      R, counter, Cb, *scratch, Ac, *arrays), threads)
+    # (plain tuples: numba types a NamedTuple argument in Python at every call, ≈ 2 µs)
+    pool.run(_sym3, (stage, tuple(job), bool(own_shift), counter, Cb, scratch, Ac, tuple(sums),
+                      tuple(outs)), threads)
 
 
 def _sym3_scratch(slots, n, nps, table, rows):

@@ -164,7 +164,8 @@ def _f64_as_i64(typingctx, x):
 @intrinsic
 def _unowned(typingctx, arr):
     r"""The array ``arr`` without its owner: the same data, shape and strides with a NULL
-    meminfo and parent (the same numba type, so no new compilation).
+    meminfo and parent (the same numba type, so no new compilation); of a tuple (the groups of
+    a kernel's arguments: its job, row sums, outputs, scratch), every array in it so.
 
     numba counts references to an array's meminfo with atomic (``lock``-prefixed)
     instructions whenever compiled code makes a view of it or passes it to a function that is
@@ -174,16 +175,27 @@ def _unowned(typingctx, arr):
     meminfos numba's ``NRT_incref``/``NRT_decref`` return at once (see benchmarks/). Only for
     a job body's arguments: the Python caller holds every one of them until the job is over,
     and nothing in the body keeps a reference beyond it."""
-    if isinstance(arr, types.Array):
+    if isinstance(arr, (types.Array, types.BaseTuple)):
 
         def codegen(context, builder, sig, args):
-            v = args[0]
-            elements = v.type.elements  # (meminfo, parent, nitems, itemsize, data, shape, strides)
-            v = builder.insert_value(v, ir.Constant(elements[0], None), 0)
-            return builder.insert_value(v, ir.Constant(elements[1], None), 1)
+            return _without_owner(builder, sig.args[0], args[0])
 
         return arr(arr), codegen
     return None
+
+
+def _without_owner(builder, ty, v):
+    """The LLVM value ``v`` of numba type ``ty`` with every array's meminfo and parent NULL
+    (:func:`_unowned`)."""
+    if isinstance(ty, types.Array):
+        elements = v.type.elements  # (meminfo, parent, nitems, itemsize, data, shape, strides)
+        v = builder.insert_value(v, ir.Constant(elements[0], None), 0)
+        return builder.insert_value(v, ir.Constant(elements[1], None), 1)
+    if isinstance(ty, types.BaseTuple):
+        for k, t in enumerate(ty.types):
+            if isinstance(t, (types.Array, types.BaseTuple)):
+                v = builder.insert_value(v, _without_owner(builder, t, builder.extract_value(v, k)), k)
+    return v
 
 
 def _target_has_fma():
