@@ -158,7 +158,9 @@ def test_run_keeps_its_timing_and_validate_uses_it(cache, capsys, tmp_path, monk
     capsys.readouterr()
     assert main(["validate", *sets]) == 0
     line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time:")][0]
-    assert line.startswith("time: about ") and "fitted to 1 timings" in line
+    # the estimate reads the one kept timing ("about" or, when that run's main terms made too
+    # small a share of its time on this machine, "roughly"; either way it names the count)
+    assert "1 timings" in line and "route numpy" in line, line
 
 
 @pytest.mark.slow
