@@ -47,17 +47,6 @@ class Features:
     geometric: bool
     post: bool
 
-    def groups(self, method: str = "") -> set[str]:
-        """The series groups of :mod:`wflow.engine.series` a run with these flags writes
-        (``ledger`` always: NaN where not computed; ``stepper`` for a stepper with series)."""
-        out = {"core", "ledger", "user"}
-        for flag in ("clustering", "w2", "free_energy", "token_noise", "step_ledger", "density"):
-            if getattr(self, flag):
-                out.add(flag)
-        if not self.post:
-            out.add("radius")
-        return out
-
 
 def of(cfg: dict) -> Features:
     """The :class:`Features` of the validated configuration ``cfg``."""

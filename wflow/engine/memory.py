@@ -259,7 +259,7 @@ H5_METADATA = 256 * 1024
 def _n_series(cfg) -> int:
     """Datasets of shape (records, P): core, ledger (always written) and user series, the
     clustering / W2 diagnostics when switched on, the stepper's (JKO) series."""
-    from wflow.engine import series
+    from wflow.engine import features, series
 
     groups = {"core", "ledger", "user"}
     if cfg["diagnostics"]["clustering"]:
@@ -268,7 +268,7 @@ def _n_series(cfg) -> int:
         groups.add("w2")
     if cfg["solver"]["method"] == "jko":
         groups.add("stepper")
-    if cfg["solver"]["representation"] == "density" and cfg["model"].get("diffusion", 0) > 0:
+    if features.of(cfg).free_energy:
         groups.add("free_energy")
     return sum(len(series.names(kind=k, group=g)) for k in ("point", "cumulative") for g in groups)
 

@@ -161,7 +161,7 @@ def documented_nan(run) -> frozenset:
 def check_row(run, row, k: int, t: float) -> None:
     """A :class:`~wflow.errors.NumericalError` naming the series, the step and the time if a
     recorded value is infinite, or NaN where no NaN is documented."""
-    allowed = run.__dict__.setdefault("_documented_nan", documented_nan(run))
+    allowed = run.documented_nan
     for name, value in row.items():
         a = np.asarray(value)
         if a.dtype.kind not in "fc" or np.all(np.isfinite(a)):

@@ -33,6 +33,7 @@ from wflow.engine import initial
 from wflow.engine import series as _series
 from wflow.engine.initial import UNIT_TOL
 from wflow.engine.ledger import Ledger
+from wflow.engine.records import documented_nan
 from wflow.engine.state import State
 from wflow.errors import ConfigError
 from wflow.geometry import sphere
@@ -255,6 +256,7 @@ def build(cfg: dict, memory, process=None, tokens=None) -> RunSetup:
     run.ledger = Ledger(exact=run.exact_ledger, step_ledger=f.step_ledger,
                         free_energy=f.free_energy, record_every=run.record_every,
                         sigma=run.model.sigma, dt=run.dt, n=run.n)
+    run.documented_nan = documented_nan(run)  # the series a record may hold NaN in
     return run
 
 

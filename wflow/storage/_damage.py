@@ -22,6 +22,7 @@ from wflow.storage._h5 import (
     CorruptFile,
     _attr_str,
     _mark_complete,
+    _new_checkpoint_group,
     _slots,
     _write_slot,
 )
@@ -145,15 +146,7 @@ def _rewrite_empty(path: Path, point=None):
             for k, v in attrs.items():
                 out.attrs[k] = v
             out.create_group("series")
-            ck = out.create_group("checkpoint")
-            ck.attrs["description"] = (
-                "two ping-pong slots; resume uses the complete one with the highest seq")
-            for s in SLOTS:
-                g = ck.create_group(s)
-                g.attrs["complete"] = 0
-                g.attrs["seq"] = 0
-                g.attrs["k"] = -1
-                g.attrs["n_records"] = 0
+            ck = _new_checkpoint_group(out)
             if point is not None and point.checkpoint is not None:
                 g = ck[point.slot]
                 _write_slot(g, point.checkpoint)

@@ -318,6 +318,20 @@ def _put(g, name, value):
         g.create_dataset(name, data=value)
 
 
+def _new_checkpoint_group(f):
+    """The ``checkpoint`` group of a new file: two empty ping-pong slots."""
+    ck = f.create_group("checkpoint")
+    ck.attrs["description"] = (
+        "two ping-pong slots; resume uses the complete one with the highest seq")
+    for s in SLOTS:
+        g = ck.create_group(s)
+        g.attrs["complete"] = 0
+        g.attrs["seq"] = 0
+        g.attrs["k"] = -1
+        g.attrs["n_records"] = 0
+    return ck
+
+
 def _write_slot(g, ckpt: dict):
     """Write a checkpoint mapping (``k``, ``X``, ``D``, ``E0`` arrays; ``cum``, ``pending``,
     ``memo`` groups of arrays; ``rng_states`` a JSON-able list) into slot ``g``."""

@@ -112,6 +112,7 @@ from wflow.storage._h5 import (  # noqa: F401  (_mark_complete: used by tests)
     _looks_hdf5,
     _machine,
     _mark_complete,
+    _new_checkpoint_group,
     _now,
     _open_read,
     _open_write,
@@ -298,16 +299,7 @@ class H5Recorder:
                 a["git"] = json.dumps(git)
             a["resumes"] = 0
             f.create_group("series")
-            ck = f.create_group("checkpoint")
-            ck.attrs["description"] = (
-                "two ping-pong slots; resume uses the complete one with the highest seq"
-            )
-            for s in SLOTS:
-                g = ck.create_group(s)
-                g.attrs["complete"] = 0
-                g.attrs["seq"] = 0
-                g.attrs["k"] = -1
-                g.attrs["n_records"] = 0
+            _new_checkpoint_group(f)
 
     # ------------------------------------------------------------------ writing
     @contextlib.contextmanager
