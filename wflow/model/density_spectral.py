@@ -134,7 +134,6 @@ class SpectralDensityModel:
         rho = np.asarray(rho, dtype=float)
         if check:
             self.check_positive(rho)
-        P = rho.shape[0]
         g = self.grid
         masses = g.masses(rho)
         F = quadrature_field(self.model, g.centres, masses, D, want_ito)
