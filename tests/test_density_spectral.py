@@ -135,7 +135,7 @@ def test_uniform_state_growth_rates(d, normalization):
     for ell in (1, 3):
         phi = np.cos(ell * g.theta) if d == 2 else real_harmonic(ell, 1, g.centres)
         rho = (1 + eps * phi)[None] / area
-        amp = lambda r: np.sum(g.weights * (r[0] - 1 / area) * phi) / np.sum(  # noqa: E731
+        amp = lambda r, phi=phi: np.sum(g.weights * (r[0] - 1 / area) * phi) / np.sum(  # noqa: E731
             g.weights * phi * phi) * area
         lam = derived_rate(ell, beta, normalization, 0.0, d)
         rate = np.sum(g.weights * sm.rate(rho, D)[0] * phi) / np.sum(g.weights * phi * phi)
@@ -218,7 +218,7 @@ def test_energy_chain_rule(d):
         rho = vmf(g, 2.0)
         F = sm.evaluate(rho, D)
         h = 1e-4
-        E = lambda r: sm.evaluate(r, D, want_ito=False).energy[0]  # noqa: E731
+        E = lambda r, sm=sm, D=D: sm.evaluate(r, D, want_ito=False).energy[0]  # noqa: E731
         dE = (E(rho + h * F.rate) - E(rho - h * F.rate)) / (2 * h)
         assert abs(dE - sm.sigma * F.dissipation[0]) < 1e-7 * abs(dE)
         assert abs(F.dissipation_cells[0] - F.dissipation[0]) > 1e-6 * abs(dE)
@@ -242,7 +242,7 @@ def test_agrees_with_finite_volumes():
         for _ in range(n):
             F = dm.evaluate(rho, D, want_ito=False)
             rho, _ = st.step(StepContext(X=rho, dt=T / n, sigma=dm.sigma, k1=F.rate,
-                                         max_dt=F.max_dt, velocity=lambda r: dm.rate(r, D)))
+                                         max_dt=F.max_dt, velocity=lambda r, dm=dm: dm.rate(r, D)))
         fvs[N] = rho[0]
     g = CircleHarmonics(32)
     c = g.analysis(run(SpectralDensityModel(am, g), vmf(g, kappa), D, T, 50)[0])
