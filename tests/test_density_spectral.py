@@ -111,12 +111,33 @@ def test_partition_is_funk_hecke(d, c):
     quadrature's exactness (the kernel's tail beyond degree 2L + 1)."""
     L, beta = 10, 1.3
     g = harmonics(d, L)
-    sm = SpectralDensityModel(AttentionModel(beta=beta), g)
+    sm = SpectralDensityModel(AttentionModel(beta=beta), g, route="quadrature")
     for ell in (0, 1, 4, L):
         phi = np.cos(ell * g.theta) if d == 2 else real_harmonic(ell, min(ell, 2), g.centres)
         F = sm.evaluate(phi[None], c * np.eye(d)[None, None], want_ito=False, check=False)
         lam = funk_hecke(beta * c, L, d)[ell]
         assert np.max(np.abs(F.partition[0, 0] - lam * phi)) < 1e-13 * max(1.0, np.abs(lam))
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("normalization", ["head", "joint", "none"])
+@pytest.mark.parametrize("tied", [True, False])
+def test_funk_hecke_route_is_the_quadrature(d, normalization, tied):
+    r"""Heads :math:`D_h = c_hI` (c = 1.3 and −0.6, the second a Laplacian head) summed by the
+    Funk–Hecke multipliers (:func:`funk_hecke_sums`: :math:`S^X` from the β-derivative and
+    the surface gradient) give every field quantity and the rate of the quadrature route to
+    round-off, tied values or V = 0.7 I."""
+    g = harmonics(d, 10)
+    am = AttentionModel(beta=1.4, normalization=normalization, laplacian_heads=(1,),
+                        values=None if tied else 0.7 * np.eye(d)[None])
+    D = np.stack([1.3 * np.eye(d), -0.6 * np.eye(d)])[None]
+    rho = vmf(g, 2.0)
+    a = SpectralDensityModel(am, g).evaluate(rho, D)
+    b = SpectralDensityModel(am, g, route="quadrature").evaluate(rho, D)
+    for k in ("velocity", "partition", "gradient", "energy", "dE_dD", "ito_sum", "rate",
+              "dissipation", "G2", "G2_hm", "b_hat"):
+        ref = np.asarray(getattr(b, k))
+        assert np.max(np.abs(getattr(a, k) - ref)) < 1e-13 * np.max(np.abs(ref)), k
 
 
 @pytest.mark.parametrize("d", [2, 3])

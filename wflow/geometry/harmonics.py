@@ -134,6 +134,12 @@ class CircleHarmonics:
         (the tangential component of a flux): :math:`ik\hat F_k`."""
         return 1j * np.arange(self.K + 1) * self.analysis(F)
 
+    def gradient(self, c) -> np.ndarray:
+        r""":math:`\nabla_S f = f'(\theta)\,\tau` at the nodes (..., N, 2) of the function with
+        coefficients c."""
+        df = self.synthesis(1j * np.arange(self.K + 1) * np.asarray(c))
+        return df[..., None] * self.tangents
+
     def speed_bound(self, speed) -> np.ndarray:
         r""":math:`K\max_j\lvert a_j\rvert` per path: the largest transport rate of the
         resolved modes."""
@@ -281,6 +287,25 @@ class SphereHarmonics:
         m = np.arange(self.L + 1)
         return -(np.einsum("mlj,...jm->...lm", dLam, Ft)
                  - 1j * m * np.einsum("mlj,...jm->...lm", Lam, Fp))
+
+    def gradient(self, c) -> np.ndarray:
+        r""":math:`\nabla_S f = \sum_{\ell m}\hat f_{\ell m}\big[\partial_\theta\Lambda_{\ell m}
+        \hat e_\theta + \frac{im}{\sin\theta}\Lambda_{\ell m}\hat e_\varphi\big]e^{im\varphi}`
+        at the nodes (..., G, 3) of the real function with coefficients c."""
+        _, _, _, sg, Lam, dLam, _ = self._t
+        a, b = self.shape
+        c = np.asarray(c, dtype=complex)
+        m = np.arange(self.L + 1)
+
+        def synth(table, cc):
+            Gm = np.einsum("mlj,...lm->...jm", table, cc) / sg[:, None]
+            full = np.zeros(Gm.shape[:-1] + (b // 2 + 1,), dtype=complex)
+            full[..., : self.L + 1] = Gm
+            f = np.fft.irfft(full * b, n=b, axis=-1)
+            return f.reshape(f.shape[:-2] + (a * b,))
+
+        et, ep = self.frames
+        return (synth(dLam, c)[..., None] * et + synth(Lam, 1j * m * c)[..., None] * ep)
 
     def speed_bound(self, speed) -> np.ndarray:
         r""":math:`L\max_g\lvert v_g\rvert` per path (speed (..., G))."""

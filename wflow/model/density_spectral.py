@@ -36,7 +36,8 @@ from wflow.model.attention import AttentionModel, Field
 from wflow.model.density import DensityField, perturbation, von_mises_density
 from wflow.params import Choice, Integer, Interval, Param, When, bad, declare
 
-__all__ = ["SpectralDensityModel", "initial_density", "funk_hecke", "REPRESENTATIONS",
+__all__ = ["SpectralDensityModel", "initial_density", "funk_hecke", "funk_hecke_sums",
+           "kernel_sums", "quadrature_field", "REPRESENTATIONS",
            "POSITIVITY_TOL", "spectral_model"]
 
 #: how a density is discretised: finite volumes or the spectral representation [model §5b]
@@ -45,22 +46,58 @@ REPRESENTATIONS = ("fv", "spectral")
 POSITIVITY_TOL = 1e-3
 
 
-def funk_hecke(beta, degree, d):
+def funk_hecke(beta, degree, d, derivative=0):
     r"""The eigenvalues of :math:`f \mapsto \int e^{\beta\langle x, y\rangle}f(y)\,dy` on the
-    harmonics of degree k = 0..``degree`` (Funk–Hecke):
+    harmonics of degree k = 0..``degree`` (Funk–Hecke), or their ``derivative`` (0, 1, 2) in β:
 
     .. math::
-        S^1:\ \int_0^{2\pi}e^{\beta\cos\psi}e^{ik\psi}\,d\psi = 2\pi I_k(\beta),\qquad
-        S^2:\ 2\pi\int_{-1}^{1}e^{\beta t}P_\ell(t)\,dt = 4\pi\,i_\ell(\beta)
+        S^1:\ \lambda_k = \int_0^{2\pi}e^{\beta\cos\psi}e^{ik\psi}\,d\psi = 2\pi I_k(\beta),\qquad
+        S^2:\ \lambda_\ell = 2\pi\int_{-1}^{1}e^{\beta t}P_\ell(t)\,dt = 4\pi\,i_\ell(\beta)
 
     (:math:`i_\ell` the modified spherical Bessel function); β any real (β < 0: the signs
-    :math:`(-1)^k`)."""
+    :math:`(-1)^k`). The β-derivatives are the multipliers of :math:`t\,e^{\beta t}` and
+    :math:`t^2e^{\beta t}` (:math:`t = \langle x, y\rangle`), from
+    :math:`t\cos k\psi = \tfrac12(\cos(k-1)\psi + \cos(k+1)\psi)` and
+    :math:`tP_\ell = ((\ell+1)P_{\ell+1} + \ell P_{\ell-1})/(2\ell+1)` (no division by β)."""
     from scipy.special import iv, spherical_in
 
-    k = np.arange(int(degree) + 1)
-    if d == 2:
-        return 2.0 * np.pi * iv(k, beta)
-    return 4.0 * np.pi * spherical_in(k, beta)
+    n = int(degree)
+    k = np.arange(n + 1 + derivative)
+    lam = 2.0 * np.pi * iv(k, beta) if d == 2 else 4.0 * np.pi * spherical_in(k, beta)
+    for _ in range(derivative):  # degree j from j + 1 and j - 1 (S¹: I_{-1} = I_1)
+        up = lam[1:]
+        down = np.concatenate([lam[1:2] if d == 2 else [0.0], lam[:-2]])
+        j = np.arange(len(up))
+        lam = 0.5 * (up + down) if d == 2 else ((j + 1) * up + j * down) / (2 * j + 1)
+    return lam[: n + 1]
+
+
+def _multiply(grid, lam, c):
+    """Coefficients c times the multipliers lam by degree (S¹: by k; S²: by ℓ)."""
+    return lam * c if isinstance(grid, CircleHarmonics) else lam[:, None] * c
+
+
+def funk_hecke_sums(grid, rho, c, beta, want_ito=True):
+    r"""The kernel sums of one head with :math:`D_h = cI` (c ≠ 0) of the band-limited density
+    with nodal values ``rho`` (G,), exactly (:func:`funk_hecke` at s = βc):
+
+    .. math::
+        S^0 = \sum\lambda_\ell(s)\hat\rho_{\ell m}Y_{\ell m},\quad
+        S^X = x\sum\lambda'_\ell(s)\hat\rho_{\ell m}Y_{\ell m} + \tfrac1s\nabla_S S^0,\quad
+        S^I = \sum(\lambda_\ell + \lambda''_\ell)(s)\hat\rho_{\ell m}Y_{\ell m}
+
+    (:math:`\langle x, S^X\rangle = \partial_s S^0` and :math:`P_xS^X = \nabla_S S^0/s`).
+    O(L³) on S² instead of the quadrature's O(G²)."""
+    s = beta * c
+    L = grid.degree
+    d = grid.d
+    r = grid.analysis(rho)
+    z = _multiply(grid, funk_hecke(s, L, d), r)
+    S0 = grid.synthesis(z)
+    SX = (grid.synthesis(_multiply(grid, funk_hecke(s, L, d, 1), r))[:, None] * grid.centres
+          + grid.gradient(z) / s)
+    SI = (S0 + grid.synthesis(_multiply(grid, funk_hecke(s, L, d, 2), r))) if want_ito else None
+    return S0, SX, SI
 
 
 @dataclass(frozen=True)
@@ -78,6 +115,9 @@ class SpectralDensityModel:
     nu : diffusion ν ≥ 0 (explicit, in every stage).
     positivity_tol : :meth:`evaluate` stops the run (NumericalError) when
         :math:`\min_g\rho_g < -\mathrm{tol}\max_g\rho_g`.
+    route : ``"auto"``: the kernel sums of a head with :math:`D_h = cI`, c ≠ 0, by the
+        Funk–Hecke multipliers (:func:`funk_hecke_sums`), of every other head by the
+        quadrature (:func:`kernel_sums`); ``"quadrature"``: every head by the quadrature.
     """
 
     model: AttentionModel
@@ -85,6 +125,7 @@ class SpectralDensityModel:
     cfl: float = 0.4
     nu: float = 0.0
     positivity_tol: float = POSITIVITY_TOL
+    route: str = "auto"
 
     split = False  # the diffusion is in every stage
     causal = False
@@ -97,6 +138,8 @@ class SpectralDensityModel:
             raise ValueError(f"cfl = {self.cfl!r}: must be in (0, 1]")
         if not self.nu >= 0:
             raise ValueError(f"nu = {self.nu!r}: the diffusion must be >= 0")
+        if self.route not in ("auto", "quadrature"):
+            raise ValueError(f"route = {self.route!r}: allowed values are 'auto', 'quadrature'")
 
     @property
     def sigma(self) -> float:
@@ -136,7 +179,7 @@ class SpectralDensityModel:
             self.check_positive(rho)
         g = self.grid
         masses = g.masses(rho)
-        F = quadrature_field(self.model, g.centres, masses, D, want_ito)
+        F = quadrature_field(self.model, g, masses, D, want_ito, self.route)
         sigma = self.sigma
         if isinstance(g, CircleHarmonics):
             a = sigma * np.einsum("pka,ka->pk", F.velocity, g.tangents)
@@ -176,8 +219,8 @@ class SpectralDensityModel:
     def velocity(self, rho, D) -> np.ndarray:
         """The σ-free field v at the nodes (P, G, d)."""
         rho = np.asarray(rho, dtype=float)
-        return quadrature_field(self.model, self.grid.centres, self.grid.masses(rho), D,
-                                False).velocity
+        return quadrature_field(self.model, self.grid, self.grid.masses(rho), D, False,
+                                self.route).velocity
 
 
 #: rows of the kernel matrix per block of the quadrature
@@ -190,10 +233,13 @@ def kernel_sums(X, m, Dh, beta, want_ito=True):
 
     .. math::
         S^0_g = \sum_{g'}m_{g'}e^{s_{gg'}},\quad S^X_g = \sum_{g'}m_{g'}e^{s_{gg'}}x_{g'},\quad
-        S^I_g = \sum_{g'}m_{g'}e^{s_{gg'}}(1 + \langle x_g, x_{g'}angle^2),\qquad
-        s_{gg'} = eta\langle x_g, D_h x_{g'}angle,
+        S^I_g = \sum_{g'}m_{g'}e^{s_{gg'}}(1 + \langle x_g, x_{g'}
+angle^2),\qquad
+        s_{gg'} = eta\langle x_g, D_h x_{g'}
+angle,
 
-    by blocks of rows of :math:`e^{s - c}`, :math:`c = eta\lVert D_hVert_2`: (G,), (G, d),
+    by blocks of rows of :math:`e^{s - c}`, :math:`c = eta\lVert D_h
+Vert_2`: (G,), (G, d),
     (G,) (S^I None without ``want_ito``). O(G²) per head."""
     G, d = X.shape
     c = beta * float(np.linalg.norm(Dh, ord=2))
@@ -216,17 +262,23 @@ def kernel_sums(X, m, Dh, beta, want_ito=True):
     return S0, SX, SI
 
 
-def quadrature_field(model: AttentionModel, X, masses, D, want_ito=True) -> Field:
-    r"""The field of [model §2–4] of the weighted nodes :math:`\{(x_g, m_g)\}` (masses of any
-    sign, (P, G)) from :func:`kernel_sums`: :math:`Z_h = S^0_h`, the per-node combine of
+def quadrature_field(model: AttentionModel, grid, masses, D, want_ito=True,
+                     route="auto") -> Field:
+    r"""The field of [model §2–4] of the weighted nodes :math:`\{(x_g, m_g)\}` of ``grid``
+    (masses of any sign, (P, G)) from the kernel sums (:func:`funk_hecke_sums` for a head
+    :math:`D_h = cI`, c ≠ 0, with ``route = "auto"``; :func:`kernel_sums` otherwise):
+    :math:`Z_h = S^0_h`, the per-node combine of
     :func:`wflow.kernels.spectral.combine` (every normalisation, Laplacian heads, values,
     ``head_combine``), and the mass-weighted means
 
     .. math::
         E = rac{1}{2eta H}\sum_h\sum_g m_g Z_h(x_g),\quad
-        \mathcal D = \sum_g m_g\langle g_g, v_gangle,\quad
-        G^2 = \sum_g m_grac{\lvert v_gvert^2}{ar m_g},\quad
-        G^2_{hm} = \sum_g m_g\lvert v_gvert^2ar Z_g,
+        \mathcal D = \sum_g m_g\langle g_g, v_g
+angle,\quad
+        G^2 = \sum_g m_grac{\lvert v_g
+vert^2}{ar m_g},\quad
+        G^2_{hm} = \sum_g m_g\lvert v_g
+vert^2ar Z_g,
 
     :math:`\partial_{D_h}E = rac{1}{2H}\sum_g m_g x_g (S^X_{hg})^T`, Itô sum
     :math:`rac{1}{2H}\sum_h\sum_g m_g S^I_{hg}`."""
@@ -234,6 +286,7 @@ def quadrature_field(model: AttentionModel, X, masses, D, want_ito=True) -> Fiel
 
     masses = np.asarray(masses, dtype=float)
     D = np.asarray(D, dtype=float)
+    X = grid.centres
     P, (G, d) = masses.shape[0], X.shape
     H = D.shape[1]
     beta = float(model.beta)
@@ -244,7 +297,13 @@ def quadrature_field(model: AttentionModel, X, masses, D, want_ito=True) -> Fiel
     out = {k: [] for k in Field.__dataclass_fields__}
     for p in range(P):
         m = masses[p]
-        sums = [kernel_sums(X, m, D[p, h], beta, want_ito) for h in range(H)]
+        sums = []
+        for h in range(H):
+            c = D[p, h, 0, 0]
+            if route == "auto" and c != 0 and np.array_equal(D[p, h], c * np.eye(d)):
+                sums.append(funk_hecke_sums(grid, m / grid.weights, c, beta, want_ito))
+            else:
+                sums.append(kernel_sums(X, m, D[p, h], beta, want_ito))
         S0 = np.stack([s[0] for s in sums])
         SX = np.stack([s[1] for s in sums])
         V = D[p] if vals is None else np.broadcast_to(np.asarray(vals, dtype=float), D[p].shape)
