@@ -26,6 +26,7 @@ quadrature.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,6 +226,34 @@ class SpectralDensityModel:
 
 #: rows of the kernel matrix per block of the quadrature
 _BLOCK = 1 << 21
+#: bytes of kernel matrices kept between evaluations (the stages of a step share D_k; a
+#: frozen D every step): least recently used first out
+CACHE_BYTES = 256 << 20
+_cache: OrderedDict = OrderedDict()
+
+
+def _kernel_matrix(X, Dh, beta):
+    r""":math:`e^{\beta\langle x_g, D_h x_{g'}\rangle - c}` (G, G), computed by blocks of rows
+    (the same bits whether or not it is kept), kept in a small LRU cache keyed by
+    (X, D_h, β) when it fits :data:`CACHE_BYTES`; None when it does not fit."""
+    G = X.shape[0]
+    if 8 * G * G > CACHE_BYTES:
+        return None
+    key = (X.shape, X[:3].tobytes(), np.asarray(Dh, dtype=float).tobytes(), float(beta))
+    E = _cache.get(key)
+    if E is not None:
+        _cache.move_to_end(key)
+        return E
+    c = beta * float(np.linalg.norm(Dh, ord=2))
+    Q = beta * (X @ Dh)
+    E = np.empty((G, G))
+    step = max(1, _BLOCK // G)
+    for a in range(0, G, step):
+        E[a:a + step] = np.exp(Q[a:a + step] @ X.T - c)
+    _cache[key] = E
+    while sum(v.nbytes for v in _cache.values()) > CACHE_BYTES:
+        _cache.popitem(last=False)
+    return E
 
 
 def kernel_sums(X, m, Dh, beta, want_ito=True):
@@ -240,7 +269,8 @@ angle,
 
     by blocks of rows of :math:`e^{s - c}`, :math:`c = eta\lVert D_h
 Vert_2`: (G,), (G, d),
-    (G,) (S^I None without ``want_ito``). O(G²) per head."""
+    (G,) (S^I None without ``want_ito``). O(G²) per head (the exponentials once per D_h
+    while the matrix is kept, :func:`_kernel_matrix`)."""
     G, d = X.shape
     c = beta * float(np.linalg.norm(Dh, ord=2))
     Q = beta * (X @ Dh)
@@ -250,8 +280,10 @@ Vert_2`: (G,), (G, d),
     W = np.column_stack(cols)
     out = np.empty((G, W.shape[1]))
     step = max(1, _BLOCK // G)
+    E = _kernel_matrix(X, Dh, beta)
     for a in range(0, G, step):
-        out[a:a + step] = np.exp(Q[a:a + step] @ X.T - c) @ W
+        Ea = np.exp(Q[a:a + step] @ X.T - c) if E is None else E[a:a + step]
+        out[a:a + step] = Ea @ W
     out *= np.exp(c)
     S0, SX = out[:, 0], out[:, 1:1 + d]
     SI = None
