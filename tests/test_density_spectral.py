@@ -364,3 +364,26 @@ def test_weight_processes(d, process):
     assert np.max(np.abs(rho[-1] - rho[0])) > 1e-4 * np.max(rho[0])
     res = np.abs(np.asarray(r["ledger_residual"])[-1])
     assert np.all(res < 1e-3 * np.abs(np.asarray(r["energy"])[0]))
+
+
+def test_kept_kernel_matrix_gives_the_same_bits(monkeypatch):
+    """The kernel matrix kept between evaluations (the stages of a step) gives the bits of
+    the blocks computed afresh, and the cache stays within its budget."""
+    from wflow.model import density_spectral as ds
+
+    g = SphereHarmonics(6)
+    sm = SpectralDensityModel(AttentionModel(beta=1.5), g)
+    rho, D = vmf(g, 2.0), _frozen(3)
+    ds._cache.clear()
+    kept = [sm.evaluate(rho, D).rate for _ in range(2)]
+    assert len(ds._cache) == 1
+    monkeypatch.setattr(ds, "CACHE_BYTES", 0)
+    ds._cache.clear()
+    fresh = sm.evaluate(rho, D).rate
+    assert len(ds._cache) == 0
+    np.testing.assert_array_equal(kept[0], fresh)
+    np.testing.assert_array_equal(kept[1], fresh)
+    monkeypatch.setattr(ds, "CACHE_BYTES", 8 * g.N**2 + 1)  # room for one matrix
+    for c in (0.5, 0.7, 0.9):
+        sm.evaluate(rho, c * D)
+    assert len(ds._cache) == 1
