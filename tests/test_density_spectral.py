@@ -387,3 +387,26 @@ def test_kept_kernel_matrix_gives_the_same_bits(monkeypatch):
     for c in (0.5, 0.7, 0.9):
         sm.evaluate(rho, c * D)
     assert len(ds._cache) == 1
+
+
+def test_given_nodal_values_continue_a_run():
+    """A run started from the final ``rho`` of another continues it with the same bits (the
+    given nodal values are used as they are); values with a part above the degree are refused
+    naming the degree."""
+    from wflow.engine.run import Simulation
+
+    cfg = spectral_cfg(weights__process="frozen", solver__T=0.2, solver__record_every=10,
+                       solver__paths=1)
+    whole = simulate(cfg)
+    half = simulate(spectral_cfg(weights__process="frozen", solver__T=0.1,
+                                 solver__record_every=5, solver__paths=1))
+    sim = Simulation(spectral_cfg(weights__process="frozen", solver__T=0.1,
+                                  solver__record_every=5, solver__paths=1),
+                     tokens=np.asarray(half["rho"])[-1])
+    cont = sim.run()
+    np.testing.assert_array_equal(np.asarray(cont["rho"])[-1], np.asarray(whole["rho"])[-1])
+    g = CircleHarmonics(24)
+    bad = np.asarray(half["rho"])[-1] * (1 + 0.01 * np.cos((g.N // 2) * g.theta))
+    bad /= g.masses(bad).sum()
+    with pytest.raises(ConfigError, match="density.degree"):
+        Simulation(spectral_cfg(weights__process="frozen", solver__paths=1), tokens=bad)

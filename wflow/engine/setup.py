@@ -42,6 +42,7 @@ from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.model import layernorm as _layernorm
 from wflow.model.attention import AttentionModel
 from wflow.model.density import DensityModel, initial_density
+from wflow.model.density_spectral import given_density as given_spectral
 from wflow.model.density_spectral import initial_density as initial_spectral
 from wflow.model.density_spectral import spectral_model
 from wflow.model.processes import deterministic_text, make_process
@@ -270,8 +271,8 @@ def _density_setup(run, cfg, given_rho):
         with _config.config_errors():
             run.model = spectral_model(run.model, run.d, dn, float(m["diffusion"]))
             run.stepper = DensityStepper(run.method, positive=False)
-            rho0 = (run.model.grid.project(_given_density(given_rho, run.P, run.model.grid))
-                    if given_rho is not None
+            rho0 = (given_spectral(_given_density(given_rho, run.P, run.model.grid),
+                                   run.model.grid) if given_rho is not None
                     else initial_spectral(ini, run.model.grid, float(dn["positivity_tol"])))
         return np.broadcast_to(rho0, (run.P, run.model.grid.N)).copy()
     with _config.config_errors():

@@ -38,7 +38,7 @@ from wflow.model.density import DensityField, perturbation, von_mises_density
 from wflow.params import Choice, Integer, Interval, Param, When, bad, declare
 
 __all__ = ["SpectralDensityModel", "initial_density", "funk_hecke", "funk_hecke_sums",
-           "kernel_sums", "quadrature_field", "REPRESENTATIONS",
+           "kernel_sums", "quadrature_field", "given_density", "REPRESENTATIONS",
            "POSITIVITY_TOL", "spectral_model"]
 
 #: how a density is discretised: finite volumes or the spectral representation [model §5b]
@@ -402,6 +402,25 @@ def initial_density(init: dict, grid, tol: float = POSITIVITY_TOL) -> np.ndarray
         raise ConfigError(f"init.amplitude = {init['amplitude']!r}: the perturbed start "
                           f"{kind!r} is negative at a node ({rho.min():.3g}); a density needs "
                           "a smaller amplitude")
+    return rho
+
+
+#: given nodal values must be band-limited to this, relative to their largest value
+BAND_TOL = 1e-10
+
+
+def given_density(rho, grid) -> np.ndarray:
+    r"""Given nodal values ``rho`` (P, G) (e.g. the ``rho`` of a spectral result), used as
+    they are: a :class:`~wflow.errors.ConfigError` unless band-limited to the degree,
+    :math:`\max\lvert P_L\rho - \rho\rvert \le 10^{-10}\max\lvert\rho\rvert` (a part above
+    the degree would never move)."""
+    rho = np.asarray(rho, dtype=float)
+    off = float(np.max(np.abs(grid.project(rho) - rho)))
+    if off > BAND_TOL * float(np.max(np.abs(rho))):
+        raise ConfigError(f"tokens: the given nodal values are not band-limited to "
+                          f"density.degree = {grid.degree} (a part of size {off:.3g} above "
+                          "it); a spectral run starts from the nodal values of a density of "
+                          "that degree (the rho of a spectral result)")
     return rho
 
 
