@@ -121,7 +121,12 @@ def _shape(cfg) -> tuple[int, int, bool]:
     ``density.cells`` cell centres (weighted points) and the N cell averages ρ_k."""
     m = cfg["model"]
     if cfg["solver"].get("representation", "particles") == "density":
-        N = int(cfg["density"]["cells"])
+        dn = cfg["density"]
+        N = int(dn["cells"])
+        if dn.get("representation", "fv") == "spectral":  # the nodes of the grid [model §5b]
+            from wflow.geometry.harmonics import harmonics
+
+            N = harmonics(int(m["d"]), int(dn["degree"])).N
         return N, N, True
     n = int(m["n"])
     return n, n * int(m["d"]), False

@@ -42,6 +42,9 @@ from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.model import layernorm as _layernorm
 from wflow.model.attention import AttentionModel
 from wflow.model.density import DensityModel, initial_density
+from wflow.model.density_spectral import given_density as given_spectral
+from wflow.model.density_spectral import initial_density as initial_spectral
+from wflow.model.density_spectral import spectral_model
 from wflow.model.processes import deterministic_text, make_process
 from wflow.model.processes import values as _values
 from wflow.model.spectral import run_summation
@@ -264,6 +267,14 @@ def _density_setup(run, cfg, given_rho):
     """The density model and stepper of ``run`` [model §5b]; returns the initial cell
     averages (P, N)."""
     m, ini, dn = cfg["model"], cfg["init"], cfg["density"]
+    if dn["representation"] == "spectral":  # nodal values of a band-limited density
+        with _config.config_errors():
+            run.model = spectral_model(run.model, run.d, dn, float(m["diffusion"]))
+            run.stepper = DensityStepper(run.method, positive=False)
+            rho0 = (given_spectral(_given_density(given_rho, run.P, run.model.grid),
+                                   run.model.grid) if given_rho is not None
+                    else initial_spectral(ini, run.model.grid, float(dn["positivity_tol"])))
+        return np.broadcast_to(rho0, (run.P, run.model.grid.N)).copy()
     with _config.config_errors():
         grid = (CircleGrid(int(dn["cells"])) if run.d == 2
                 else voronoi_mesh(int(dn["cells"]), lloyd=int(dn["lloyd"])))

@@ -77,7 +77,9 @@ class DensityStepper:
     ``ctx.X`` is ρ (P, N), ``ctx.velocity`` the rate ρ ↦ ρ̇ at frozen weights, ``ctx.k1`` the
     rate at ρ_k and ``ctx.max_dt`` (P,) the CFL step at ρ_k. With ``diffuse`` (the split
     diffusion, :meth:`wflow.model.density.DensityModel.diffuse`) ``ctx.velocity`` is the
-    transport's rate alone and every substep is a Strang step.
+    transport's rate alone and every substep is a Strang step. With ``positive = False``
+    (the spectral representation, whose positivity is monitored by the model [model §5b])
+    a negative value does not restart the step.
     """
 
     sde_order = None  # no token noise: a density's diffusion is in its fluxes [model §5b]
@@ -85,12 +87,13 @@ class DensityStepper:
               register_series("rho_min", "density: smallest cell average after the last step",
                               "1/radian"))
 
-    def __init__(self, method: str, diffuse=None):
+    def __init__(self, method: str, diffuse=None, positive=True):
         if method not in SSP_METHODS:
             raise ValueError(f"method = {method!r}: a density needs a strong-stability-"
                              f"preserving scheme, allowed values are {', '.join(SSP_METHODS)}")
         self.tableau = TABLEAUX[method]
         self.diffuse = diffuse
+        self.positive = positive  # False: no retry on a negative value (the spectral density)
 
     @property
     def name(self) -> str:
@@ -112,7 +115,7 @@ class DensityStepper:
         for attempt in range(MAX_RETRIES + 1):
             try:
                 rho = self._substeps(ctx, s)
-                if np.all(rho >= 0):
+                if not self.positive or np.all(rho >= 0):
                     break
                 raise NumericalError(f"density: negative cell average {rho.min():.3g} "
                                      f"after a step of {s} substeps")
@@ -243,3 +246,6 @@ declare(
           "explicit diffusion_scheme only [model §5b]",
           applies=When("solver.representation", "density")),
 )
+
+# the spectral representation's keys (density.representation, density.degree, ...) [model §5b]
+from wflow.model import density_spectral  # noqa: E402, F401
