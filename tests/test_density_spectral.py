@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_io import crash_in_checkpoint
 
-from wflow.engine.run import simulate
+from wflow.engine.run import Simulation, simulate
 from wflow.errors import ConfigError, NumericalError
 from wflow.geometry import circle_fv as fv
 from wflow.geometry.harmonics import CircleHarmonics, SphereHarmonics, harmonics
@@ -344,6 +344,11 @@ def test_keys_refused():
         simulate(spectral_cfg(model__diffusion=0.1, density__diffusion_scheme="split"))
     with pytest.raises(ConfigError, match="density.diffusion_mobility"):
         simulate(spectral_cfg(model__diffusion=0.1, density__diffusion_mobility="b_hat"))
+    for key, value in (("cells", 64), ("limiter", "minmod"), ("lloyd", 2)):  # finite volumes only
+        with pytest.raises(ConfigError, match=f"density.{key} = .* cannot apply"):
+            simulate(spectral_cfg(d=3, **{f"density__{key}": value}))
+    with pytest.raises(ConfigError, match="nodal values of the grid of density.degree = 24"):
+        Simulation(spectral_cfg(), tokens=np.ones(7))
 
 
 @pytest.mark.parametrize("d", [2, 3])
@@ -410,3 +415,27 @@ def test_given_nodal_values_continue_a_run():
     bad /= g.masses(bad).sum()
     with pytest.raises(ConfigError, match="density.degree"):
         Simulation(spectral_cfg(weights__process="frozen", solver__paths=1), tokens=bad)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_density_figure_draws_the_nodes(tmp_path, d):
+    """The density figure of a spectral run draws the nodal values on the representation's own
+    grid (the nodes of the degree, not a cell mesh), and names the degree."""
+    from PIL import Image
+
+    from wflow.analysis.results import SourceError
+    from wflow.engine.driver import run_to_file
+    from wflow.figures import plotting
+
+    cfg = spectral_cfg(d, density__degree=10, solver__T=0.1)
+    run_to_file(cfg, tmp_path / "s.h5")
+    files = plotting.plot(tmp_path / "s.h5", "density", tmp_path / "fig", formats=("png",))
+    assert [f.name for f in files] == ["density.png"]
+    assert Image.open(files[0]).size[0] > 500
+    if d == 3:  # a grid of another degree does not match rho: refused, not drawn wrongly
+        import h5py
+
+        with h5py.File(tmp_path / "s.h5", "r+") as f:
+            f.attrs["config"] = f.attrs["config"].replace('"degree": 10', '"degree": 11')
+        with pytest.raises(SourceError, match="density.degree = 11"):
+            plotting.plot(tmp_path / "s.h5", "density", tmp_path / "fig2", formats=("png",))

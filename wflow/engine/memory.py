@@ -173,6 +173,13 @@ def estimate(cfg, keep_records=False) -> Estimate:
         # (S²: ~3N edges with lengths, normals and arc moments; S¹: the grid's few arrays)
         state = F8 * (P * snap * (6 + 3 * stages) + Hdd * 10 + nd * 2)
         kernel += F8 * (40 * n if d == 3 else 4 * n)
+        if cfg["density"].get("representation", "fv") == "spectral":
+            # the quadrature's kernel matrices (G, G) per head, kept up to their cache's bytes
+            # (one more while the oldest is evicted), and two blocks of rows of logits [model §5b]
+            from wflow.model.density_spectral import CACHE_BYTES
+
+            G2 = F8 * n * n
+            kernel += (min(H * G2, CACHE_BYTES + G2) if G2 <= CACHE_BYTES else 0) + 2 * F8 * (1 << 21)
     row = F8 * (P * _n_series(cfg) + (P * snap if out["store_tokens"] else 0)
                 + (Hdd if out["store_weights"] else 0)
                 + (int(s["record_every"]) * P * _n_step_ledger() if ledger else 0))

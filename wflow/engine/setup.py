@@ -321,9 +321,10 @@ def _given_density(rho, P, grid):
     r = np.asarray(rho, dtype=float)
     N = grid.N
     if r.shape not in ((N,), (P, N)):
-        raise ConfigError(f"tokens: a density run starts from cell averages of shape "
-                          f"(density.cells,) = ({N},) or (solver.paths, density.cells) = "
-                          f"({P}, {N}), not {r.shape}")
+        what = ("nodal values of the grid of density.degree = " + str(grid.degree)
+                if hasattr(grid, "degree") else "cell averages of density.cells")
+        raise ConfigError(f"tokens: a density run starts from {what}: shape ({N},) or "
+                          f"(solver.paths, {N}) = ({P}, {N}), not {r.shape}")
     if not np.all(np.isfinite(r)):
         raise ConfigError("tokens: the given density has non-finite cell averages")
     if np.min(r) < -DENSITY_NEG_TOL * max(float(np.max(r)), 0.0):

@@ -77,14 +77,21 @@ def _sigma(config):
     return 1.0 if _cfg(config, "model", "sign", "descent") == "ascent" else -1.0
 
 
+def _representation(config) -> str:
+    """'n = …' for particles, the cells or the degree of a density run [model §5b]."""
+    if _cfg(config, "solver", "representation", "particles") != "density":
+        return f"n = {_cfg(config, 'model', 'n', '?')}"
+    if _cfg(config, "density", "representation", "fv") == "spectral":
+        return f"spectral density, degree {_cfg(config, 'density', 'degree', '?')}"
+    return f"density, N = {_cfg(config, 'density', 'cells', '?')} cells"
+
+
 def _describe(config, arrays):
     """A one-line description of the run for figure titles."""
     P = next((np.shape(v)[1] for k, v in arrays.items() if k != "t" and np.ndim(v) >= 2), None)
     parts = [
         f"H = {_cfg(config, 'model', 'heads', '?')}",
-        (f"density, N = {_cfg(config, 'density', 'cells', '?')} cells"
-         if _cfg(config, "solver", "representation", "particles") == "density"
-         else f"n = {_cfg(config, 'model', 'n', '?')}"),
+        _representation(config),
         f"d = {_cfg(config, 'model', 'd', '?')}",
         *_noise_part(config),
         f"weights: {_cfg(config, 'weights', 'process', '?')}",

@@ -114,16 +114,21 @@ def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
         raise PlotInputError(f"density: 'rho' has shape {R.shape}, path_index = {path_index}")
     R = R[:, path_index]
     N = R.shape[-1]
+    dn = config.get("density", {})
+    spectral = dn.get("representation", "fv") == "spectral"  # values at the nodes [model §5b]
     if int(config.get("model", {}).get("d", 2)) == 3:
+        if spectral:
+            return _plot_density_s2_grid(config, arrays, attrs, t, R, outdir, formats, path_index)
         return _plot_density_s2(config, arrays, attrs, t, R, outdir, formats, path_index)
-    theta = 2 * np.pi * (np.arange(N) + 0.5) / N
+    what = "value at the nodes" if spectral else "cell average"
+    theta = 2 * np.pi * (np.arange(N) + (0.0 if spectral else 0.5)) / N
     with matplotlib.rc_context(_STYLE):
         fig = _figure("density", layout="constrained")
         ax, axc = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.5, 1]})
         edges_t = np.concatenate([t, [t[-1] + (t[-1] - t[-2] if len(t) > 1 else 1.0)]])
-        im = ax.pcolormesh(edges_t, 2 * np.pi * np.arange(N + 1) / N, R.T, cmap="viridis",
-                           shading="flat", rasterized=True)
-        fig.colorbar(im, ax=ax, label=r"$\rho$ (cell average, per radian)")
+        im = ax.pcolormesh(edges_t, theta[0] - np.pi / N + 2 * np.pi * np.arange(N + 1) / N, R.T,
+                           cmap="viridis", shading="flat", rasterized=True)
+        fig.colorbar(im, ax=ax, label=rf"$\rho$ ({what}, per radian)")
         ax.set_xlabel("$t$")
         ax.set_ylabel(r"angle $\theta$")
         ax.set_yticks(np.pi * np.arange(5) / 2,
@@ -145,8 +150,50 @@ def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
         axc.set_ylabel("$x_2$")
         axc.set_title(rf"radius $1 + \rho/\max\rho$ ($\max\rho = {top:.3g}$)")
         axc.legend(loc="lower right", fontsize="small")
-        _title(fig, f"Density on the circle (path {path_index}, N = {N} cells)", config,
-               arrays, attrs)
+        grid = (f"Fourier degree K = {dn.get('degree')}, N = {N} nodes" if spectral
+                else f"N = {N} cells")
+        _title(fig, f"Density on the circle (path {path_index}, {grid})", config, arrays, attrs)
+        return _figbase._save(fig, outdir, "density", formats)
+
+
+def _plot_density_s2_grid(config, arrays, attrs, t, R, outdir, formats, path_index):
+    """The spectral representation's nodal values on its Gauss–Legendre grid [model §5b], as
+    quadrilaterals around the nodes (edges halfway between nodes; the poles close the caps)."""
+    from wflow.geometry.harmonics import harmonics
+
+    grid = harmonics(3, int(config.get("density", {}).get("degree", 0)))
+    if grid.N != R.shape[-1]:
+        raise PlotInputError(f"density: 'rho' has {R.shape[-1]} values, the grid of "
+                             f"density.degree = {grid.degree} has {grid.N} nodes")
+    nt, nph = grid.shape
+    C = grid.centres.reshape(nt, nph, 3)
+    th = np.arccos(np.clip(C[:, 0, 2], -1.0, 1.0))
+    ph = np.arctan2(C[0, :, 1], C[0, :, 0])
+    te = np.concatenate([[0.0], (th[1:] + th[:-1]) / 2, [np.pi]])
+    pe = np.concatenate([ph - np.pi / nph, [ph[-1] + np.pi / nph]])
+    xs = np.outer(np.sin(te), np.cos(pe))
+    ys = np.outer(np.sin(te), np.sin(pe))
+    zs = np.outer(np.cos(te), np.ones_like(pe))
+    norm = matplotlib.colors.Normalize(vmin=min(0.0, float(R.min())), vmax=max(float(R.max()), 1e-300))
+    cmap = matplotlib.colormaps["viridis"]
+    with matplotlib.rc_context(_STYLE):
+        fig = _figure("density", layout="constrained")
+        frames = frame_indices(len(t), 4)
+        axes = [fig.add_subplot(1, len(frames), j + 1, projection="3d")
+                for j in range(len(frames))]
+        for ax, r in zip(axes, frames):
+            ax.plot_surface(xs, ys, zs, facecolors=cmap(norm(R[r].reshape(nt, nph))),
+                            rstride=1, cstride=1, linewidth=0, antialiased=False, shade=False)
+            ax.view_init(*_VIEW)
+            ax.set_box_aspect((1, 1, 1))
+            for set_lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+                set_lim(-0.8, 0.8)
+            ax.set_axis_off()
+            ax.set_title(f"$t = {t[r]:.3g}$")
+        sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+        fig.colorbar(sm, ax=axes, shrink=0.6, label=r"$\rho$ (value at the nodes, per steradian)")
+        _title(fig, f"Density on the sphere (path {path_index}, degree L = {grid.degree}, "
+               f"{nt} × {nph} Gauss–Legendre nodes)", config, arrays, attrs)
         return _figbase._save(fig, outdir, "density", formats)
 
 

@@ -262,13 +262,10 @@ def kernel_sums(X, m, Dh, beta, want_ito=True):
 
     .. math::
         S^0_g = \sum_{g'}m_{g'}e^{s_{gg'}},\quad S^X_g = \sum_{g'}m_{g'}e^{s_{gg'}}x_{g'},\quad
-        S^I_g = \sum_{g'}m_{g'}e^{s_{gg'}}(1 + \langle x_g, x_{g'}
-angle^2),\qquad
-        s_{gg'} = eta\langle x_g, D_h x_{g'}
-angle,
+        S^I_g = \sum_{g'}m_{g'}e^{s_{gg'}}(1 + \langle x_g, x_{g'}\rangle^2),\qquad
+        s_{gg'} = \beta\langle x_g, D_h x_{g'}\rangle,
 
-    by blocks of rows of :math:`e^{s - c}`, :math:`c = eta\lVert D_h
-Vert_2`: (G,), (G, d),
+    by blocks of rows of :math:`e^{s - c}`, :math:`c = \beta\lVert D_h\rVert_2`: (G,), (G, d),
     (G,) (S^I None without ``want_ito``). O(G²) per head (the exponentials once per D_h
     while the matrix is kept, :func:`_kernel_matrix`)."""
     G, d = X.shape
@@ -304,16 +301,13 @@ def quadrature_field(model: AttentionModel, grid, masses, D, want_ito=True,
     ``head_combine``), and the mass-weighted means
 
     .. math::
-        E = rac{1}{2eta H}\sum_h\sum_g m_g Z_h(x_g),\quad
-        \mathcal D = \sum_g m_g\langle g_g, v_g
-angle,\quad
-        G^2 = \sum_g m_grac{\lvert v_g
-vert^2}{ar m_g},\quad
-        G^2_{hm} = \sum_g m_g\lvert v_g
-vert^2ar Z_g,
+        E = \frac{1}{2\beta H}\sum_h\sum_g m_g Z_h(x_g),\quad
+        \mathcal D = \sum_g m_g\langle g_g, v_g\rangle,\quad
+        G^2 = \sum_g m_g\frac{\lvert v_g\rvert^2}{\bar m_g},\quad
+        G^2_{hm} = \sum_g m_g\lvert v_g\rvert^2\bar Z_g,
 
-    :math:`\partial_{D_h}E = rac{1}{2H}\sum_g m_g x_g (S^X_{hg})^T`, Itô sum
-    :math:`rac{1}{2H}\sum_h\sum_g m_g S^I_{hg}`."""
+    :math:`\partial_{D_h}E = \frac{1}{2H}\sum_g m_g x_g (S^X_{hg})^T`, Itô sum
+    :math:`\frac{1}{2H}\sum_h\sum_g m_g S^I_{hg}`."""
     from wflow.kernels import spectral as _sp
 
     masses = np.asarray(masses, dtype=float)

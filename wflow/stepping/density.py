@@ -221,17 +221,20 @@ declare(
     after="init.tokens")
 section_doc("density", "the density representation on S^1 and S^2 (solver.representation = "
                        "'density') [model §5b]")
+#: the finite-volume keys apply to finite volumes only (density.representation, declared with
+#: the spectral representation in wflow.model.density_spectral) [model §5b]
+_FV = (When("solver.representation", "density"), When("density.representation", "fv"))
 declare(
     Param("density.cells", 256, Integer(lo=4),
           "cells N: the uniform grid in angle on S^1; Voronoi cells of N Fibonacci points on S^2",
-          applies=When("solver.representation", "density")),
+          applies=_FV),
     Param("density.limiter", "van_leer", Choice(LIMITERS),
           "S^1: slope limiter of the MUSCL reconstruction (none: unlimited, not positive); "
           "S^2 is first-order upwind",
-          applies=When("solver.representation", "density")),
+          applies=_FV),
     Param("density.lloyd", 0, Integer(lo=0),
           "S^2: Lloyd iterations moving the generators toward a centroidal Voronoi mesh",
-          applies=When("solver.representation", "density")),
+          applies=_FV),
     Param("density.cfl", 0.4, Interval(0, 1, "right"),
           "Courant number of the substeps (<= 0.5 keeps rho >= 0)",
           applies=When("solver.representation", "density")),
