@@ -113,9 +113,11 @@ ROUTE_TERMS: dict[str, tuple[Term, ...]] = {
     "blas": route_terms("blas", True),
     "blas-combine": route_terms("blas-combine", True),
     "numpy": route_terms("numpy", True),
-    # the spectral summation [model §2s]: its transforms cost per point and head (the degree
-    # L of a run's β‖D‖ is folded into the coefficient), not per pair
+    # the spectral summation [model §2s]: its transforms cost per point and head, its
+    # quadrature grid per head (O(L⁴) on S²; the degree L of a run's β‖D‖ is folded into the
+    # coefficients), nothing per pair
     "spectral": (Term("eval/spectral", lambda z: float(z.evals)),
+                 Term("heads/spectral", lambda z: float(z.evals) * z.paths * z.heads),
                  Term("points/spectral", lambda z: float(z.evals) * z.paths * z.heads * z.n)),
 }
 
@@ -130,7 +132,7 @@ PRIORS: dict[str, float] = {
     "eval/blas": 1e-3, "pairs/blas": 6e-9, "pairs·d/blas": 4e-10,
     "eval/blas-combine": 1e-3, "pairs/blas-combine": 4e-9, "pairs·d/blas-combine": 4e-10,
     "eval/numpy": 1e-3, "pairs/numpy": 1e-7, "pairs·d/numpy": 1e-8,
-    "eval/spectral": 2e-2, "points/spectral": 2e-6,
+    "eval/spectral": 2e-2, "heads/spectral": 2e-2, "points/spectral": 2e-6,
 }
 
 #: Short runs of ``wflow validate --calibrate`` (overrides of the embedded default, H = 10,
