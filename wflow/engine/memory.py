@@ -202,8 +202,8 @@ def spectral_degree(cfg) -> int:
     r"""The degree L of the spectral summation at the run's start [model §2s]: the tail rule
     :math:`\tau_L \le \mathrm{tol}/(4n)` (:func:`wflow.kernels.spectral.degree`) at β and the
     initial weights D(0) the configuration draws (capped at
-    :data:`~wflow.kernels.spectral.L_MAX`). A weight process moves D and with it L; the
-    arrays that grow with L are bounded (:func:`spectral_kernel`)."""
+    :data:`~wflow.kernels.spectral.L_MAX`; the weights' streams do not depend on the tokens,
+    which are drawn here for n = 1 only). A weight process moves D and with it L."""
     import numpy as np
 
     from wflow.engine import initial
@@ -211,7 +211,9 @@ def spectral_degree(cfg) -> int:
 
     m, s = cfg["model"], cfg["solver"]
     d, n = int(m["d"]), int(m["n"])
-    D0 = initial.draw(cfg).D0
+    one = {**cfg, "model": {**m, "n": 1},
+           "init": {**cfg["init"], "tokens": "uniform", "per_path_tokens": False}}
+    D0 = initial.draw(one).D0
     target = float(s["summation_tol"]) / (4.0 * n)
     beta = float(m["beta"])
     return min(max(sp.degree(beta, np.asarray(D0[p]), d, target)[0] for p in range(len(D0))),
