@@ -157,6 +157,11 @@ CALIBRATION_CASES: dict[str, tuple[str, ...]] = {
                            "solver.T=0.05"),
     "blas-combine": ("model.d=64", "model.n=1000", "model.heads=2", "solver.paths=1",
                      "solver.T=0.01"),
+    # the spectral summation (with its optional extra only): the grid per head, the points
+    "spectral-heads": ("model.n=500", "model.heads=10", "solver.paths=1", "solver.T=0.01",
+                       "solver.summation='spectral'"),
+    "spectral": ("model.n=50000", "model.heads=2", "solver.paths=1", "solver.T=0.01",
+                 "solver.summation='spectral'"),
 }
 #: Each calibration case runs this many times; the median is kept (a loaded machine).
 CALIBRATION_REPEATS = 3
@@ -411,8 +416,11 @@ def calibrate(run_case, progress=None) -> list[tuple[str, Sizes, float]]:
     case first runs one step (its kernels loaded or compiled), then every case runs in
     :data:`CALIBRATION_REPEATS` rounds, the median kept (a change of the machine's load
     spreads over every case). ``progress`` receives a line per case."""
+    from wflow.kernels import nufft
+
     cases = {name: [*sets, "output.store_tokens=false"]
-             for name, sets in CALIBRATION_CASES.items()}
+             for name, sets in CALIBRATION_CASES.items()
+             if nufft.available() or "solver.summation='spectral'" not in sets}
     for sets in cases.values():
         run_case([*sets, "solver.T=0.005", "solver.dt=0.005"])
     times: dict[str, list[float]] = {name: [] for name in cases}
