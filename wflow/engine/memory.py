@@ -243,7 +243,10 @@ def spectral_kernel(cfg) -> int:
     path p − 1 (9Hn); the stacking of the Pk results (twice the results). Pk = 2P with the
     exact ledger where its two evaluations are one batch
     (:meth:`~wflow.model.attention.AttentionModel.evaluate_pair`), else P (the field of the
-    step, alive meanwhile, is counted in the state). L is :func:`spectral_degree`."""
+    step, alive meanwhile, is counted in the state). L is :func:`spectral_degree`. Within a
+    factor 2 of ``tracemalloc``'s peak where these arrays dominate (``tests/test_memory.py``,
+    n = 2·10⁵ on S²; the fallback's rows are counted at their limit, so a run that flags no
+    target stays below the estimate)."""
     from wflow.kernels import plan_shapes
     from wflow.kernels import spectral as sp
     from wflow.kernels.pool import get_num_threads
