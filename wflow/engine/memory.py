@@ -6,7 +6,8 @@ r"""How much memory a run needs, estimated from its configuration, and how much 
   integrator's stages, as its stepper declares them:
   :func:`~wflow.stepping.registry.stepper_stages`) and the weights D (P, H, d, d) with theirs;
 * ``kernel``: the field evaluation — the compiled kernels' buffers (P·H·n·(d + 4) plus
-  per-token rows), or the NumPy backend's dense (H, n, n) arrays (one path at a time);
+  per-token rows), the NumPy backend's dense (H, n, n) arrays (one path at a time), or the
+  spectral summation's per-path arrays [model §2s] (:func:`spectral_kernel`);
 * ``records``: every record when they are kept in memory (:func:`wflow.simulate`), or the
   records buffered before each HDF5 write (:func:`wflow.engine.driver.run_to_file`);
 * ``checkpoint``: the copies written into a checkpoint slot (runs into a file);
@@ -37,7 +38,7 @@ from wflow.errors import ConfigError
 from wflow.stepping.registry import stepper_stages
 
 __all__ = ["Estimate", "estimate", "available", "check", "human", "output_bytes", "disk_free",
-           "check_disk"]
+           "check_disk", "spectral_kernel", "spectral_degree"]
 
 F8 = 8
 #: records buffered by the HDF5 recorder between writes (mirrors wflow.storage.io)
@@ -147,7 +148,11 @@ def estimate(cfg, keep_records=False) -> Estimate:
 
     # tokens: initial, current, next; per field evaluation velocity, gradient, 5 rows; stages
     state = F8 * (nd * (6 + 3 * stages) + Hdd * 10 + Hn + P * n * 8)
-    if s["backend"] == "numpy":
+    from wflow.model.spectral import run_summation
+
+    if s["backend"] == "numba" and not density and run_summation(cfg) == "spectral":
+        kernel = spectral_kernel(cfg)
+    elif s["backend"] == "numpy":
         # one path at a time: ~6 dense (H, n, n) float64 arrays live (S, exp S, masked S,
         # its exponential, π, ...) and the (n, n) mask; the per-path outputs are stacked
         kernel = F8 * (6 * H * n * n + n * n) + F8 * 2 * (nd + Hn)
@@ -203,6 +208,83 @@ def estimate(cfg, keep_records=False) -> Estimate:
     parts = {"process": resident(), "runtime": RUNTIME_BYTES, "state": state, "kernel": kernel,
              "records": records, "checkpoint": checkpoint, "diagnostics": diag}
     return Estimate({k: int(v) for k, v in parts.items()}, nrec)
+
+
+def spectral_degree(cfg) -> int:
+    r"""The degree L of the spectral summation at the run's start [model §2s]: the tail rule
+    :math:`\tau_L \le \mathrm{tol}/(4n)` (:func:`wflow.kernels.spectral.degree`) at β and the
+    initial weights D(0) the configuration draws (capped at
+    :data:`~wflow.kernels.spectral.L_MAX`; the weights' streams do not depend on the tokens,
+    which are drawn here for n = 1 only). A weight process moves D and with it L."""
+    import numpy as np
+
+    from wflow.engine import initial
+    from wflow.kernels import spectral as sp
+
+    m, s = cfg["model"], cfg["solver"]
+    d, n = int(m["d"]), int(m["n"])
+    one = {**cfg, "model": {**m, "n": 1},
+           "init": {**cfg["init"], "tokens": "uniform", "per_path_tokens": False}}
+    D0 = initial.draw(one).D0
+    target = float(s["summation_tol"]) / (4.0 * n)
+    beta = float(m["beta"])
+    return min(max(sp.degree(beta, np.asarray(D0[p]), d, target)[0] for p in range(len(D0))),
+               sp.L_MAX[d])
+
+
+def spectral_kernel(cfg) -> int:
+    r"""Bytes of the spectral summation's arrays at their peak [model §2s], float64 units:
+    the paths of a pass are summed one after the other (:func:`wflow.model.spectral.
+    spectral_pass`), each through the phases of :func:`wflow.kernels.spectral.sums`; the
+    largest of
+
+    * the synthesis: its output (6H, n) and, on T threads, the complex outputs (3H, B) of
+      min(T, ⌈n/B⌉) blocks of B = min(n, 2¹⁸) points (with the angles and strengths, 4n);
+    * the grid of each head, T at a time: the exponential block of ``_s2_head``
+      (min(⌊2²²/G⌋, G) rows × G, and its product) and the (G, 11) weights and sums, G =
+      (L_a + 1)(2L_a + 2) on S² (L_a = L + 2), the 4(L_a+1)² samples of the kernel on S¹;
+    * the indicator: the sums (6Hn), S^X (3Hn), the magnitudes A (Hn) and the indicator's
+      temporaries (4Hn);
+    * the fallback: the sums, A, η and the truncation term (12Hn) with the direct rows of
+      :func:`~wflow.kernels.spectral.direct_rows` — their outputs (d + 2)H·m for m =
+      ``solver.max_flagged``·n rows (the limit: more stops the run) and five blocks of
+      min(n, 2²¹) pairs;
+    * the combine: the sums (9Hn), the contiguous S⁰ and Z (2Hn), v, g (2nd), four rows;
+
+    plus, while path p > 0 is summed, the p results kept (Hn + 2nd + 2n each) and the sums of
+    path p − 1 (9Hn); the stacking of the Pk results (twice the results). Pk = 2P with the
+    exact ledger where its two evaluations are one batch
+    (:meth:`~wflow.model.attention.AttentionModel.evaluate_pair`), else P (the field of the
+    step, alive meanwhile, is counted in the state). L is :func:`spectral_degree`. Within a
+    factor 2 of ``tracemalloc``'s peak where these arrays dominate (``tests/test_memory.py``,
+    n = 2·10⁵ on S²; the fallback's rows are counted at their limit, so a run that flags no
+    target stays below the estimate)."""
+    from wflow.kernels import plan_shapes
+    from wflow.kernels import spectral as sp
+    from wflow.kernels.pool import get_num_threads
+
+    m, s, dg = cfg["model"], cfg["solver"], cfg["diagnostics"]
+    d, H, P, n = int(m["d"]), int(m["heads"]), int(s["paths"]), int(m["n"])
+    T = max(1, int(get_num_threads()))
+    Hn = H * n
+    La = spectral_degree(cfg) + 2
+    B = min(n, sp.BLOCK)
+    synth = 6 * Hn + min(T, -(-n // sp.BLOCK)) * 6 * H * B + 4 * n
+    if d == 3:
+        G = (La + 1) * (2 * La + 2)
+        grid = min(T, H) * (2 * min(max(1, 2**22 // G), G) * G + 25 * G)
+    else:
+        grid = min(T, H) * 4 * 6 * (4 * (La + 1)) ** 2
+    rows = int(math.ceil(float(s["max_flagged"]) * n))
+    fallback = 12 * Hn + 2 * (d + 2) * H * rows + (5 * min(n, 2**21) if rows else 0)
+    one = max(synth, grid, 14 * Hn, fallback, 11 * Hn + 2 * n * d + 4 * n)
+    res = Hn + 2 * n * d + 2 * n
+    plan = plan_shapes(n, d, H, P, single=False, fast_exp=s["exp"] == "fast",
+                       causal=False, symmetric=m.get("interaction", "symmetric") == "symmetric")
+    ledger = bool(dg["ledger"]) and m["mask"] != "causal"
+    Pk = 2 * P if ledger and plan.route.symmetric else P
+    passes = max(one + (Pk - 1) * res + (9 * Hn if Pk > 1 else 0), 2 * Pk * res)
+    return F8 * passes
 
 
 def resident() -> int:

@@ -66,6 +66,17 @@ def density(run, state, F, t) -> dict:
     return row
 
 
+def spectral(run, state, F, t) -> dict:
+    """The spectral summation's report of the field at the record [model §2s]: per path the
+    fraction of targets recomputed directly, the degree L and the largest indicator kept."""
+    if not run.spectral:
+        return {}
+    rep = F.spectral
+    return {"spectral_flagged": np.asarray(rep.flagged, dtype=float).copy(),
+            "spectral_degree": np.asarray(rep.degree, dtype=float).copy(),
+            "spectral_indicator": np.asarray(rep.indicator, dtype=float).copy()}
+
+
 def snapshots(run, state, F, t) -> dict:
     """The state itself: tokens (a density's cell averages) and weights, when stored."""
     out, row = run.config["output"], {}
@@ -114,7 +125,7 @@ def stepper(run, state, F, t) -> dict:
 
 
 #: the producers of a record, in the order of its columns
-PRODUCERS = [point_series, cumulative, density, snapshots, clustering, step_ledger, w2, stepper]
+PRODUCERS = [point_series, cumulative, density, spectral, snapshots, clustering, step_ledger, w2, stepper]
 
 #: series that hold no energy where none exists (general D_h, the causal mask) [model §1b, §2]
 _ENERGY_SERIES = ("energy", "dissipation", "dEdt_drift", "ito_expected", "int_dissipation",

@@ -153,51 +153,59 @@ def fixed_steps(run: RunSetup, rec, state: State | None = None, progress=False,
     pair = (not run.features.density and hasattr(run.model, "evaluate_pair")
             and not run.time_values)  # (V(t_k) and V(t_{k+1}): two models)
     F_next = None
-    while True:
-        k = st.k
-        t = k * dt
-        model = run.model_at(t)
-        if F_next is None:
-            F = model.evaluate(st.X, st.D, want_ito=want_ito)
-        else:
-            F, F_next = F_next, None
-        if run.features.energy:
-            check_finite(F.energy, "energy", k, t)
-        ledger.close(st, F, k)  # the weight part of step k − 1 needs E(X_k; D_k)
-        if k in run.record_steps:
-            rec.record(record_row(run, st, F, t))
-        if k >= run.nsteps or (stop_after is not None and steps_done >= stop_after):
-            break
-
-        # token step with weights frozen at D_k
-        Dk = st.D
-        ctx = step_context(run, st, F, model)
-        if token_rngs:  # [model §6b]: one (n, d) draw per path and step
-            ctx.noise = noise_scale * np.stack(
-                [r.standard_normal((run.n, run.d)) for r in token_rngs])
-        X1, info = run.stepper.step(ctx)
-        st.stepper_info.update(info)
-        check_finite(X1, "tokens X", k + 1, t + dt)
-
-        # the weight step, the paper's left-point balance, the exact ledger's second pass
-        fk = run.process.drift(Dk, t)
-        D1 = run.process.step(Dk, t, dt, rngs)
-        xi = run.process.noise_increment(Dk, D1, t, dt)
-        ledger.left_point(st, F, fk, xi, run.process.ito_rate(run.model.beta, F.ito_sum))
-        if run.exact_ledger:
-            if pair:
-                Fm, F_next = run.model.evaluate_pair(X1, Dk, D1, want_ito=(False, want_ito))
+    try:
+        while True:
+            k = st.k
+            t = k * dt
+            model = run.model_at(t)
+            if F_next is None:
+                F = model.evaluate(st.X, st.D, want_ito=want_ito)
             else:
-                Fm = model.evaluate(X1, Dk, want_ito=False)
-            ledger.token_step(st, F, Fm, fk, xi, ctx.noise)
-            del Fm  # (with the joint evaluation: its arrays, twice the paths)
-        st.X, st.D, st.k = X1, D1, k + 1
-        steps_done += 1
-        if bar is not None:
-            bar.update(1)
-        if ckpt_every and st.k % ckpt_every == 0 and st.k < run.nsteps:
-            st.rng_states = [r.bit_generator.state for r in rngs + token_rngs]
-            rec.checkpoint(st)
+                F, F_next = F_next, None
+            if run.features.energy:
+                check_finite(F.energy, "energy", k, t)
+            ledger.close(st, F, k)  # the weight part of step k − 1 needs E(X_k; D_k)
+            if k in run.record_steps:
+                rec.record(record_row(run, st, F, t))
+            if k >= run.nsteps or (stop_after is not None and steps_done >= stop_after):
+                break
+
+            # token step with weights frozen at D_k
+            Dk = st.D
+            ctx = step_context(run, st, F, model)
+            if token_rngs:  # [model §6b]: one (n, d) draw per path and step
+                ctx.noise = noise_scale * np.stack(
+                    [r.standard_normal((run.n, run.d)) for r in token_rngs])
+            X1, info = run.stepper.step(ctx)
+            st.stepper_info.update(info)
+            check_finite(X1, "tokens X", k + 1, t + dt)
+
+            # the weight step, the paper's left-point balance, the exact ledger's second pass
+            fk = run.process.drift(Dk, t)
+            D1 = run.process.step(Dk, t, dt, rngs)
+            xi = run.process.noise_increment(Dk, D1, t, dt)
+            ledger.left_point(st, F, fk, xi, run.process.ito_rate(run.model.beta, F.ito_sum))
+            if run.exact_ledger:
+                if pair:
+                    Fm, F_next = run.model.evaluate_pair(X1, Dk, D1, want_ito=(False, want_ito))
+                else:
+                    Fm = model.evaluate(X1, Dk, want_ito=False)
+                ledger.token_step(st, F, Fm, fk, xi, ctx.noise)
+                del Fm  # (with the joint evaluation: its arrays, twice the paths)
+            st.X, st.D, st.k = X1, D1, k + 1
+            steps_done += 1
+            if bar is not None:
+                bar.update(1)
+            if ckpt_every and st.k % ckpt_every == 0 and st.k < run.nsteps:
+                st.rng_states = [r.bit_generator.state for r in rngs + token_rngs]
+                rec.checkpoint(st)
+    except NumericalError as exc:
+        if exc.step is not None:
+            raise
+        # a failure inside a field evaluation (the spectral summation's flagged fraction over
+        # solver.max_flagged, [model §2s]): named with the step it happened in
+        raise NumericalError(f"in step {st.k} (t = {st.k * dt:.6g} to {(st.k + 1) * dt:.6g}): "
+                             f"{exc}; the run stops here", step=st.k) from None
     st.rng_states = [r.bit_generator.state for r in rngs + token_rngs]
     if bar is not None:
         bar.close()

@@ -27,7 +27,10 @@ ledger, [model §6b]), ``stepper`` (declared beside the stepper with
 ``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
 ``rho`` instead of ``X``), ``density`` (density runs), ``free_energy`` (density runs with
 ``model.diffusion`` > 0: the free energy, its rate and its ledger), ``radius`` (the radii of
-the residual stream under ``model.layernorm`` "pre", "peri", "mix", [model §1c]), ``user`` (added with
+the residual stream under ``model.layernorm`` "pre", "peri", "mix", [model §1c]), ``spectral``
+(runs whose ``solver.summation`` resolves to "spectral",
+:func:`wflow.model.spectral.run_summation`: the report of the field's evaluation at the
+record, [model §2s]), ``user`` (added with
 :func:`add_series`: recorded by every run while registered).
 
 Adding a diagnostic is one call::
@@ -255,6 +258,17 @@ for _n, _d, _u in (  # density runs with model.diffusion > 0 [model §5b]
 add_series("free_energy_residual", "cumulative",
            "density: residual of the free-energy ledger, sum of F(rho_{k+1}; D_k) - F(rho_k; D_k) "
            "- dt (dF/dt_k + dF/dt'_k)/2 (docs/model.md §5b)", "energy", group="free_energy")
+
+for _n, _d, _u in (  # runs with the spectral summation [model §2s]
+    ("spectral_flagged", "spectral summation: fraction of the targets recomputed by the direct "
+     "sums, in the field evaluation at (X_k; D_k) (the one of the record's point series and "
+     "of the step's first stage; docs/model.md §2s)", "dimensionless"),
+    ("spectral_degree", "spectral summation: degree L of the tail rule in the field evaluation "
+     "at (X_k; D_k)", "dimensionless"),
+    ("spectral_indicator", "spectral summation: largest error indicator among the targets kept "
+     "(<= solver.summation_tol) in the field evaluation at (X_k; D_k)", "dimensionless"),
+):
+    add_series(_n, "point", _d, _u, group="spectral")
 
 add_series("t", "time", "model time of each record", "time", group="time")
 add_series("X", "snapshot", "token snapshots x_i on the sphere", "dimensionless", group="tokens",

@@ -140,6 +140,9 @@ class RunSetup:
         post-LN; the :class:`~wflow.stepping.adaptive.Adaptive` pair with adaptive steps).
     placement : the :class:`~wflow.model.layernorm.Placement`.
     ledger : the :class:`~wflow.engine.ledger.Ledger`; ``exact_ledger`` whether it is computed.
+    spectral : whether the field is summed spectrally (``solver.summation``, resolved by
+        :func:`~wflow.model.spectral.run_summation`) [model §2s]: its records carry the
+        summation's report (the ``spectral`` series).
     X0, D0, values : the initial tokens (P, n, d) (cell averages (P, N) for a density), the
         initial weights (P, H, d, d) and the values of ``model.values``.
     record_steps : the steps with a record (fixed steps).
@@ -255,6 +258,7 @@ def build(cfg: dict, memory, process=None, tokens=None) -> RunSetup:
         run.record_steps = RecordSteps(run.nsteps, run.record_every)
     if f.adaptive:  # an embedded pair per path [model §6d]
         run.stepper = _adaptive_solver(run)
+    run.spectral = run_summation(cfg) == "spectral"
     run.exact_ledger = f.ledger and f.energy
     run.ledger = Ledger(exact=run.exact_ledger, step_ledger=f.step_ledger,
                         free_energy=f.free_energy, record_every=run.record_every,

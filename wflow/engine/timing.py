@@ -113,9 +113,11 @@ ROUTE_TERMS: dict[str, tuple[Term, ...]] = {
     "blas": route_terms("blas", True),
     "blas-combine": route_terms("blas-combine", True),
     "numpy": route_terms("numpy", True),
-    # the spectral summation [model §2s]: its transforms cost per point and head (the degree
-    # L of a run's β‖D‖ is folded into the coefficient), not per pair
+    # the spectral summation [model §2s]: its transforms cost per point and head, its
+    # quadrature grid per head (O(L⁴) on S²; the degree L of a run's β‖D‖ is folded into the
+    # coefficients), nothing per pair
     "spectral": (Term("eval/spectral", lambda z: float(z.evals)),
+                 Term("heads/spectral", lambda z: float(z.evals) * z.paths * z.heads),
                  Term("points/spectral", lambda z: float(z.evals) * z.paths * z.heads * z.n)),
 }
 
@@ -130,7 +132,7 @@ PRIORS: dict[str, float] = {
     "eval/blas": 1e-3, "pairs/blas": 6e-9, "pairs·d/blas": 4e-10,
     "eval/blas-combine": 1e-3, "pairs/blas-combine": 4e-9, "pairs·d/blas-combine": 4e-10,
     "eval/numpy": 1e-3, "pairs/numpy": 1e-7, "pairs·d/numpy": 1e-8,
-    "eval/spectral": 2e-2, "points/spectral": 2e-6,
+    "eval/spectral": 2e-2, "heads/spectral": 2e-2, "points/spectral": 2e-6,
 }
 
 #: Short runs of ``wflow validate --calibrate`` (overrides of the embedded default, H = 10,
@@ -155,6 +157,11 @@ CALIBRATION_CASES: dict[str, tuple[str, ...]] = {
                            "solver.T=0.05"),
     "blas-combine": ("model.d=64", "model.n=1000", "model.heads=2", "solver.paths=1",
                      "solver.T=0.01"),
+    # the spectral summation (with its optional extra only): the grid per head, the points
+    "spectral-heads": ("model.n=500", "model.heads=10", "solver.paths=1", "solver.T=0.01",
+                       "solver.summation='spectral'"),
+    "spectral": ("model.n=50000", "model.heads=2", "solver.paths=1", "solver.T=0.01",
+                 "solver.summation='spectral'"),
 }
 #: Each calibration case runs this many times; the median is kept (a loaded machine).
 CALIBRATION_REPEATS = 3
@@ -409,8 +416,11 @@ def calibrate(run_case, progress=None) -> list[tuple[str, Sizes, float]]:
     case first runs one step (its kernels loaded or compiled), then every case runs in
     :data:`CALIBRATION_REPEATS` rounds, the median kept (a change of the machine's load
     spreads over every case). ``progress`` receives a line per case."""
+    from wflow.kernels import nufft
+
     cases = {name: [*sets, "output.store_tokens=false"]
-             for name, sets in CALIBRATION_CASES.items()}
+             for name, sets in CALIBRATION_CASES.items()
+             if nufft.available() or "solver.summation='spectral'" not in sets}
     for sets in cases.values():
         run_case([*sets, "solver.T=0.005", "solver.dt=0.005"])
     times: dict[str, list[float]] = {name: [] for name in cases}

@@ -21,7 +21,7 @@ the pairs, :mod:`wflow.kernels`) and ``"numpy"`` (dense reference,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from dataclasses import field as dc_field
 
 import numpy as np
@@ -103,18 +103,32 @@ class Field:
     dE_dD: np.ndarray
     ito_sum: np.ndarray
 
+    #: the :class:`~wflow.model.spectral.SpectralReport` of a spectral evaluation (degree,
+    #: flagged fraction, largest indicator kept, per path) [model §2s]; None for the direct
+    #: pass. Set on the instance by the spectral pass only, so that it is no field of the
+    #: arrays: :meth:`paths` and :meth:`path` carry it with the paths they take.
+    spectral = None
+
+    def _arrays(self):
+        return ((f.name, getattr(self, f.name)) for f in fields(self))
+
     def paths(self, sl: slice, copy: bool = False) -> "Field":
         """The paths ``sl`` of the batch (views, or copies that keep nothing else alive)."""
-        return type(self)(**{k: v[sl].copy() if copy else v[sl]
-                             for k, v in self.__dict__.items()})
+        out = type(self)(**{k: v[sl].copy() if copy else v[sl] for k, v in self._arrays()})
+        if self.spectral is not None:
+            out.spectral = self.spectral.paths(sl)
+        return out
 
     def path(self, p: int) -> "Field":
         """The single-path view (leading axis dropped, scalars as float)."""
         kw = {}
-        for k, v in self.__dict__.items():
+        for k, v in self._arrays():
             a = v[p]
             kw[k] = float(a) if np.ndim(a) == 0 else a
-        return type(self)(**kw)
+        out = type(self)(**kw)
+        if self.spectral is not None:
+            out.spectral = self.spectral.paths(slice(p, p + 1))
+        return out
 
 
 @dataclass(frozen=True)
@@ -294,7 +308,9 @@ class AttentionModel:
         out, report = _spectral.spectral_pass(X, D, V, self.beta, self.normalization, lap,
                                               self.interaction, self.head_combine, self.tol,
                                               self.max_flagged)
-        return Field(**out), report
+        F = Field(**out)
+        F.spectral = report
+        return F, report
 
     def _combine_heads(self, F, H, radial=None):
         """Summed heads: Σ_h = H × (1/H)Σ_h [model §1b] (v, G², G²_hm, 𝒟 and the radial

@@ -50,6 +50,11 @@ class SpectralReport:
     indicator: np.ndarray
     tol: float
 
+    def paths(self, sl) -> "SpectralReport":
+        """The report of the paths ``sl`` (a slice or an index array; copies)."""
+        return SpectralReport(self.degree[sl].copy(), self.flagged[sl].copy(),
+                              self.indicator[sl].copy(), self.tol)
+
 
 def check(d, causal=False, precision="float64", backend="numba", weights=None, key_bias=None):
     """Refuse, in one line, what the spectral summation does not do [model §2s]."""
