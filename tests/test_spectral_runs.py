@@ -13,8 +13,6 @@ from wflow.cli import main
 from wflow.engine import driver
 from wflow.model.spectral import AUTO_MIN_N, run_summation
 
-pytest.importorskip("finufft")
-
 
 def _cfg(**over):
     c = {"model": {"n": 300, "heads": 2, "d": 3}, "weights": {"process": "ou"},
