@@ -52,7 +52,8 @@ _BIN = 16
 
 
 def fine_size(N):
-    """The fine grid per axis: the smallest 5-smooth even size ≥ max(σN, 2w)."""
+    """The fine grid per axis: the smallest even fast size of ``scipy.fft`` (11-smooth)
+    ≥ max(σN, 2w)."""
     m = max(int(math.ceil(SIGMA * N)), 2 * W)
     while True:
         m = scipy.fft.next_fast_len(m, real=False)
@@ -191,6 +192,16 @@ def _spread2(t1, t2, c, order, nf1, nf2, w, beta, grid):
         j = order[jj]
         _weights(t1[j], nf1, w, beta, v1, i1)
         _weights(t2[j], nf2, w, beta, v2, i2)
+        if R == 2:  # one strength vector: the K loop unrolled
+            for a in range(w):
+                ia = i1[a]
+                xr = v1[a] * c[j, 0]
+                xi = v1[a] * c[j, 1]
+                for b in range(w):
+                    ib = i2[b]
+                    grid[ia, ib, 0] += v2[b] * xr
+                    grid[ia, ib, 1] += v2[b] * xi
+            continue
         for a in range(w):
             for r in range(R):
                 cv[r] = v1[a] * c[j, r]
@@ -235,6 +246,22 @@ def _interp2(t1, t2, grid, order, nf1, nf2, w, beta, out):
         j = order[jj]
         _weights(t1[j], nf1, w, beta, v1, i1)
         _weights(t2[j], nf2, w, beta, v2, i2)
+        if R == 2:  # one coefficient array: the K loop unrolled
+            sr = 0.0
+            si = 0.0
+            for a in range(w):
+                ia = i1[a]
+                tr = 0.0
+                ti = 0.0
+                for b in range(w):
+                    ib = i2[b]
+                    tr += v2[b] * grid[ia, ib, 0]
+                    ti += v2[b] * grid[ia, ib, 1]
+                sr += v1[a] * tr
+                si += v1[a] * ti
+            out[j, 0] = sr
+            out[j, 1] = si
+            continue
         acc[:] = 0.0
         for a in range(w):
             row = grid[i1[a]]
