@@ -125,7 +125,7 @@ def horner_table():
     ld = np.longdouble
     p = W + 2
     k = np.arange(p + 1)
-    s = np.cos(ld(np.pi) * (k + ld(0.5)) / (p + 1))  # Chebyshev nodes of [-1, 1]; u - 1/2 = s/2
+    s = np.cos(np.arccos(ld(-1)) * (k + ld(0.5)) / (p + 1))  # Chebyshev nodes; u - 1/2 = s/2
     T = np.cos(np.outer(k, np.arccos(s)))
     out = np.empty((p + 1, W))
     for a in range(W):
