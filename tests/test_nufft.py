@@ -15,7 +15,7 @@ from wflow.kernels import nufft_es as es
 _U = np.finfo(float).eps
 _LD = np.clongdouble
 extended = pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18,
-                              reason="the direct sums need an extended-precision long double")
+                              reason="the references and the kernel's tables need an extended long double")
 
 
 def _phases(k, t, s):
@@ -99,6 +99,7 @@ def test_periodic_in_the_angles(m):
     assert _err(b, a) < _bound(L)
 
 
+@extended
 def test_deconvolution_kernel_against_mpmath():
     r"""φ̂(ξ) = ∫ φ(z) cos(ξz) dz by the extended-precision Gauss–Legendre rule agrees with an
     mpmath integral at 30 digits to 1e-15 (relative) over the ξ the transforms use
@@ -116,6 +117,7 @@ def test_deconvolution_kernel_against_mpmath():
     np.testing.assert_allclose(got, ref, rtol=1e-15, atol=0)
 
 
+@extended
 def test_kernel_values_by_horner():
     """The polynomial table gives φ at every offset of a point within 1e-15 (max φ = 1): the
     Chebyshev fit in extended precision at exact nodes, Horner's rule in float64."""

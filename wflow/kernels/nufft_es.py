@@ -40,7 +40,8 @@ import numpy as np
 import scipy.fft
 from numba import njit
 
-__all__ = ["W", "BETA", "SIGMA", "fine_size", "phihat", "deconvolution", "type1", "type2"]
+__all__ = ["W", "BETA", "SIGMA", "fine_size", "phi", "phihat", "deconvolution", "horner_table", "type1",
+           "type2", "upsample", "Upsampled"]
 
 #: kernel width (grid points per axis touched by a point)
 W = 16
@@ -73,7 +74,7 @@ def phi(z, beta=BETA):
 
 def _gauss_legendre(q):
     """Gauss–Legendre nodes and weights on [0, 1] in extended precision (``np.longdouble``):
-    the float64 nodes refined by two Newton steps on :math:`P_q`, weights
+    the float64 nodes refined by three Newton steps on :math:`P_q`, weights
     :math:`1/((1 - x^2)P_q'(x)^2)` (x on [-1, 1])."""
     x = np.polynomial.legendre.leggauss(q)[0].astype(np.longdouble)
     for _ in range(3):
