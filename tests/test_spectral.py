@@ -259,18 +259,6 @@ def test_refusals(kw, match):
         wflow.field(X, np.eye(d), summation="spectral", **kw)
 
 
-def test_refused_in_one_line_without_the_extra(monkeypatch):
-    """finufft is an optional extra (its wheels link GPL FFTW): without it the spectral
-    summation names the extra to install; the direct pass needs nothing."""
-    from wflow.kernels import nufft
-
-    monkeypatch.setattr(nufft, "available", lambda: False)
-    X = _state("uniform", 50, 3, seed=0)
-    with pytest.raises(ValueError, match=r'pip install "wflow\[spectral\]"'):
-        wflow.field(X, np.eye(3), summation="spectral")
-    assert np.all(np.isfinite(wflow.field(X, np.eye(3)).velocity))
-
-
 def test_refusals_of_the_model():
     from wflow.model.attention import AttentionModel
 

@@ -16,8 +16,6 @@ from wflow.engine import series as S
 from wflow.kernels import spectral as sp
 from wflow.model.spectral import AUTO_MIN_N, run_summation
 
-pytest.importorskip("finufft")
-
 
 def _cfg(**over):
     c = {"model": {"n": 300, "heads": 2, "d": 3}, "weights": {"process": "ou"},

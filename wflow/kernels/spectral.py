@@ -25,7 +25,7 @@ The degree :math:`L` comes from the tail bounds (:func:`tail_s1`, :func:`tail_s2
 :func:`direct_rows`.
 
 *Determinism.* The work is cut into items fixed by the data (a path, a head, a block of
-:data:`BLOCK` points): the NUFFTs of an item run on one library thread with a fixed plan, BLAS
+:data:`BLOCK` points): the NUFFTs of an item run single-threaded (:mod:`wflow.kernels.nufft`), BLAS
 on one thread, the items on ``get_num_threads()`` Python threads, and the blocks' moments are
 added in block order: the bits do not depend on the thread count.
 """
@@ -174,6 +174,7 @@ def _synthesis(points, B, n, pool):
     C = B[0::2] + 1j * B[1::2]
     out = np.empty((C.shape[0] * 2, n))
     blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
+    C = nufft.upsample(C, +1)  # shared by the blocks
 
     def synth(b):
         f = nufft.type2(tuple(t[b[0]:b[1]] for t in points), C, +1)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from wflow.errors import NumericalError
-from wflow.kernels import nufft as _nufft
 from wflow.kernels import spectral as _sp
 from wflow.params import Choice, Interval, Param, When, bad, declare
 
@@ -73,8 +72,6 @@ def check(d, causal=False, precision="float64", backend="numba", weights=None, k
         why = "takes no per-key biases (key_bias=)"
     if why:
         raise ValueError(f"summation = 'spectral': {why}")
-    if not _nufft.available():
-        raise ValueError(_nufft.MISSING)
 
 
 def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combine):
@@ -217,8 +214,6 @@ def _why_not(cfg) -> str | None:
         return "takes no per-key biases (weights.process = 'imported')"
     if m.get("layernorm", "post") != "post":
         return "takes the post-LN flow only (model.layernorm = 'post')"
-    if not _nufft.available():
-        return _nufft.MISSING.split(": ", 1)[1]
     return None
 
 
@@ -256,7 +251,7 @@ def _summation_rule(cfg):
 declare(
     Param("solver.summation", "direct", Choice(("direct", "spectral", "auto")),
           "the field's kernel sums: direct (every pair); spectral (S^1, S^2: O(n) to "
-          "solver.summation_tol, the [spectral] extra); auto (spectral where it applies and "
+          "solver.summation_tol); auto (spectral where it applies and "
           "n >= 10^4, else direct) [model §2s]", rule=_summation_rule),
     Param("solver.summation_tol", TOL, Interval(0, 1e-3, "right"),
           "spectral: relative tolerance on Z and the attention average at every target",
