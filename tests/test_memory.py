@@ -300,7 +300,6 @@ def test_spectral_estimate_within_a_factor_2_of_the_peak(tmp_path):
     between paths dominate; the estimate (:func:`wflow.engine.memory.spectral_kernel`, L
     from D(0)) is within a factor 2 of ``tracemalloc``'s peak (measured 1.23; 1.38 for RK4
     with one path; the fused kernel's buffers in its place: 2.4)."""
-    pytest.importorskip("finufft")
     c = C.validate({"model": {"n": 200_000, "heads": 4, "d": 3}, "weights": {"process": "ou"},
                     "init": {"tokens": "uniform"},
                     "solver": {"paths": 2, "T": 0.02, "dt": 0.01, "record_every": 1,
