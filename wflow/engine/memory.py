@@ -19,8 +19,9 @@ The coefficients were measured with :mod:`tracemalloc` (``tests/test_memory.py``
 estimate within 30 % of the measured peak). :func:`check` refuses a configuration whose estimate
 exceeds :func:`available` (the cgroup limit where there is one, else ``MemAvailable``).
 
-:func:`output_bytes` estimates the size of the result file (HDF5, uncompressed: every record
-dataset in whole chunks, the two checkpoint slots, the metadata); :func:`check_disk` refuses
+:func:`output_bytes` bounds the size of the result file (HDF5, uncompressed: every record
+dataset in whole chunks, the two checkpoint slots with every array a checkpoint holds, each
+dataset's header and chunk index, the file's own structures); :func:`check_disk` refuses
 an output whose estimate exceeds the free space where it goes (:func:`disk_free`: the file
 system of the nearest existing parent directory).
 """
@@ -405,23 +406,23 @@ def _record_series(cfg) -> int:
 
 
 def output_bytes(cfg) -> int:
-    r"""Estimated size of the result file of the validated configuration ``cfg``, an upper
-    bound:
+    r"""An upper bound of the size of the result file of the validated configuration ``cfg``:
 
     .. math:: \sum_{\text{record datasets}} \mathrm{size}(R, r)
               + 2 \sum_{\text{slot arrays}} \mathrm{size}(L, r) + F,
-              \qquad \mathrm{size}(L, r) = k (c r + 4) + B(k) (1576 + 520 q) + h,
+              \qquad \mathrm{size}(L, r) = k\,(c\,r + 4) + B(k)\,(1576 + 520\,q) + h,
 
-    R records, r the bytes of a row, c = min(256, 64 kB / r) the rows of a chunk (of a
-    checkpoint array of L rows also at most L), k = ⌈L / c⌉ chunks with their 4-byte checksums,
-    B(k) the nodes of their B-tree of rank q + 1 (:func:`_btree_nodes`), h the dataset's header
+    R records, r the bytes of a row, c the rows of a chunk (a record dataset's min(256,
+    64 kB / r); a checkpoint array's of L rows min(L, 64 kB / r)), k = ⌈L / c⌉ chunks with
+    their 4-byte checksums, B(k) the nodes of their B-tree (:func:`_btree_nodes`), each
+    1576 + 520 q bytes for a dataset of rank q, h the dataset's header
     (:data:`DATASET_OVERHEAD`); the two checkpoint slots hold the arrays of
-    :func:`_slot_arrays` (the adaptive loop state with its records filled so far); F
-    (:data:`FILE_OVERHEAD` and twice the configuration's JSON, in whole 4 kB pages) the
-    file's own structures. A
-    snapshot is s = n d floats of a path's tokens, or N cell averages ρ_k for a density run.
-    Within 30 % above the files written (``tests/test_memory.py``,
-    ``tests/test_edges_output_bytes.py``)."""
+    :func:`_slot_arrays` (an adaptive run's: the loop state with its records filled so far);
+    F (:data:`FILE_OVERHEAD` and twice the configuration's JSON, in whole 4 kB pages) the
+    file's own structures. A snapshot is n d floats of a path's tokens, or N cell averages
+    ρ_k for a density run. Within 30 % above the files written (``tests/test_memory.py``),
+    except an adaptive run that ends before its first checkpoint (fewer rounds than
+    ``output.checkpoint_every``): its slots hold no loop state."""
     import json
 
     from wflow.engine import features
