@@ -292,14 +292,6 @@ def _n_step_ledger() -> int:
     return len(series.names(kind="per_step"))
 
 
-def _on_disk(nrec: int, row_bytes: int) -> int:
-    """Bytes of a resizable record dataset of ``nrec`` rows: whole chunks of
-    min(256, 64 kB // row) rows are allocated."""
-    row_bytes = max(1, int(row_bytes))
-    rows = max(1, min(CHUNK_ROWS, CHUNK_BYTES // row_bytes))
-    return math.ceil(nrec / rows) * rows * row_bytes
-
-
 def _btree_nodes(entries: int) -> int:
     """Nodes of a version-1 B-tree over ``entries`` chunks, at most: one root of up to 2K
     entries; above that, leaves and inner levels of at least K entries each."""
