@@ -26,9 +26,11 @@ _KEY = r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)+"
 SAVED = re.compile(rf'<!-- saved (?P<key>{_KEY})(?: method="(?P<method>[^"]+)")? -->')
 FROM = re.compile(rf"<!-- from (?P<page>[\w/.-]+\.md) (?P<key>{_KEY}) -->")
 _NUM = r"[−-]?\d+(?:\.\d+)?(?:·10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
+#: a bound of an interval: a number, or "> T" (a censored bound: not reached by T)
+_BOUND = rf"(?:> )?{_NUM}"
 #: estimate, then optionally (across a table cell border) its interval, at the end of the text
-_VALUE = re.compile(rf"(?P<est>{_NUM})(?:(?:\s*\|\s*|\s*)\[(?P<low>{_NUM}), (?P<high>{_NUM})\])?"
-                    r"\**$")
+_VALUE = re.compile(rf"(?P<est>{_NUM})(?:(?:\s*\|\s*|\s*)\[(?P<low>{_BOUND}), "
+                    rf"(?P<high>{_BOUND})\])?\**$")
 
 
 def _norm(x):
@@ -94,7 +96,7 @@ def mismatches(saved, quoted):
             bad.append(f"{where}: no number before the marker")
         elif value[0] != ref[0] or (value[1] is not None and value[1:] != ref[1:]):
             bad.append(f"{where}: quoted {value}, saved {ref}")
-        elif value[1] is not None and method and method not in para:
+        elif value[1] is not None and method and method not in re.sub(r"\s+", " ", para):
             bad.append(f"{where}: the interval's method ({method}) is not named beside it")
     return bad
 
@@ -159,8 +161,95 @@ def test_a_changed_quote_is_caught(tmp_path):
     ("S¹ b = 1.88 [0.98, 2.78]", ("1.88", "0.98", "2.78")),
     ("median **5.29·10⁵ [6140, 4.36·10⁶]**", ("5.29·10⁵", "6140", "4.36·10⁶")),
     ("a = -0.493 | [-0.523, -0.456]", ("−0.493", "−0.523", "−0.456")),
+    ("t½ = 415 [198, > 1000]", ("415", "198", "> 1000")),
     ("(G² 0.385", ("0.385", None, None)),
     ("no number here", None),
 ])
 def test_value_before(text, value):
     assert value_before(text + "<!--", len(text)) == value
+
+
+# ------------------------------------------------------------------ the pasted summaries
+_CELL = re.compile(r"(> T|> \d+|[\d.]+)\s+\[(> T|> \d+|[\d.]+), (> T|> \d+|[\d.]+)\]")
+
+
+def _blocks(text):
+    """The fenced code blocks of a page (the pasted ``summary.txt`` of its runs)."""
+    return re.findall(r"^```\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def _phase_summary(text):
+    """``{key: (t½, low, high)}`` of the phase page's two summaries: the fixed mode
+    (``phase.fixed.d<d>.b<β>``) and the adaptive one (``phase.adaptive...``)."""
+    out = {}
+    for block in _blocks(text):
+        mode = "adaptive" if "dopri5" in block else "fixed"
+        d = None
+        for line in block.splitlines():
+            m = re.match(r"^d = (\d)\s+\(", line)
+            if m:
+                d = m[1]
+                continue
+            m = re.match(r"^\s+(\d+(?:\.\d+)?)\s+(.*)$", line)
+            cell = _CELL.match(m[2]) if m and d else None
+            if cell:  # (the rows of the resolution check hold no interval)
+                out.setdefault(f"phase.{mode}.d{d}.b{m[1].replace('.', '_')}", cell.groups())
+    return out
+
+
+def _asymmetry_summary(text):
+    """``{key: (estimate, low, high)}`` of the asymmetry page's summary: post-LN's pooled t½
+    (``asymmetry.post.b<β>.a<α>``) and the Kaplan–Meier medians at the common window
+    (``asymmetry.window.b<β>.a<α>.<placement>``)."""
+    out, section = {}, None
+    block = next(b for b in _blocks(text) if "post-LN" in b)
+    for line in block.splitlines():
+        if re.match(r"^(post|pre|peri|ngpt|mix)-LN\s", line):
+            section = line.split("-LN")[0]
+            continue
+        if line.startswith("Placements at a common window"):
+            section = "window"
+            continue
+        if line.startswith("Resolution"):
+            section = None
+        m = re.match(r"^\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(.*)$", line)
+        if section not in ("post", "window") or not m:
+            continue
+        cells = _CELL.findall(m[3])
+        a = f"b{m[1]}.a{m[2].replace('.', '_')}"
+        if section == "post":
+            out[f"asymmetry.post.{a}"] = cells[0]
+        else:
+            for place, cell in zip(("post", "pre", "peri", "ngpt", "mix"), cells):
+                out[f"asymmetry.window.{a}.{place}"] = cell
+    return out
+
+
+def _rounds_to(shown, full, T):
+    """Whether ``shown`` (a table's number, or "> T" written out) is ``full`` (the summary's)
+    rounded to the digits shown."""
+    if full.startswith(">"):
+        return shown in (full, f"> {T}") or shown == full.replace("T", str(T))
+    if shown.startswith(">"):
+        return False
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - float(full)) <= 0.5 * 10.0**-decimals + 1e-9
+
+
+@pytest.mark.parametrize("page,parse", [("experiments/phase.md", _phase_summary),
+                                        ("experiments/asymmetry.md", _asymmetry_summary)])
+def test_the_saved_half_merge_times_are_their_pasted_summaries(page, parse):
+    """The phase and asymmetry pages save their half-merge times in tables (which
+    docs/studies.md quotes); each saved number and interval is the pasted ``summary.txt`` of
+    the run above it, rounded to the digits shown ("> 1000": the summary's "> T")."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    full = parse(text)
+    saved = {k: v for (p, k), v in saved_values([ROOT / page]).items() if p == page}
+    assert len(saved) >= 20 and set(saved) <= set(full), sorted(set(saved) - set(full))
+    bad = []
+    for key, ((est, low, high), _) in saved.items():
+        T = 200 if ".window." in key else 1000
+        shown = (est, low, high)
+        if any(not _rounds_to(s.replace("−", "-"), f, T) for s, f in zip(shown, full[key])):
+            bad.append(f"{key}: saved {shown}, summary {full[key]}")
+    assert not bad, "\n".join(bad)

@@ -20,8 +20,9 @@ The coefficients were measured with :mod:`tracemalloc` (``tests/test_memory.py``
 estimate within 30 % of the measured peak). :func:`check` refuses a configuration whose estimate
 exceeds :func:`available` (the cgroup limit where there is one, else ``MemAvailable``).
 
-:func:`output_bytes` estimates the size of the result file (HDF5, uncompressed: every record
-dataset in whole chunks, the two checkpoint slots, the metadata); :func:`check_disk` refuses
+:func:`output_bytes` bounds the size of the result file (HDF5, uncompressed: every record
+dataset in whole chunks, the two checkpoint slots with every array a checkpoint holds, each
+dataset's header and chunk index, the file's own structures); :func:`check_disk` refuses
 an output whose estimate exceeds the free space where it goes (:func:`disk_free`: the file
 system of the nearest existing parent directory).
 """
@@ -345,9 +346,20 @@ def check(cfg, keep_records=False) -> Estimate:
 # ------------------------------------------------------------------------------ disk
 #: the HDF5 writer's target chunk size and its cap on rows per chunk (mirror wflow.storage._h5)
 CHUNK_BYTES, CHUNK_ROWS = 2**16, 256
-#: metadata of a result file: attributes (configuration, provenance), the dataset headers,
-#: descriptions and checksums (measured: 180–205 kB, whatever the sizes)
-H5_METADATA = 256 * 1024
+#: the chunk index of a chunked dataset (the file format of HDF5's default ``libver``): nodes
+#: of a version-1 B-tree of at most 2K = 64 entries, each 1576 + 520·rank bytes whatever it
+#: holds; every node but the root holds at least K = 32
+BTREE_K, BTREE_NODE, BTREE_PER_AXIS = 32, 1576, 520
+#: per dataset besides its chunks and their index: its object header (272 B, up to ~600 B with
+#: the four string attributes of a record dataset), its entry in the group's symbol table and
+#: local heap, its attributes' strings in the global heap (measured 400–470 B on average)
+DATASET_OVERHEAD = 768
+#: the rest of a file: superblock, the groups (root, series, checkpoint, the slots and their
+#: cum, pending, memo groups) with their symbol tables, the root's attributes besides the
+#: configuration (measured 21–32 kB with the configuration)
+FILE_OVERHEAD = 32 * 1024
+#: the JSON of one random stream's state (a PCG64 state: ~170 characters), rounded up
+RNG_JSON = 256
 
 
 def _n_series(cfg) -> int:
@@ -374,41 +386,152 @@ def _n_step_ledger() -> int:
     return len(series.names(kind="per_step"))
 
 
-def _on_disk(nrec: int, row_bytes: int) -> int:
-    """Bytes of a resizable record dataset of ``nrec`` rows: whole chunks of
-    min(256, 64 kB // row) rows are allocated."""
-    row_bytes = max(1, int(row_bytes))
-    rows = max(1, min(CHUNK_ROWS, CHUNK_BYTES // row_bytes))
-    return math.ceil(nrec / rows) * rows * row_bytes
+def _btree_nodes(entries: int) -> int:
+    """Nodes of a version-1 B-tree over ``entries`` chunks, at most: one root of up to 2K
+    entries; above that, leaves and inner levels of at least K entries each."""
+    nodes = 1
+    while entries > 2 * BTREE_K:
+        entries = math.ceil(entries / BTREE_K)
+        nodes += entries
+    return nodes
+
+
+def _dataset(rows: int, row_shape=(), itemsize: int = F8, chunk_rows: int | None = None) -> int:
+    """Bytes in the file of a chunked, checksummed dataset of ``rows`` rows of ``row_shape``:
+    its chunks (a record dataset's of min(256, 64 kB / row) rows; a checkpoint array's of
+    min(``chunk_rows``, 64 kB / row) rows, ``chunk_rows`` its length), 4 bytes of checksum
+    each, their B-tree, the dataset's own header (:data:`DATASET_OVERHEAD`)."""
+    rows = max(1, int(rows))
+    row = max(1, int(math.prod(row_shape)) * int(itemsize))
+    if chunk_rows is None:
+        c = max(1, min(CHUNK_ROWS, CHUNK_BYTES // row))
+    else:
+        c = max(1, min(CHUNK_BYTES // row, int(chunk_rows)))
+    chunks = math.ceil(rows / c)
+    index = _btree_nodes(chunks) * (BTREE_NODE + BTREE_PER_AXIS * (len(row_shape) + 1))
+    return chunks * (c * row + 4) + index + DATASET_OVERHEAD
+
+
+def _slot_arrays(cfg) -> list:
+    """(rows, row shape, item size) of the arrays of one checkpoint slot (a scalar: rows 0):
+    k, the state X (a density's ρ) and D, E0, the random streams' JSON buffer, the cumulative
+    sums, the ledger's pending pieces, and under ``memo`` the step ledger, W₂'s last snapshot,
+    the stepper's series and the adaptive loop state [model §6d, "Checkpoints"]."""
+    from wflow.engine import features, series
+
+    m, s = cfg["model"], cfg["solver"]
+    d, H, P = int(m["d"]), int(m["heads"]), int(s["paths"])
+    f = features.of(cfg)
+    n, _, density = _shape(cfg)
+    state = (n,) if density else (n, d)
+    out = [(0, (), F8), (P, state, F8), (P, (H, d, d), F8), (P, (), F8)]
+    streams = P * (2 if f.token_noise else 1)
+    out.append((2 * RNG_JSON * streams + 64, (), 1))
+    groups = {"token_noise": f.token_noise, "free_energy": f.free_energy}
+    cum = [k for k in series.names(kind="cumulative")
+           if groups.get(series.SERIES[k].group, True)]
+    out += [(P, (), F8)] * len(cum)
+    if f.adaptive:
+        from wflow.stepping.adaptive import ADAPTIVE_SERIES, LOOP_STATE
+
+        R = n_records(cfg)
+        shapes = {"X": state, "K1": state, "Xr": (P,) + state, "D": (H, d, d),
+                  "G1": (H, d, d), "Dr": (P, H, d, d)}
+        out += [((R if k in ("Xr", "Dr") else P), shapes.get(k, ()), F8) for k in LOOP_STATE]
+        out += [(0, (), F8)] + [(R, (P,), F8)] * len(ADAPTIVE_SERIES)  # rounds, stats_*
+        return out
+    if f.ledger and f.energy:  # the ledger pieces of the last step
+        out += [(P, (), F8)] * 5
+    if f.step_ledger:
+        out.append((int(s["record_every"]), (P, _n_step_ledger()), F8))
+    if f.w2:
+        out += [(P, state, F8), (0, (), F8)]
+    out += [(P, shape, F8) for shape in _stepper_series(cfg, n)]
+    return out
+
+
+def _stepper_series(cfg, n) -> list:
+    """Row shapes (after the path axis) of the stepper's series, which a record and a
+    checkpoint hold: () each, (n,) for the radii of the pre-, peri- and mix-LN placements
+    [model §1c]; the adaptive pair's are its statistics [model §6d], a density's stepper's its
+    CFL substeps and smallest cell average [model §5b]."""
+    from wflow.engine import features
+    from wflow.model.layernorm import RADIUS_PLACEMENTS
+    from wflow.stepping.registry import get_stepper
+
+    f = features.of(cfg)
+    if f.adaptive:
+        from wflow.stepping.adaptive import ADAPTIVE_SERIES
+
+        return [()] * len(ADAPTIVE_SERIES)
+    if f.density:  # a density's own stepper [model §5b]
+        from wflow.stepping.density import DensityStepper
+
+        return [()] * len(DensityStepper.series)
+    try:
+        names = tuple(get_stepper(cfg["solver"]["method"], cfg["solver"]).series)
+    except (ValueError, KeyError, TypeError):
+        names = ()
+    shapes = [() for _ in names]
+    if cfg["model"].get("layernorm", "post") in RADIUS_PLACEMENTS:
+        shapes.append((n,))
+    return shapes
+
+
+def _record_series(cfg) -> int:
+    """Record datasets of shape (records, P): the point and cumulative series of the groups
+    the run writes (core, ledger, user; clustering, W₂, a density's, the noise's and the free
+    energy's when on)."""
+    from wflow.engine import features, series
+
+    f = features.of(cfg)
+    on = {"core": True, "ledger": True, "user": True, "clustering": f.clustering, "w2": f.w2,
+          "density": f.density, "token_noise": f.token_noise, "free_energy": f.free_energy}
+    return sum(1 for s in series.SERIES.values()
+               if s.kind in ("point", "cumulative") and on.get(s.group, False))
 
 
 def output_bytes(cfg) -> int:
-    r"""Estimated size of the result file of the validated configuration ``cfg``:
+    r"""An upper bound of the size of the result file of the validated configuration ``cfg``:
 
-    .. math:: \sum_{\text{datasets}} \lceil R / c \rceil\, c\, r
-              + 2 \cdot 8\,(2 P s + P H d^2 + 64 P) + 256\ \text{kB},
+    .. math:: \sum_{\text{record datasets}} \mathrm{size}(R, r)
+              + 2 \sum_{\text{slot arrays}} \mathrm{size}(L, r) + F,
+              \qquad \mathrm{size}(L, r) = k\,(c\,r + 4) + B(k)\,(1576 + 520\,q) + h,
 
-    R records, r the bytes of a row, c = min(256, 64 kB / r) the rows of a chunk; then the two
-    checkpoint slots and the metadata; s = n d floats of a path's tokens, or N cell averages
-    ρ_k for a density run. Within 10 % (above) of the files written, for files of
-    more than a few MB (``tests/test_memory.py``)."""
-    m, s, dg, out = cfg["model"], cfg["solver"], cfg["diagnostics"], cfg["output"]
+    R records, r the bytes of a row, c the rows of a chunk (a record dataset's min(256,
+    64 kB / r); a checkpoint array's of L rows min(L, 64 kB / r)), k = ⌈L / c⌉ chunks with
+    their 4-byte checksums, B(k) the nodes of their B-tree (:func:`_btree_nodes`), each
+    1576 + 520 q bytes for a dataset of rank q, h the dataset's header
+    (:data:`DATASET_OVERHEAD`); the two checkpoint slots hold the arrays of
+    :func:`_slot_arrays` (an adaptive run's: the loop state with its records filled so far);
+    F (:data:`FILE_OVERHEAD` and twice the configuration's JSON, in whole 4 kB pages) the
+    file's own structures. A snapshot is n d floats of a path's tokens, or N cell averages
+    ρ_k for a density run. Within 30 % above the files written (``tests/test_memory.py``),
+    except an adaptive run that ends before its first checkpoint (fewer rounds than
+    ``output.checkpoint_every``): its slots hold no loop state."""
+    import json
+
+    from wflow.engine import features
+
+    m, s, out = cfg["model"], cfg["solver"], cfg["output"]
     d, H, P = int(m["d"]), int(m["heads"]), int(s["paths"])
-    snap = _shape(cfg)[1]
+    f = features.of(cfg)
+    n, _, density = _shape(cfg)
+    state = (n,) if density else (n, d)
     nrec = n_records(cfg)
-    total = _on_disk(nrec, F8) + _n_series(cfg) * _on_disk(nrec, F8 * P)
-    if dg["ledger"] and m["mask"] != "causal":
-        total += _n_step_ledger() * _on_disk(nrec, F8 * int(s["record_every"]) * P)
+    total = _dataset(nrec) + _record_series(cfg) * _dataset(nrec, (P,))  # t, (R, P) series
+    if f.step_ledger:
+        total += _n_step_ledger() * _dataset(nrec, (int(s["record_every"]), P))
     if out["store_tokens"]:
-        total += _on_disk(nrec, F8 * P * snap)
+        total += _dataset(nrec, (P,) + state)
     if out["store_weights"]:
-        total += _on_disk(nrec, F8 * P * H * d * d)
-    total += 2 * F8 * (2 * P * snap + P * H * d * d + 64 * P)
-    if s.get("adaptive") and int(out.get("checkpoint_every", 0) or 0):
-        # an adaptive checkpoint also holds the records filled so far, the first stages and
-        # the per-path loop state [model §6d, "Checkpoints"]
-        total += 2 * F8 * ((nrec + 1) * P * (snap + H * d * d + 8) + 24 * P)
-    return int(total + H5_METADATA)
+        total += _dataset(nrec, (P, H, d, d))
+    total += sum(_dataset(nrec, (P,) + shape) for shape in _stepper_series(cfg, n))
+    for rows, shape, item in _slot_arrays(cfg):
+        total += 2 * (_dataset(rows, shape, item, chunk_rows=rows) if rows
+                      else DATASET_OVERHEAD + F8)
+    config = 4096 * math.ceil(len(json.dumps(cfg, default=str)) / 4096)  # in whole pages
+    return int(total + FILE_OVERHEAD + 2 * config)
 
 
 def disk_free(path) -> tuple[int, Path]:

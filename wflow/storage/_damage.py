@@ -134,29 +134,44 @@ def _find_resume_point(f, path: Path) -> ResumePoint:
 
 
 def _rewrite_empty(path: Path, point=None):
-    """Replace the file at ``path`` by one holding its root attributes and the checkpoint of
-    ``point`` (a :class:`ResumePoint` needing no record; None: none, the run restarts from
-    step 0) in the empty groups of a new file: nothing else of it is needed. Written under a
-    temporary name and renamed."""
+    """Replace the file at ``path`` by a new one holding its root attributes, the first
+    ``point.n_records`` records of every record dataset (:func:`_copy_records`) and the
+    checkpoint of ``point`` (a :class:`ResumePoint`; None, or one without a checkpoint: the
+    run restarts from step 0 in empty groups). What lies past the checkpoint (damaged record
+    chunks, damaged or newer slots) stays behind: it is never deleted in place, since HDF5
+    frees a deleted dataset's chunks through its chunk index, which a kill can leave pointing
+    past the end of the file ("addr overflow"). Written under a temporary name and renamed."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.restarting")
     try:
-        with h5py.File(path, "r", locking=False) as f:
-            attrs = {k: v for k, v in f.attrs.items()}
-        with h5py.File(tmp, "w", locking=False) as out:
-            for k, v in attrs.items():
+        with h5py.File(path, "r", locking=False) as f, \
+                h5py.File(tmp, "w", locking=False) as out:
+            for k, v in f.attrs.items():
                 out.attrs[k] = v
             out.create_group("series")
             ck = _new_checkpoint_group(out)
             if point is not None and point.checkpoint is not None:
+                for name in (_record_keys(f) if point.n_records else ()):
+                    _copy_records(f[name], out, name, point.n_records)
                 g = ck[point.slot]
                 _write_slot(g, point.checkpoint)
                 g.attrs.modify("seq", point.seq)
                 g.attrs.modify("k", int(point.checkpoint["k"]))
+                g.attrs.modify("n_records", point.n_records)
                 _mark_complete(g)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _copy_records(ds, out, name, n_rec):
+    """Record dataset ``name`` in file ``out``: the first ``n_rec`` records of ``ds``, with its
+    chunking, checksums, fill value and attributes."""
+    new = out.create_dataset(name, data=np.asarray(ds[:n_rec]),
+                             maxshape=(None,) + ds.shape[1:], chunks=ds.chunks,
+                             fletcher32=True, fillvalue=ds.fillvalue)
+    for k, v in ds.attrs.items():
+        new.attrs[k] = v
 
 
 def _rebuild_records(f, name, n_rec):

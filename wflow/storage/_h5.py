@@ -312,10 +312,20 @@ def _put(g, name, value):
     if value.ndim and value.size:  # checksummed (the filter needs a chunked layout), its
         # leading axis resizable: an array whose length changes between checkpoints (the
         # step ledger since the last record) is rewritten in place, not recreated
-        g.create_dataset(name, data=value, chunks=True, fletcher32=True,
+        g.create_dataset(name, data=value, chunks=_slot_chunks(value), fletcher32=True,
                          maxshape=(None,) + value.shape[1:])
     else:
         g.create_dataset(name, data=value)
+
+
+def _slot_chunks(value) -> tuple:
+    """Chunk shape of a checkpoint array: whole rows of its leading axis, as many as fit
+    :data:`CHUNK_BYTES` (at least one, at most the array's length), so the chunks
+    allocate at most one partial chunk of rows beyond the array (h5py's guess splits the
+    trailing axes too: (P, n, 3) in chunks of (·, ·, 2) allocates a third more)."""
+    row = max(1, int(np.prod(value.shape[1:], dtype=np.int64)) * value.dtype.itemsize)
+    rows = max(1, min(CHUNK_BYTES // row, value.shape[0]))
+    return (rows,) + value.shape[1:]
 
 
 def _new_checkpoint_group(f):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wflow.storage._damage import _rebuild_records, _record_keys, _reset_slot, _resume_point, _rewrite_empty
-from wflow.storage._h5 import COMPLETE, _attr_str, _open_read, _open_write
+from wflow.storage._h5 import COMPLETE, SLOTS, _attr_str, _open_read, _open_write
 from wflow.storage._locks import _Lock, _reserve
 from wflow.storage.files import errno_of, write_error
 from wflow.storage.io import METADATA_RESERVE, H5Recorder
@@ -42,9 +42,11 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
         with _open_read(path) as f:
             first = (None if _attr_str(f.attrs.get("status")) == COMPLETE
                      else _resume_point(f, path))
-        if first is not None and (first.checkpoint is None or first.rewrite):
-            _rewrite_empty(path, first)  # nothing of the file is needed but its header
-            # (and the checkpoint, which needs no record)
+        if first is not None and (first.checkpoint is None or first.rewrite
+                                  or first.damaged_records or first.damaged_slots):
+            # a new file of what the checkpoint needs (its header, records and slot): the
+            # damage past it is left behind, not deleted in place
+            _rewrite_empty(path, first)
         with _open_write(path) as f:
             if _attr_str(f.attrs.get("status")) == COMPLETE:  # finished meanwhile
                 lock.release()
@@ -55,13 +57,16 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
                 check(ckpt, n_rec)
             for s in point.newer_slots:  # their records are gone: never resume from them
                 f["checkpoint"][s].attrs.modify("complete", 0)
-            for s in point.damaged_slots:
+            for s in point.damaged_slots:  # (none after the rewrite above)
                 _reset_slot(f, s)
             for name in _record_keys(f):
                 if name in point.damaged_records:
                     _rebuild_records(f, name, n_rec)
                 else:
                     f[name].resize(n_rec, axis=0)
+            # slots without datasets (damaged, or left behind by the rewrite): their next
+            # checkpoint creates them
+            fresh = [s for s in SLOTS if not len(f["checkpoint"][s])]
             f.attrs["resumes"] = int(f.attrs.get("resumes", 0)) + 1
             f.flush()
     except BaseException as exc:
@@ -71,5 +76,5 @@ def reopen(path, config, check=None, describe=None) -> Reopened:
             raise write_error(path, exc) from None
         raise
     rec = H5Recorder._attach(path, config, n_records=n_rec, seq=seq, last_slot=slot, lock=lock,
-                             describe=describe, fresh=point.damaged_slots)
+                             describe=describe, fresh=fresh)
     return Reopened(rec, ckpt, n_rec)
