@@ -46,6 +46,7 @@ class Features:
     adaptive: bool
     geometric: bool
     post: bool
+    spectral: bool
 
 
 def of(cfg: dict) -> Features:
@@ -63,4 +64,12 @@ def of(cfg: dict) -> Features:
         step_ledger=ledger and m.get("mask", "none") != "causal" and not geometric,
         clustering=bool(dg["clustering"]) and not density,
         w2=bool(dg["w2"]) and not density, adaptive=adaptive, geometric=geometric,
-        post=m.get("layernorm", "post") == "post")
+        post=m.get("layernorm", "post") == "post", spectral=_spectral(cfg))
+
+
+def _spectral(cfg) -> bool:
+    """Whether the field's kernel sums are spectral (``solver.summation`` as resolved by
+    :func:`wflow.model.spectral.run_summation`) [model §2s]."""
+    from wflow.model.spectral import run_summation
+
+    return run_summation(cfg) == "spectral"

@@ -365,17 +365,11 @@ RNG_JSON = 256
 def _n_series(cfg) -> int:
     """Datasets of shape (records, P): core, ledger (always written) and user series, the
     clustering / W2 diagnostics when switched on, the stepper's (JKO) series."""
-    from wflow.engine import features, series
+    from wflow.engine import series
 
-    groups = {"core", "ledger", "user"}
-    if cfg["diagnostics"]["clustering"]:
-        groups.add("clustering")
-    if cfg["diagnostics"]["w2"]:
-        groups.add("w2")
+    groups = {g for g, on in _groups(cfg).items() if on}
     if cfg["solver"]["method"] == "jko":
         groups.add("stepper")
-    if features.of(cfg).free_energy:
-        groups.add("free_energy")
     return sum(len(series.names(kind=k, group=g)) for k in ("point", "cumulative") for g in groups)
 
 
@@ -482,13 +476,21 @@ def _record_series(cfg) -> int:
     """Record datasets of shape (records, P): the point and cumulative series of the groups
     the run writes (core, ledger, user; clustering, W₂, a density's, the noise's and the free
     energy's when on)."""
-    from wflow.engine import features, series
+    from wflow.engine import series
 
-    f = features.of(cfg)
-    on = {"core": True, "ledger": True, "user": True, "clustering": f.clustering, "w2": f.w2,
-          "density": f.density, "token_noise": f.token_noise, "free_energy": f.free_energy}
+    on = _groups(cfg)
     return sum(1 for s in series.SERIES.values()
                if s.kind in ("point", "cumulative") and on.get(s.group, False))
+
+
+def _groups(cfg) -> dict[str, bool]:
+    """The series groups (:mod:`wflow.engine.series`) a run of ``cfg`` records."""
+    from wflow.engine import features
+
+    f = features.of(cfg)
+    return {"core": True, "ledger": True, "user": True, "clustering": f.clustering, "w2": f.w2,
+            "density": f.density, "token_noise": f.token_noise, "free_energy": f.free_energy,
+            "spectral": f.spectral}
 
 
 def output_bytes(cfg) -> int:

@@ -258,7 +258,7 @@ def build(cfg: dict, memory, process=None, tokens=None) -> RunSetup:
         run.record_steps = RecordSteps(run.nsteps, run.record_every)
     if f.adaptive:  # an embedded pair per path [model §6d]
         run.stepper = _adaptive_solver(run)
-    run.spectral = run_summation(cfg) == "spectral"
+    run.spectral = f.spectral
     run.exact_ledger = f.ledger and f.energy
     run.ledger = Ledger(exact=run.exact_ledger, step_ledger=f.step_ledger,
                         free_energy=f.free_energy, record_every=run.record_every,
