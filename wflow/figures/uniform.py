@@ -226,8 +226,8 @@ def plot_selection(sel, ms, outdir, formats=("png",)):
     r"""``uniform_selection.<fmt>``: the selection runs [model §6c].
 
     1. S¹, 2. S²: the measured rate of each degree (mean over the draws, 95% interval)
-       against ℓ, one colour per β, divided by :math:`\max_\ell\lambda_\ell`; lines: derived
-       :math:`\lambda_\ell`; the largest n of each (d, β) only;
+       against ℓ ≤ 8, one colour per β, divided by :math:`\max_\ell\lambda_\ell`; lines:
+       derived :math:`\lambda_\ell`; the largest n of each (d, β) only;
     3. the harmonic power per component :math:`q_\ell(t)` (mean over the draws) of the run of
        largest β and d, degrees 1..8, and the derived linear growth
        :math:`q_\ell(0)e^{2\lambda_\ell t}` (dashed) up to the end of the linear phase (the
@@ -252,16 +252,17 @@ def plot_selection(sel, ms, outdir, formats=("png",)):
             continue
         for i, (b, (_, r)) in enumerate(sorted(runs.items())):
             c = _COL[i] if i < len(_COL) else f"C{i}"
-            lam = r["derived"]
-            top = float(np.max(lam))
-            ell = np.arange(1, lam.size + 1)
+            m = min(8, r["derived"].size)
+            lam = r["derived"][:m]
+            top = float(np.max(r["derived"]))
+            ell = np.arange(1, m + 1)
             ax.plot(ell, lam / top, "-", color=c, lw=0.8, label=f"β = {b:g}")
-            est = np.array([iv.estimate for iv in r["intervals"]]) / top
-            err = np.array([iv.errorbar() for iv in r["intervals"]]).T / top
+            est = np.array([iv.estimate for iv in r["intervals"][:m]]) / top
+            # (a log-scale interval of a degree whose rates straddle 0 can miss its mean)
+            err = np.clip(np.array([iv.errorbar() for iv in r["intervals"][:m]]).T / top, 0, 1)
             ax.errorbar(ell + 0.06 * (i - len(runs) / 2), est, yerr=err, fmt="o", color=c,
                         ms=3, lw=0.8)
         n = max(r["n"] for _, r in runs.values())
-        ax.set_ylim(0, 1.15)
         ax.set_xlabel("degree ℓ" if d == 3 else "mode k")
         ax.set_ylabel(r"rate $/ \max_\ell\lambda_\ell$")
         ax.set_title(f"S{d - 1}, n = {n:g}: dots measured (95% CI), lines derived",

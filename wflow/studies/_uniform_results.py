@@ -171,10 +171,11 @@ def _summary_select(ms):
             lam = r["derived"][ell - 1]
             lines.append(f"      l = {ell:>2}: measured {iv.fmt('.4f')}, derived {lam:.4f} "
                          f"(rel. diff {(iv.estimate - lam) / lam:+.1e})")
+        cl = (f"; clusters at T {r['clusters'].fmt('.3g')} (of {r['max_n']} tokens)"
+              if np.isfinite(r["clusters"].estimate) else "")
         lines.append(f"      l* derived {r['lstar']}, measured {r['measured']} (runner-up "
                      f"{r['runner_up']}); dominant at the end of the linear phase "
-                     f"{list(map(int, r['dominant']))}; clusters at T "
-                     f"{r['clusters'].fmt('.3g')} (of {r['max_n']} tokens)")
+                     f"{list(map(int, r['dominant']))}{cl}")
     return lines
 
 
