@@ -250,19 +250,21 @@ def plot_selection(sel, ms, outdir, formats=("png",)):
         if not runs:
             _empty(ax)
             continue
+        ns = [r["n"] for _, r in runs.values()]
+        n = max(set(ns), key=ns.count)  # the common n; another is named in the legend
         for i, (b, (_, r)) in enumerate(sorted(runs.items())):
             c = _COL[i] if i < len(_COL) else f"C{i}"
             m = min(8, r["derived"].size)
             lam = r["derived"][:m]
             top = float(np.max(r["derived"]))
             ell = np.arange(1, m + 1)
-            ax.plot(ell, lam / top, "-", color=c, lw=0.8, label=f"β = {b:g}")
+            label = f"β = {b:g}" + ("" if r["n"] == n else f" (n = {r['n']:g})")
+            ax.plot(ell, lam / top, "-", color=c, lw=0.8, label=label)
             est = np.array([iv.estimate for iv in r["intervals"][:m]]) / top
             # (a log-scale interval of a degree whose rates straddle 0 can miss its mean)
             err = np.clip(np.array([iv.errorbar() for iv in r["intervals"][:m]]).T / top, 0, 1)
             ax.errorbar(ell + 0.06 * (i - len(runs) / 2), est, yerr=err, fmt="o", color=c,
                         ms=3, lw=0.8)
-        n = max(r["n"] for _, r in runs.values())
         ax.set_xlabel("degree ℓ" if d == 3 else "mode k")
         ax.set_ylabel(r"rate $/ \max_\ell\lambda_\ell$")
         ax.set_title(f"S{d - 1}, n = {n:g}: dots measured (95% CI), lines derived",
@@ -286,7 +288,7 @@ def plot_selection(sel, ms, outdir, formats=("png",)):
         ax.axvline(t_end, color="0.5", lw=0.5, ls=":")
         ax.set_xlabel("t")
         ax.set_ylabel(r"$q_\ell = 4\pi P_\ell/(2\ell+1)$" if r["d"] == 3 else r"$q_k = P_k$")
-        ax.set_title(f"{name}: power per component (mean of {r['draws']} draws);\n"
-                     "dashed: derived linear growth", fontsize=8)
+        ax.set_title(f"S{r['d'] - 1}, β = {r['beta']:g}, n = {r['n']:g}: mean of {r['draws']} "
+                     "draws;\ndashed: derived linear growth", fontsize=8)
         ax.legend(fontsize=6, ncol=2)
     return list(_save(fig, outdir, "uniform_selection", formats) or [])
