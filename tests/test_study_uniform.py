@@ -5,6 +5,9 @@
   discretisation estimate (the change from N/2 to N cells and from Δt to Δt/2) of the
   derived one; the winning mode; ν_c measured against derived; summary and figure written;
   the clustered start's stationary r on the derived branch;
+- the selection of the quick study (S¹, n = 10⁴ uniform tokens, β = 2, 3 draws, the spectral
+  summation): the fitted rates of the three fastest modes on their derived λ_k and the
+  measured k* the derived one (a gap of 44%); the rate fit on exact exponentials;
 - the continuation sweep of the quick study: each link starts from the previous link's final
   density times (1 + ε cos θ), mass 1; the link time rule of critical slowing down;
 - slow: S² coarse, degrees 1 and 2, against the derived rate; hysteresis of ``none`` at
@@ -114,6 +117,40 @@ def test_sphere_growth_rate_slow(ell):
     lam = float(S.derived_rate(ell, 2.0, "head", d=3))
     rate, se, _ = rates[500]
     assert abs(rate - lam) <= 3 * se + abs(rate - rates[250][0]) / (np.sqrt(2) - 1)
+
+
+def test_quick_selection_rates(quick):
+    r"""S¹, n = 10⁴ uniform tokens per draw, β = 2 (k* = 2, λ_2/λ_3 − 1 = 44%), 3 draws: the
+    mean fitted rate of k* within 5% of λ_2, of k = 1 and 3 within 10% of theirs (over
+    seeds 0–5 the largest deviations were 2.3% and 5.7%: the spread of a mean of 3 draws at
+    n = 10⁴ is 1–3%; a rate of the power instead of the amplitude is off by 100%), the
+    measured k* (largest mean rate, its interval clear of the runner-up's) the derived one,
+    from a linear phase of at least 10 records per draw."""
+    ms = U.Uniform.measure(quick.data)
+    sel = U.Uniform.selection(ms)
+    r = sel["select-d2-b2-n10000"]
+    assert r["lstar"] == S.winning_mode(2.0, "head") == 2
+    assert r["top"] == [2, 3, 1]
+    for k, tol in ((2, 0.05), (3, 0.10), (1, 0.10)):
+        est, lam = r["intervals"][k - 1].estimate, r["derived"][k - 1]
+        assert abs(est - lam) <= tol * lam, (k, est, lam)
+    assert r["measured"] == 2
+    assert np.all(r["npts"] >= 10)
+    assert "selection: n uniform tokens" in quick.text
+    assert "uniform_selection.png" in {p.name for p in quick.files}
+
+
+def test_power_rates_exact_exponentials():
+    """q_ℓ(t) = q_ℓ(0) e^{2λ_ℓ t}: the rates to round-off, SE ~ 0, the window up to the last
+    record before any degree passes the cap."""
+    t = np.linspace(0, 10, 101)
+    lam = np.array([0.3, 0.5, 0.1])
+    q = 1e-5 * np.exp(2 * np.outer(t, lam))
+    rate, se, npts = S.power_rates(t, q, cap=1e-3)
+    np.testing.assert_allclose(rate, lam, rtol=1e-10)
+    assert np.all(se < 1e-8)
+    assert npts == int(np.searchsorted(q[:, 1], 1e-3, side="right"))
+    assert np.isnan(S.power_rates(t, q, cap=1e-6)[0]).all()
 
 
 def test_plateau_time_rule():

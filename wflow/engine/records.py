@@ -18,6 +18,7 @@ import numpy as np
 from wflow.engine import series as _series
 from wflow.errors import NumericalError
 from wflow.model.diagnostics import clustering_series
+from wflow.model.harmonics import harmonic_power
 
 __all__ = ["record_row", "PRODUCERS", "point_series", "check_row", "DOCUMENTED_NAN",
            "documented_nan"]
@@ -96,6 +97,15 @@ def clustering(run, state, F, t) -> dict:
                              dg["merge_cosine"])
 
 
+def harmonics(run, state, F, t) -> dict:
+    """The harmonic power per degree 1..L of the tokens, L = ``diagnostics.harmonic_degree``
+    (particles; 0: off) [model §8]."""
+    L = int(run.config["diagnostics"].get("harmonic_degree", 0))
+    if not L or run.features.density:
+        return {}
+    return {"harmonic_power": harmonic_power(state.X, L)}
+
+
 def step_ledger(run, state, F, t) -> dict:
     """The per-step ledger of the interval ending at this record (then a fresh buffer)."""
     return run.ledger.take_interval(state)
@@ -125,7 +135,8 @@ def stepper(run, state, F, t) -> dict:
 
 
 #: the producers of a record, in the order of its columns
-PRODUCERS = [point_series, cumulative, density, spectral, snapshots, clustering, step_ledger, w2, stepper]
+PRODUCERS = [point_series, cumulative, density, spectral, snapshots, clustering, harmonics, step_ledger,
+             w2, stepper]
 
 #: series that hold no energy where none exists (general D_h, the causal mask) [model §1b, §2]
 _ENERGY_SERIES = ("energy", "dissipation", "dEdt_drift", "ito_expected", "int_dissipation",

@@ -24,7 +24,8 @@ Groups: ``core`` (always), ``ledger`` (NaN unless ``diagnostics.ledger``), ``ste
 ``w2`` (``diagnostics.w2``), ``token_noise`` (``model.diffusion`` > 0; NaN without the
 ledger, [model §6b]), ``stepper`` (declared beside the stepper with
 :func:`wflow.stepping.registry.register_series`, e.g. JKO's),
-``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
+``harmonics`` (``diagnostics.harmonic_degree`` > 0 on particles: the harmonic power per
+degree, [model §8]), ``tokens``/``weights`` (``output.store_tokens``/``store_weights``; a density run stores
 ``rho`` instead of ``X``), ``density`` (density runs), ``free_energy`` (density runs with
 ``model.diffusion`` > 0: the free energy, its rate and its ledger), ``radius`` (the radii of
 the residual stream under ``model.layernorm`` "pre", "peri", "mix", [model §1c]), ``spectral``
@@ -277,6 +278,10 @@ add_series("rho", "snapshot", "density: cell averages rho_k on the circle grid",
            group="tokens", dims=("record", "path", "cell"))
 add_series("D", "snapshot", "weight matrices D_h", "dimensionless", group="weights",
            dims=("record", "path", "head", "coord", "coord2"))
+add_series("harmonic_power", "snapshot", "harmonic power per degree l = 1..L of the tokens, "
+           "P_l = sum_m |(1/n) sum_j Y_lm(x_j)|^2 (S^1: |(1/n) sum_j exp(i l theta_j)|^2), "
+           "L = diagnostics.harmonic_degree (docs/model.md §8)", "dimensionless",
+           group="harmonics", dims=("record", "path", "degree"))
 add_series("radius", "snapshot", "radii r_i = |z_i| of the residual stream under the pre-, peri- "
            "and mix-LN placements (docs/model.md §1c)", "dimensionless", group="radius",
            dims=("record", "path", "token"))

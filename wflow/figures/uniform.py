@@ -1,6 +1,7 @@
 r"""Figures of the ``uniform`` study: growth rates λ_k of the uniform state's modes (measured
 and derived), the zero crossing ν_c, the stationary order parameter across ν_c, the
-continuation sweeps up and down through ν_c, and the S² ν_c against the mesh size."""
+continuation sweeps up and down through ν_c, the S² ν_c against the mesh size, and the
+selection of a degree by particles from a uniform draw (:func:`plot_selection`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from matplotlib.figure import Figure
 
 from wflow.figures._figbase import DPI, _save
 
-__all__ = ["plot_uniform"]
+__all__ = ["plot_uniform", "plot_selection"]
 
 FIGSIZE = (13.0, 3.8)
 _COL = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
@@ -219,3 +220,75 @@ def _plot_s2(ax, critical_s2):
 def _empty(ax):
     ax.text(0.5, 0.5, "not run at this scale", ha="center", va="center", color="0.5",
             transform=ax.transAxes)
+
+
+def plot_selection(sel, ms, outdir, formats=("png",)):
+    r"""``uniform_selection.<fmt>``: the selection runs [model §6c].
+
+    1. S¹, 2. S²: the measured rate of each degree (mean over the draws, 95% interval)
+       against ℓ ≤ 8, one colour per β, divided by :math:`\max_\ell\lambda_\ell`; lines:
+       derived :math:`\lambda_\ell`; the largest n of each (d, β) only;
+    3. the harmonic power per component :math:`q_\ell(t)` (mean over the draws) of the run of
+       largest β and d, degrees 1..8, and the derived linear growth
+       :math:`q_\ell(0)e^{2\lambda_\ell t}` (dashed) up to the end of the linear phase (the
+       vertical line).
+
+    Parameters
+    ----------
+    sel : dict task -> :meth:`wflow.studies.uniform.Uniform.selection` record.
+    ms : dict task -> record (:meth:`wflow.studies.uniform.Uniform.measure`), for q(t).
+    """
+    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, 3)
+    for ax, d in zip(axes[:2], (2, 3)):
+        runs = {}
+        for name, r in sel.items():
+            if r["d"] == d and not name.endswith("halfdt"):
+                key = r["beta"]
+                if key not in runs or r["n"] > runs[key][1]["n"]:
+                    runs[key] = (name, r)
+        if not runs:
+            _empty(ax)
+            continue
+        ns = [r["n"] for _, r in runs.values()]
+        n = max(set(ns), key=ns.count)  # the common n; another is named in the legend
+        for i, (b, (_, r)) in enumerate(sorted(runs.items())):
+            c = _COL[i] if i < len(_COL) else f"C{i}"
+            m = min(8, r["derived"].size)
+            lam = r["derived"][:m]
+            top = float(np.max(r["derived"]))
+            ell = np.arange(1, m + 1)
+            label = f"β = {b:g}" + ("" if r["n"] == n else f" (n = {r['n']:g})")
+            ax.plot(ell, lam / top, "-", color=c, lw=0.8, label=label)
+            est = np.array([iv.estimate for iv in r["intervals"][:m]]) / top
+            # (a log-scale interval of a degree whose rates straddle 0 can miss its mean)
+            err = np.clip(np.array([iv.errorbar() for iv in r["intervals"][:m]]).T / top, 0, 1)
+            ax.errorbar(ell + 0.06 * (i - len(runs) / 2), est, yerr=err, fmt="o", color=c,
+                        ms=3, lw=0.8)
+        ax.set_xlabel("degree ℓ" if d == 3 else "mode k")
+        ax.set_ylabel(r"rate $/ \max_\ell\lambda_\ell$")
+        ax.set_title(f"S{d - 1}, n = {n:g}: dots measured (95% CI), lines derived",
+                     fontsize=8)
+        ax.legend(fontsize=6, ncol=2)
+    ax = axes[2]
+    pick = max(sel.items(), key=lambda kv: (kv[1]["d"], kv[1]["beta"], kv[1]["n"]), default=None)
+    if pick is None:
+        _empty(ax)
+    else:
+        name, r = pick
+        rec = ms[name]
+        t, q = rec["t"], rec["q"].mean(axis=1)
+        t_end = float(np.mean(r["t_end"]))
+        for ell in range(1, min(8, q.shape[1]) + 1):
+            c = f"C{ell - 1}"
+            ax.semilogy(t, q[:, ell - 1], "-", color=c, lw=1, label=f"ℓ = {ell}")
+            tt = t[t <= t_end]
+            ax.semilogy(tt, q[0, ell - 1] * np.exp(2 * r["derived"][ell - 1] * tt), "--",
+                        color=c, lw=0.7)
+        ax.axvline(t_end, color="0.5", lw=0.5, ls=":")
+        ax.set_xlabel("t")
+        ax.set_ylabel(r"$q_\ell = 4\pi P_\ell/(2\ell+1)$" if r["d"] == 3 else r"$q_k = P_k$")
+        ax.set_title(f"S{r['d'] - 1}, β = {r['beta']:g}, n = {r['n']:g}: mean of {r['draws']} "
+                     "draws;\ndashed: derived linear growth", fontsize=8)
+        ax.legend(fontsize=6, ncol=2)
+    return list(_save(fig, outdir, "uniform_selection", formats) or [])

@@ -33,10 +33,13 @@ from wflow.model.density import real_harmonic
 __all__ = ["kernel_coefficient", "mode_eigenvalue", "derived_rate", "critical_nu",
            "winning_mode", "landau_coefficient", "landau_beta_none", "stationary_branch",
            "branch_points", "stable_r", "stationary_r_s2", "mode_amplitude", "other_amplitude",
-           "order_parameter", "fit_rate", "A_CAP"]
+           "order_parameter", "fit_rate", "A_CAP", "Q_CAP", "power_rates"]
 
 #: the linear phase: records with the relative amplitude at most this (:func:`fit_rate`)
 A_CAP = 1e-2
+#: the linear phase of particles: records with the power per component relative to a point
+#: mass at most this in every degree (:func:`power_rates`)
+Q_CAP = 1e-3
 
 
 # ---------------------------------------------------------------------------- derived
@@ -323,3 +326,42 @@ def fit_rate(t, A, cap=A_CAP, a_min=1e-12, other=None):
     s2 = float(res[0]) / (len(t) - 2) if len(res) else 0.0
     se = np.sqrt(max(s2, 0.0) / np.sum((t - t.mean()) ** 2))
     return float(p[0]), float(se), len(t)
+
+
+def power_rates(t, q, cap=Q_CAP):
+    r"""The growth rate of every degree from the harmonic power of one path's tokens
+    [model §6c, §8]: least squares of
+
+    .. math:: \log q_\ell(t) = \log q_\ell(0) + 2\lambda_\ell t
+
+    over the records from t = 0 up to the last one before any degree's :math:`q_\ell` exceeds
+    ``cap`` (the linear phase of the whole cloud: past it the leading degrees feed every
+    other one quadratically). :math:`q_\ell = 4\pi P_\ell/(2\ell+1)` (S¹: :math:`P_k`), the
+    power per component relative to a point mass (:func:`wflow.model.harmonics.point_power`),
+    starts near its uniform-draw mean 1/n; without token noise the empirical measure is a weak
+    solution of the PDE, so each degree's coefficients grow at :math:`\lambda_\ell` from t = 0
+    (the nonlinear terms are O(1/n) against the O(n^{-1/2}) linear ones).
+
+    Parameters
+    ----------
+    t : (R,) array
+    q : (R, L) array, degrees 1..L.
+    cap : float
+
+    Returns
+    -------
+    rate, se : (L,) arrays, the amplitude's rate λ (half the slope of log q) and its standard
+    error (as :func:`fit_rate`); npts : the records used (NaN rates below 3).
+    """
+    t = np.asarray(t, dtype=float)
+    q = np.asarray(q, dtype=float)
+    over = np.any(~(q <= cap) | ~(q > 0), axis=1)
+    stop = int(np.argmax(over)) if over.any() else len(t)
+    L = q.shape[1]
+    if stop < 3:
+        return np.full(L, np.nan), np.full(L, np.nan), stop
+    tt, y = t[:stop], np.log(q[:stop])
+    coef, res, *_ = np.polyfit(tt, y, 1, full=True)
+    s2 = res / (stop - 2) if len(res) else np.zeros(L)
+    se = np.sqrt(np.maximum(s2, 0.0) / np.sum((tt - tt.mean()) ** 2))
+    return coef[0] / 2, se / 2, stop

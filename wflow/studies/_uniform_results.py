@@ -7,8 +7,10 @@ import numpy as np
 
 from wflow.analysis.intervals import mean_interval
 from wflow.analysis.results import load_source
+from wflow.model.harmonics import point_power
 from wflow.model.uniform_state import (
     A_CAP,
+    Q_CAP,
     critical_nu,
     derived_rate,
     fit_rate,
@@ -16,6 +18,7 @@ from wflow.model.uniform_state import (
     mode_amplitude,
     order_parameter,
     other_amplitude,
+    power_rates,
     stable_r,
     stationary_r_s2,
     winning_mode,
@@ -44,7 +47,9 @@ def measure(data):
         t = np.asarray(arr["t"], dtype=float)
         rec = {"norm": m["normalization"], "beta": float(m["beta"]), "nu": float(m["diffusion"]),
                "d": int(m["d"]), "dt": float(s["dt"]), "T": float(s["T"])}
-        if name.startswith(("growth", "critical", "sphere", "s2crit")):
+        if name.startswith("select"):
+            rec.update(_select_record(cfg, arr, t))
+        elif name.startswith(("growth", "critical", "sphere", "s2crit")):
             rho = np.asarray(arr["rho"], dtype=float)[:, 0]
             k = int(ini["mode"])
             mesh = ref = None
@@ -96,6 +101,82 @@ def measure(data):
                        nct=nc.mean(axis=1))
         out[name] = rec
     return out
+
+
+def _select_record(cfg, arr, t, cap=Q_CAP):
+    r"""A selection run: per path the rate of every degree (:func:`power_rates` of
+    :math:`q_\ell = P_\ell/P^{\rm point}_\ell`), the degree of largest :math:`q_\ell` at the
+    last record of the linear phase, and the cluster count at T."""
+    d, n = int(cfg["model"]["d"]), int(cfg["model"]["n"])
+    hp = np.asarray(arr["harmonic_power"], dtype=float)  # (R, P, L)
+    L = hp.shape[-1]
+    q = hp / point_power(L, d)
+    fits = [power_rates(t, q[:, p], cap) for p in range(q.shape[1])]
+    rates = np.array([f[0] for f in fits])
+    ends = np.array([max(f[2] - 1, 0) for f in fits])
+    dominant = np.array([int(np.argmax(q[e, p])) + 1 for p, e in enumerate(ends)])
+    return dict(n=n, L=L, rates=rates, se=np.array([f[1] for f in fits]),
+                npts=np.array([f[2] for f in fits]), t_end=t[ends], dominant=dominant,
+                nclusters=(np.asarray(arr["n_clusters"], dtype=float)[-1] if "n_clusters" in arr
+                           else np.full(hp.shape[1], np.nan)), t=t, q=q,
+                derived=derived_rate(np.arange(1, L + 1), float(cfg["model"]["beta"]),
+                                     cfg["model"]["normalization"], 0.0, d),
+                max_n=int(cfg["diagnostics"]["max_pairwise_n"]))
+
+
+def selection(ms, top=3):
+    r"""``{task: {...}}`` of the selection runs [model §6c]: per degree the mean rate over
+    the draws with its 95% Student-t interval (:func:`wflow.analysis.intervals.mean_interval`),
+    the derived :math:`\lambda_\ell`, the ``top`` degrees of largest derived rate, ``lstar``
+    the derived argmax, ``measured`` the degree of largest mean measured rate or ``"tie"``
+    where its interval overlaps the runner-up's, ``dominant`` the degree of largest
+    :math:`q_\ell` at the end of the linear phase per draw, and the cluster count at T."""
+    out = {}
+    for name, r in ms.items():
+        if not name.startswith("select"):
+            continue
+        ivs = [mean_interval(r["rates"][:, i], unit="draws") for i in range(r["L"])]
+        mean = np.array([iv.estimate for iv in ivs])
+        order = np.argsort(mean)[::-1]
+        a, b = ivs[order[0]], ivs[order[1]]
+        tie = not (np.isfinite(a.low) and np.isfinite(b.high)) or a.low <= b.high
+        lam = r["derived"]
+        out[name] = dict(d=r["d"], n=r["n"], beta=r["beta"], dt=r["dt"], draws=len(r["rates"]),
+                         intervals=ivs, derived=lam, top=list(np.argsort(lam)[::-1][:top] + 1),
+                         lstar=int(np.argmax(lam)) + 1,
+                         measured="tie" if tie else int(order[0]) + 1,
+                         runner_up=int(order[1]) + 1, dominant=r["dominant"],
+                         t_end=r["t_end"], npts=r["npts"], T=r["T"],
+                         clusters=mean_interval(r["nclusters"], unit="draws"),
+                         max_n=min(r["max_n"], r["n"]))
+    return out
+
+
+def _summary_select(ms):
+    sel = selection(ms)
+    if not sel:
+        return []
+    lines = ["", "selection: n uniform tokens, head, nu = 0, particles (spectral summation, Heun); "
+             "the rate of each degree from log q_l = log(4 pi P_l/(2l+1)) (S1: P_k), half the "
+             f"least-squares slope from t = 0 until any q_l > {Q_CAP:g}; mean over the draws "
+             "[95% CI]; l* measured: the largest mean rate, 'tie' where its interval overlaps "
+             "the runner-up's; dominant: argmax q_l at the end of the linear phase per draw; "
+             "clusters at T on the first max_pairwise_n tokens (cluster_angle 0.1)"]
+    for name, r in sel.items():
+        lines.append(f"  {name}: d = {r['d']} n = {r['n']} beta = {r['beta']:g} dt = {r['dt']:g}"
+                     f" draws = {r['draws']} T = {r['T']:.3g} (linear phase to t = "
+                     f"{np.mean(r['t_end']):.3g}, {int(np.min(r['npts']))} records)")
+        for ell in r["top"]:
+            iv = r["intervals"][ell - 1]
+            lam = r["derived"][ell - 1]
+            lines.append(f"      l = {ell:>2}: measured {iv.fmt('.4f')}, derived {lam:.4f} "
+                         f"(rel. diff {(iv.estimate - lam) / lam:+.1e})")
+        cl = (f"; clusters at T {r['clusters'].fmt('.3g')} (of {r['max_n']} tokens)"
+              if np.isfinite(r["clusters"].estimate) else "")
+        lines.append(f"      l* derived {r['lstar']}, measured {r['measured']} (runner-up "
+                     f"{r['runner_up']}); dominant at the end of the linear phase "
+                     f"{list(map(int, r['dominant']))}{cl}")
+    return lines
 
 
 def zero_crossing(rs):
@@ -263,7 +344,7 @@ def summary(ms):
             lines.append(f"  beta = {r['beta']:g} l = {r['k']} N = {r['N']}: measured "
                          f"{r['rate']:.5f} ± {r['se']:.1e}, derived {r['derived']:.5f} "
                          f"(rel. diff {(r['rate'] - r['derived']) / r['derived']:+.1e})")
-    lines += _summary_s2(ms) + _summary_hysteresis(ms)
+    lines += _summary_s2(ms) + _summary_hysteresis(ms) + _summary_select(ms)
     return "\n".join(lines), table
 
 

@@ -38,6 +38,16 @@ Parts (one density run per task unless said):
   and the extrapolation (:meth:`Uniform.critical_s2`).
 - ``s2part``, ``s2dens`` (full scale): S² particles (n = 512, 4 paths) beside the density
   (N = 250, 500, 1000) at a few ν, against :func:`~wflow.model.uniform_state.stationary_r_s2`.
+- ``select`` (full scale; :func:`~wflow.studies._uniform_tasks.select_tasks`): n = 10⁵ uniform
+  tokens, ``head``, ν = 0, particles with the spectral summation [model §2s], Heun Δt = 0.1,
+  3 independent draws (paths) per β; S¹ at β ∈ {1, 2, 3, 4, 5, 6, 8, 10, 12}, S² at
+  β ∈ {3, 8, 12}. The harmonic power per degree is recorded
+  (``diagnostics.harmonic_degree`` = 12, [model §8]) and the rate of every degree fitted on
+  the linear phase (:func:`~wflow.model.uniform_state.power_rates`), averaged over the draws
+  with a 95% interval, against λ_ℓ; ℓ* measured is the degree of largest mean rate, or "tie"
+  where its interval overlaps the runner-up's (:meth:`Uniform.selection`). Checks: Δt/2 at
+  S¹ β = 4; every β again at n = 10⁴ (other draws), run on past the clusters' formation,
+  with the cluster count on the first 2000 tokens.
 - ``hyst`` (:meth:`Uniform.chains`): continuation sweeps, ν/ν_c up through 1 and back
   down, each link from the previous one's final density times :math:`1 + \varepsilon\cos\theta`
   (:meth:`Uniform.continue_from`), link time :func:`~wflow.studies._uniform_tasks.plateau_T` [model §6c].
@@ -47,7 +57,8 @@ cell averages are :mod:`wflow.model.uniform_state`; the tasks of the parts are b
 ``_uniform_tasks`` and measured and summarised in ``_uniform_results``.
 
 Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep, a
-three-link continuation (N = 32); the claims tested in ``tests/test_study_uniform.py``.
+three-link continuation (N = 32), and the selection at n = 10⁴, β = 2 (3 draws, to the end of
+the linear phase); the claims tested in ``tests/test_study_uniform.py``.
 """
 
 from __future__ import annotations
@@ -72,7 +83,8 @@ class Uniform(Study):
     question = ("is the uniform state unstable, which mode wins, where is the critical noise "
                 "nu_c and is the transition continuous (frozen D = V = I, ascent)?")
     quick = ("S1, N = 64, head and none at beta = 2, k = 1..3, nu_c of head, a three-link "
-             "continuation: measured rates and nu_c match the derived ones")
+             "continuation, particles from a uniform draw (n = 10^4, beta = 2): measured "
+             "rates, nu_c and the selected mode match the derived ones")
     summary_columns = ()
 
     def params(self, scale):
@@ -114,6 +126,13 @@ class Uniform(Study):
         return _results.critical(ms)
 
     @staticmethod
+    def selection(ms):
+        """``{task: {...}}`` of the selection runs: per degree the rate over the draws with
+        its interval, λ_ℓ, ℓ* derived and measured (or "tie"), the dominant degree at the end
+        of the linear phase, the cluster count (:func:`wflow.studies._uniform_results.selection`)."""
+        return _results.selection(ms)
+
+    @staticmethod
     def critical_s2(ms):
         """``{(norm, β): {"by_N", "derived", ...}}`` of the S² critical runs, with the observed
         order in 1/N and the extrapolations (:func:`wflow.studies._uniform_results.critical_s2`)."""
@@ -144,5 +163,9 @@ class Uniform(Study):
             for b in sorted({r["beta"] for r in ms.values() if r["norm"] == nm}):
                 ks = np.arange(1, 13)
                 curves[(nm, b)] = (ks, derived_rate(ks, b, nm))
-        return _fig.plot_uniform(ms, curves, branches, self.critical(ms), outdir, formats,
-                                 critical_s2=self.critical_s2(ms))
+        files = _fig.plot_uniform(ms, curves, branches, self.critical(ms), outdir, formats,
+                                  critical_s2=self.critical_s2(ms))
+        sel = self.selection(ms)
+        if sel:
+            files += _fig.plot_selection(sel, ms, outdir, formats)
+        return files
