@@ -187,6 +187,7 @@ def estimate(cfg, keep_records=False) -> Estimate:
             G2 = F8 * n * n
             kernel += (min(H * G2, CACHE_BYTES + G2) if G2 <= CACHE_BYTES else 0) + 2 * F8 * (1 << 21)
     row = F8 * (P * _n_series(cfg) + (P * snap if out["store_tokens"] else 0)
+                + (P * int(dg.get("harmonic_degree", 0)) if not density else 0)
                 + (Hdd if out["store_weights"] else 0)
                 + (int(s["record_every"]) * P * _n_step_ledger() if ledger else 0))
     nrec = n_records(cfg)
@@ -528,6 +529,9 @@ def output_bytes(cfg) -> int:
         total += _dataset(nrec, (P,) + state)
     if out["store_weights"]:
         total += _dataset(nrec, (P, H, d, d))
+    L = int(cfg["diagnostics"].get("harmonic_degree", 0))
+    if L and not density:  # the harmonic power per degree [model §8]
+        total += _dataset(nrec, (P, L))
     total += sum(_dataset(nrec, (P,) + shape) for shape in _stepper_series(cfg, n))
     for rows, shape, item in _slot_arrays(cfg):
         total += 2 * (_dataset(rows, shape, item, chunk_rows=rows) if rows
