@@ -19,9 +19,6 @@ import pytest
 from test_ledger import fit_order
 
 import wflow
-from wflow.kernels import nufft
-
-pytestmark = pytest.mark.skipif(not nufft.available(), reason="the spectral summation's extra")
 
 TOL, BETA, N, T = 1e-3, 4.0, 32, 0.2
 

@@ -49,7 +49,7 @@ def test_no_machine_paths():
 
 def test_the_checks_see_what_they_look_for(tmp_path):
     f = tmp_path / "probe.txt"
-    f.write_bytes(b'ok\n    s = \x08eta x\nsee /home/alice/data.npz\n')
+    f.write_bytes(b'ok\n    s = \x08eta x\nsee /' + b'home/alice/data.npz\n')
     name = os.path.relpath(f, ROOT)
     assert offenders([f], CONTROL) == [f"{name}:2"]
     assert offenders([f], MACHINE_PATH) == [f"{name}:3"]
