@@ -26,7 +26,7 @@ from wflow.kernels import spectral as _sp
 from wflow.params import Choice, Interval, Param, When, bad, declare
 
 __all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "kernel_sums",
-           "spectral_pass", "run_summation", "AUTO_MIN_N"]
+           "spectral_pass", "run_summation", "AUTO_MIN_N", "AUTO_MIN_CELLS", "effective_count"]
 
 #: how the kernel sums are computed: every pair, or the spectral summation of §2s
 SUMMATIONS = ("direct", "spectral")
@@ -221,6 +221,10 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
 #: the smallest n at which ``solver.summation = "auto"`` takes the spectral route, per d: the
 #: measured crossover with the direct pass ([model §2s]; the ``scale`` benchmark suite)
 AUTO_MIN_N = {2: 10_000, 3: 10_000}
+#: the same for a density (``solver.representation = "density"``), in cells (``density.cells``):
+#: the measured crossover of a density step against the direct weighted pass ([model §5b]; the
+#: ``density`` benchmark suite)
+AUTO_MIN_CELLS = {2: 2048, 3: 4096}
 #: under adaptive steps the spectral tolerance is at most this fraction of ``solver.atol``
 ADAPTIVE_MARGIN = 1e-2
 
@@ -247,13 +251,17 @@ def _why_not(cfg) -> str | None:
 
 def run_summation(cfg) -> str:
     """The summation a validated configuration runs with: ``solver.summation``, with
-    ``"auto"`` resolved to "spectral" where it applies and n ≥ :data:`AUTO_MIN_N`, else
-    "direct"."""
+    ``"auto"`` resolved to "spectral" where it applies and n ≥ :data:`AUTO_MIN_N` (a density:
+    ``density.cells`` ≥ :data:`AUTO_MIN_CELLS`), else "direct"."""
     want = cfg["solver"].get("summation", "direct")
     if want != "auto":
         return want
     m = cfg["model"]
-    if _why_not(cfg) is None and m["n"] >= AUTO_MIN_N.get(m["d"], np.inf):
+    if cfg["solver"].get("representation", "particles") == "density":
+        n, least = int(cfg["density"]["cells"]), AUTO_MIN_CELLS.get(m["d"], np.inf)
+    else:
+        n, least = m["n"], AUTO_MIN_N.get(m["d"], np.inf)
+    if _why_not(cfg) is None and n >= least:
         return "spectral"
     return "direct"
 
