@@ -249,8 +249,8 @@ def test_weighted_indicator_bounds_the_error(d):
     masses (zero, concentrated, one heavy point), weights and β."""
     from wflow.model.spectral import effective_count
 
-    n = 600 if d == 2 else 400
-    seen = 0
+    n = 600 if d == 2 else 300
+    seen = checked = total = 0
     for state in ("uniform", "cluster", "straggler"):
         X = _state(state, n, d, seed=13)
         D = np.stack([_weights(w, d, seed=13) for w in ("identity", "indefinite", "general")])
@@ -258,7 +258,7 @@ def test_weighted_indicator_bounds_the_error(d):
             u = _masses(kind, X, seed=d)
             U, neff = effective_count(u, n)
             assert U == pytest.approx(n) and neff <= n
-            for beta in (1.0, 5.0, 10.0, 20.0):
+            for beta in ((1.0, 5.0, 20.0) if d == 2 else (1.0, 5.0, 10.0)):  # (S²: the grid's cost)
                 L, tails = sp.degree(beta, D, d, TOL / (4 * neff))
                 S0, SX, _, mag, fmax = sp.sums(X, D, beta, L, u)
                 R0, RX, _ = _direct_sums(X, D, beta, u)
@@ -268,9 +268,10 @@ def test_weighted_indicator_bounds_the_error(d):
                 # it is η/(1 − η) while η < 1 (beyond, the target is flagged in any case)
                 ok = eta < 0.5
                 assert np.all(err[ok] <= eta[ok] / (1 - eta[ok])), (state, kind, beta)
-                assert np.mean(ok) > 0.5
                 seen += int(np.sum(err[ok] > 1e-14))
-    assert seen > 0
+                checked += int(np.sum(ok))
+                total += ok.size
+    assert seen > 0 and checked > 0.8 * total
 
 
 @pytest.mark.parametrize("d", [2, 3])

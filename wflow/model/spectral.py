@@ -288,7 +288,8 @@ declare(
     Param("solver.summation", "direct", Choice(("direct", "spectral", "auto")),
           "the field's kernel sums: direct (every pair); spectral (S^1, S^2: O(n) to "
           "solver.summation_tol, the [spectral] extra); auto (spectral where it applies and "
-          "n >= 10^4, else direct) [model §2s]", rule=_summation_rule),
+          "n >= 10^4, a density's density.cells >= 2048 on S^1 and 4096 on S^2, else direct) "
+          "[model §2s, §5b]", rule=_summation_rule),
     Param("solver.summation_tol", TOL, Interval(0, 1e-3, "right"),
           "spectral: relative tolerance on Z and the attention average at every target",
           applies=When("solver.summation", ("spectral", "auto"))),
