@@ -476,8 +476,8 @@ def noise_suite(quick=False, steps=5, repeats=5, cases=None, cells=None, nu=NOIS
 #: cells of the density rows (S¹ and S²), and the quick size [model §5b, §2s]
 DENSITY_CELLS = (4096, 16384, 65536)
 QUICK_DENSITY_CELLS = (256,)
-#: above this many cells a direct step is timed once (minutes each)
-DENSITY_ONCE_ABOVE = 16384
+#: above this many cells a step is timed once, with one path (the direct one takes minutes)
+DENSITY_ONCE_ABOVE = 4096
 
 
 def _spectral_density_config(d, cells, summation, paths=None):
@@ -506,9 +506,9 @@ def density_suite(quick=False, cells=None, spheres=(2, 3), repeats=3, once_above
     ``solver.representation = "density"``, a uniform start, ``density.cells`` = N; every
     diagnostic and the ledger) with the field's sums by spectral summation [model §2s]
     against the direct weighted pass, in the same process, interleaved over ``repeats``
-    rounds; above ``once_above`` cells each step is timed once (the direct one takes
-    minutes). Both are compiled on a small mesh first. ``paths``: ``solver.paths`` if given
-    (both routes cost in proportion to it). Run only when named.
+    rounds; above ``once_above`` cells each step is timed once and with one path (the direct
+    one takes minutes; both routes cost in proportion to the paths). Both are compiled on a
+    small mesh first. ``paths``: ``solver.paths`` for every N if given. Run only when named.
 
     Returns
     -------
@@ -523,13 +523,14 @@ def density_suite(quick=False, cells=None, spheres=(2, 3), repeats=3, once_above
         for summ in ("spectral", "direct"):  # compile on a small mesh
             internals.simulation(_spectral_density_config(d, 64, summ)).run(stop_after=1)
         for N in cells:
-            sims = [internals.simulation(_spectral_density_config(d, N, s, paths))
+            once = N > once_above
+            P = paths if paths is not None else (1 if once else None)
+            sims = [internals.simulation(_spectral_density_config(d, N, s, P))
                     for s in ("spectral", "direct")]
             steps = [lambda s=s: s.run(state=s.initial_state(), stop_after=1) for s in sims]
-            once = N > once_above
             ts, _ = time_interleaved(steps, 1 if once else repeats, [] if once else None)
             flagged, L = _flagged(sims[0])
-            label = f"S{d - 1}, N = {N}" + ("" if paths is None else f", P = {paths}")
+            label = f"S{d - 1}, N = {N}" + ("" if P is None else f", P = {P}")
             rows.append(row("density", label, "time per density step: direct ÷ spectral sums",
                             ts[1] / ts[0], seconds=ts[0],
                             status="ok: timed once" if once else "ok",

@@ -179,3 +179,16 @@ def test_auto_takes_the_cells():
                                               "model.n=1000000"])
         assert run_summation(big) == "spectral"
         assert run_summation(small) == "direct"
+
+
+def test_density_suite_rows():
+    """The ``density`` benchmark rows: the results schema, both routes timed, the ratio of
+    their seconds."""
+    from benchmarks.results import SCHEMA
+    from benchmarks.suites import density_suite
+
+    rows = density_suite(cells=(128,), spheres=(2,), repeats=1)
+    assert len(rows) == 1 and tuple(rows[0]) == SCHEMA["row"]
+    data = rows[0]["data"]
+    assert data["spectral_s"] > 0 and data["direct_s"] > 0 and data["flagged"] == 0.0
+    assert rows[0]["ratio"] == pytest.approx(data["direct_s"] / data["spectral_s"])
