@@ -33,6 +33,9 @@ once, the order rotated every round: :func:`wflow.cli.bench.time_interleaved`).
 ``placements`` (:mod:`benchmarks.placements`)
     The default run's step under pre-LN, peri-LN, nGPT and Mix-LN against post-LN
     [model §1c].
+``density``
+    One step of a density run on S¹ and S² (N = 4096 … 65536 cells) with the spectral
+    summation against the direct weighted pass [model §2s, §5b]; minutes, run only when named.
 ``scale`` (:mod:`benchmarks.scale`)
     The spectral summation from n = 10³ to 10⁷ on S¹ and S² against exact sums and the
     direct pass; minutes to hours, run only when named.
@@ -469,6 +472,73 @@ def noise_suite(quick=False, steps=5, repeats=5, cases=None, cells=None, nu=NOIS
     return rows
 
 
+# ---------------------------------------------------------------------- density
+#: cells of the density rows (S¹ and S²), and the quick size [model §5b, §2s]
+DENSITY_CELLS = (4096, 16384, 65536)
+QUICK_DENSITY_CELLS = (256,)
+#: above this many cells a step is timed once, with one path (the direct one takes minutes)
+DENSITY_ONCE_ABOVE = 4096
+
+
+def _spectral_density_config(d, cells, summation, paths=None):
+    """The embedded default as a density run on S^{d-1} (a uniform start: a law the
+    density takes) with the field's sums ``summation`` (and ``paths`` paths if given)."""
+    cfg = {"model": {"d": d},
+           "solver": {"representation": "density", "summation": summation},
+           "init": {"tokens": "uniform"}, "density": {"cells": cells}}
+    if paths is not None:
+        cfg["solver"]["paths"] = int(paths)
+    return cfg
+
+
+def _flagged(sim):
+    """The largest flagged fraction of the spectral field at the start (over the paths)."""
+    dm = sim.model
+    rho = np.asarray(sim.X0)
+    _, rep = dm.model.evaluate_spectral(dm.points(rho.shape[0]), sim.D0,
+                                        weights=dm.grid.masses(rho))
+    return float(np.max(rep.flagged)), int(np.max(rep.degree))
+
+
+def density_suite(quick=False, cells=None, spheres=(2, 3), repeats=3, once_above=None,
+                  paths=None):
+    r"""One step of a density run [model §5b] (the embedded default with
+    ``solver.representation = "density"``, a uniform start, ``density.cells`` = N; every
+    diagnostic and the ledger) with the field's sums by spectral summation [model §2s]
+    against the direct weighted pass, in the same process, interleaved over ``repeats``
+    rounds; above ``once_above`` cells each step is timed once and with one path (the direct
+    one takes minutes; both routes cost in proportion to the paths). Both are compiled on a
+    small mesh first. ``paths``: ``solver.paths`` for every N if given. Run only when named.
+
+    Returns
+    -------
+    list of dict
+        One row per sphere and N, ``time per step: direct ÷ spectral``; ``data`` holds the
+        seconds, the degree L and the flagged fraction at the start.
+    """
+    cells = tuple(int(c) for c in (cells or (QUICK_DENSITY_CELLS if quick else DENSITY_CELLS)))
+    once_above = DENSITY_ONCE_ABOVE if once_above is None else int(once_above)
+    rows = []
+    for d in spheres:
+        for summ in ("spectral", "direct"):  # compile on a small mesh
+            internals.simulation(_spectral_density_config(d, 64, summ)).run(stop_after=1)
+        for N in cells:
+            once = N > once_above
+            P = paths if paths is not None else (1 if once else None)
+            sims = [internals.simulation(_spectral_density_config(d, N, s, P))
+                    for s in ("spectral", "direct")]
+            steps = [lambda s=s: s.run(state=s.initial_state(), stop_after=1) for s in sims]
+            ts, _ = time_interleaved(steps, 1 if once else repeats, [] if once else None)
+            flagged, L = _flagged(sims[0])
+            label = f"S{d - 1}, N = {N}" + ("" if P is None else f", P = {P}")
+            rows.append(row("density", label, "time per density step: direct ÷ spectral sums",
+                            ts[1] / ts[0], seconds=ts[0],
+                            status="ok: timed once" if once else "ok",
+                            data={"spectral_s": ts[0], "direct_s": ts[1], "degree": L,
+                                  "flagged": flagged, "rounds": 1 if once else repeats}))
+    return rows
+
+
 # ---------------------------------------------------------------------- memory
 _MEMORY_CHILD = (
     "import json, resource, sys, time\n"
@@ -669,7 +739,7 @@ SUITES = {"field": field_suite, "routes": routes_suite, "paired": paired_suite,
           "steps": steps_suite, "memory": memory_suite, "run": run_suite,
           "contention": _contention, "section6": section6_suite, "general": general_suite,
           "noise": noise_suite, "placements": placements_suite, "estimate": estimate_suite,
-          "scale": scale_suite}
+          "scale": scale_suite, "density": density_suite}
 DEFAULT_SUITES = ("field", "routes", "paired", "steps", "noise", "general", "placements",
                   "memory", "run")
 

@@ -44,9 +44,9 @@ def _weights(kind, d, seed):
     return A / np.linalg.norm(A, 2)  # non-symmetric, norm 1
 
 
-def _direct_sums(X, D, beta):
+def _direct_sums(X, D, beta, u=None):
     S = beta * np.einsum("ia,hab,jb->hij", X, D, X)
-    E = np.exp(S)
+    E = np.exp(S) if u is None else np.exp(S) * u
     C = X @ X.T
     return E.sum(2), np.einsum("hij,jb->hib", E, X), (E * (1 + C ** 2)).sum((1, 2))
 
@@ -224,6 +224,140 @@ def test_indicator_bounds_the_error(d):
     assert seen > 0  # the errors checked are not all round-off of the comparison
 
 
+# ----------------------------------------------------------------------------------- point masses
+def _masses(kind, X, seed):
+    """Relative masses u_j ≥ 0 (mean 1): random with a tenth of them zero; concentrated
+    (u ∝ e^{8⟨x, e⟩}, a density's cells); one point 500 times as heavy as the rest."""
+    rng = np.random.default_rng(200 + seed)
+    n, d = X.shape
+    if kind == "random":
+        u = rng.random(n)
+        u[rng.choice(n, n // 10, replace=False)] = 0.0
+    elif kind == "concentrated":
+        u = np.exp(8.0 * (X @ _unit(rng.standard_normal(d)) - 1.0))
+    else:
+        u = np.ones(n)
+        u[rng.integers(n)] = 500.0
+    return u * (n / u.sum())
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_weighted_indicator_bounds_the_error(d):
+    """With point masses (the type-1 strengths) the indicator, its truncation term at the
+    total mass U = Σ u_j and the degree rule at tol/(4 n_eff), n_eff = U/max u_j, bounds the
+    observed error at every target it does not flag as hopeless (η < 1/2), over states,
+    masses (zero, concentrated, one heavy point), weights and β."""
+    from wflow.model.spectral import effective_count
+
+    n = 600 if d == 2 else 300
+    seen = checked = total = 0
+    for state in ("uniform", "cluster", "straggler"):
+        X = _state(state, n, d, seed=13)
+        D = np.stack([_weights(w, d, seed=13) for w in ("identity", "indefinite", "general")])
+        for kind in ("random", "concentrated", "heavy"):
+            u = _masses(kind, X, seed=d)
+            U, neff = effective_count(u, n)
+            assert U == pytest.approx(n) and neff <= n
+            for beta in ((1.0, 5.0, 20.0) if d == 2 else (1.0, 5.0, 10.0)):  # (S²: the grid's cost)
+                L, tails = sp.degree(beta, D, d, TOL / (4 * neff))
+                S0, SX, _, mag, fmax = sp.sums(X, D, beta, L, u)
+                R0, RX, _ = _direct_sums(X, D, beta, u)
+                err = _errors(S0, SX, R0, RX)
+                eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, U)
+                # η bounds the error relative to the spectral S⁰; relative to the exact one
+                # it is η/(1 − η) while η < 1 (beyond, the target is flagged in any case)
+                ok = eta < 0.5
+                assert np.all(err[ok] <= eta[ok] / (1 - eta[ok])), (state, kind, beta)
+                seen += int(np.sum(err[ok] > 1e-14))
+                checked += int(np.sum(ok))
+                total += ok.size
+    assert seen > 0 and checked > 0.8 * total
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_weighted_truncation_error_within_tail(d):
+    """At a low degree the absolute error of the weighted sums, per U e^β, is below the tail
+    bound and above the tail a few degrees further."""
+    beta, n = 8.0, 400
+    X = _state("cluster", n, d, seed=2)
+    u = _masses("random", X, seed=2)
+    D = np.eye(d)[None]
+    R0, RX, _ = _direct_sums(X, D, beta, u)
+    L = 6
+    S0, SX, _, mag, fmax = sp.sums(X, D, beta, L, u)
+    err = np.max(np.abs(S0 - R0)) / (u.sum() * np.exp(beta))
+    tail = sp.tail_s1 if d == 2 else sp.tail_s2
+    assert err <= tail(beta, D[0], L)
+    assert err >= sp.tail_s1(beta, np.eye(2), L + 6)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("kw", [dict(normalization="head"), dict(normalization="joint"),
+                                dict(normalization="none", laplacian_heads=[1]),
+                                dict(normalization="head", interaction="general"),
+                                dict(normalization="none", head_combine="sum", values="random")])
+def test_weighted_field_every_quantity(d, kw):
+    """The field of weighted points (zero masses included) by the spectral sums: every
+    quantity as the dense reference with ``weights=`` (every (1/n)Σ_j becomes Σ_j w_j, over
+    columns and rows), the fallback included (a straggler, β = 8)."""
+    from wflow.model.attention import AttentionModel, laplacian_indices
+
+    rng = np.random.default_rng(17)
+    n = 400
+    X = _state("straggler", n, d, seed=5)
+    w = _masses("random", X, seed=5) / n
+    kw = dict(kw)
+    inter = kw.pop("interaction", "symmetric")
+    D = np.stack([np.eye(d), _weights("general" if inter == "general" else "indefinite", d, 6)])
+    V = rng.standard_normal((2, d, d)) if kw.pop("values", None) == "random" else None
+    lap = laplacian_indices(kw.pop("laplacian_heads", ()), 2)
+    m = AttentionModel(beta=8.0, laplacian_heads=lap, values=V, interaction=inter,
+                       summation="spectral", max_flagged=1.0, **kw)
+    F, rep = m.evaluate_spectral(X[None], D[None], weights=w)
+    R = field_reference(X, D, 8.0, laplacian_heads=lap, V=V, weights=w, interaction=inter, **kw)
+    scale = 1.0 if V is None else np.max(np.linalg.norm(V, 2, axis=(1, 2)))
+    zmax = np.max(R["partition"])
+    assert np.max(np.abs(F.partition[0] / R["partition"] - 1)) <= TOL
+    assert np.max(np.abs(F.b_hat[0] / R["b_hat"] - 1)) <= TOL
+    # |Δv| ≤ ‖V‖ tol per head (head), ≤ 2 Z ‖V‖ tol (none: Δ(Z w) = ΔZ w + Z Δw); summed × H
+    dv = 2 * 4 * TOL * scale * (1.0 if kw["normalization"] != "none" else zmax)
+    assert np.max(np.abs(F.velocity[0] - R["velocity"])) <= dv
+    vmax = np.max(np.linalg.norm(R["velocity"], axis=1))
+    for k in ("G2", "G2_hm"):  # Σ_i w_i |v_i|²/m̄_i: |Δ|v|²| ≤ 2|v||Δv| + |Δv|², m̄ within tol
+        assert abs(getattr(F, k)[0] - R[k]) <= (2 * vmax * dv + dv ** 2) * zmax + 4 * TOL * abs(R[k])
+    if inter == "symmetric":
+        assert abs(F.energy[0] / R["energy"] - 1) <= TOL
+        assert abs(F.ito_sum[0] / R["ito_sum"] - 1) <= TOL
+        assert np.max(np.abs(F.dE_dD[0] - R["dE_dD"])) <= TOL * np.max(np.abs(R["dE_dD"])) * d
+        assert np.max(np.abs(F.gradient[0] - R["gradient"])) <= 2 * TOL * zmax
+        gmax = np.max(np.linalg.norm(R["gradient"], axis=1))
+        assert abs(F.dissipation[0] - R["dissipation"]) <= 2 * TOL * zmax * vmax + gmax * dv
+    else:
+        assert np.isnan(F.energy[0]) and np.isnan(F.ito_sum[0])
+    assert rep.indicator[0] <= TOL
+
+
+def test_weighted_fallback_recomputes_the_straggler():
+    """A straggler carrying mass at β‖D‖ = 20 (non-symmetric D) on S¹: flagged, recomputed by
+    the weighted direct row, within the tolerance; a massless straggler likewise."""
+    from wflow.model.attention import AttentionModel
+
+    n = 2000
+    X = _state("straggler", n, 2, seed=7)
+    D = _weights("general", 2, seed=7)[None]
+    m = AttentionModel(beta=20.0, interaction="general", summation="spectral", max_flagged=1.0)
+    for heavy in (5.0, 0.0):
+        u = np.ones(n)
+        u[0] = heavy
+        R0, RX, _ = _direct_sums(X, D, 20.0, u)
+        rows = np.array([0, 1, n - 1])
+        S0, SX, _ = sp.direct_rows(X, D, 20.0, rows, u)
+        assert np.allclose(S0, R0[:, rows], rtol=1e-13) and np.allclose(SX, RX[:, rows], rtol=1e-12)
+        F, rep = m.evaluate_spectral(X[None], D[None], weights=u / n)
+        assert rep.flagged[0] > 0
+        assert np.max(np.abs(F.partition[0] / (R0 / n) - 1)) <= TOL
+
+
 # ----------------------------------------------------------------------------------- the bits
 @pytest.mark.parametrize("d", [2, 3])
 def test_bits_independent_of_threads(d, monkeypatch):
@@ -266,8 +400,12 @@ def test_refusals_of_the_model():
         AttentionModel(summation="spectral", precision="float32")
     m = AttentionModel(summation="spectral")
     X = _state("uniform", 50, 3, seed=0)[None]
-    with pytest.raises(ValueError, match="masses"):
-        m.evaluate(X, np.eye(3)[None, None], weights=np.full((1, 50), 1 / 50))
+    w = np.full((1, 50), 1 / 50)
+    w[0, 3] = -1e-3
+    with pytest.raises(ValueError, match="every mass must be finite and >= 0"):
+        m.evaluate(X, np.eye(3)[None, None], weights=w)
+    with pytest.raises(ValueError, match="weights has shape"):
+        m.evaluate(X, np.eye(3)[None, None], weights=np.full(49, 1 / 49))
     with pytest.raises(ValueError, match="summation"):
         wflow.field(X[0], np.eye(3), summation="fast")
 

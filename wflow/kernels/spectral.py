@@ -1,19 +1,20 @@
 r"""The kernel sums on :math:`S^1` and :math:`S^2` by spectral summation [model §2s].
 
-For tokens :math:`x_i` and one head (:math:`c = \beta\lVert D\rVert_2`)
+For tokens :math:`x_i` with masses :math:`u_j \ge 0` (1 for particles) and one head
+(:math:`c = \beta\lVert D\rVert_2`)
 
 .. math::
-    S^0_i = \sum_j e^{\beta\langle x_i, D x_j\rangle},\qquad
-    S^X_i = \sum_j e^{\beta\langle x_i, D x_j\rangle}\, x_j,\qquad
-    S^I_i = \sum_j e^{\beta\langle x_i, D x_j\rangle}(1 + \langle x_i, x_j\rangle^2),
+    S^0_i = \sum_j u_j e^{\beta\langle x_i, D x_j\rangle},\qquad
+    S^X_i = \sum_j u_j e^{\beta\langle x_i, D x_j\rangle}\, x_j,\qquad
+    S^I_i = \sum_j u_j e^{\beta\langle x_i, D x_j\rangle}(1 + \langle x_i, x_j\rangle^2),
 
 computed in :math:`O(n + L^2\log L)` (:math:`S^1`) and :math:`O(n + L^4)` (:math:`S^2`, the
 kernel on a quadrature grid) instead of :math:`O(n^2)`:
 
 - :math:`S^1`: the kernel's 2-D Fourier coefficients :math:`c_{kl}`, :math:`|k|, |l| \le L+2`, by
   one small FFT per head (any 2×2 D); the tokens' Fourier moments
-  :math:`F_l = \sum_j e^{il\varphi_j}` by a type-1 NUFFT; :math:`S(\theta_i) = \sum_k e^{ik\theta_i}
-  \sum_l c_{kl} F_l` by a type-2 NUFFT.
+  :math:`F_l = \sum_j u_j e^{il\varphi_j}` by a type-1 NUFFT (strengths the masses);
+  :math:`S(\theta_i) = \sum_k e^{ik\theta_i} \sum_l c_{kl} F_l` by a type-2 NUFFT.
 - :math:`S^2`: the tokens' spherical-harmonic moments to degree :math:`L_a = L + 2` (a type-1 NUFFT
   on the double Fourier sphere, then the Fourier–Legendre tables); the band-limited measure on a
   Gauss–Legendre grid of :math:`(L_a+1)(2L_a+2)` points; the kernel applied by the quadrature;
@@ -127,20 +128,21 @@ def degree(beta, D, d, target, start=2):
     return max(hi, start), tails(max(hi, start))
 
 
-def indicator(S0, c, tails, d, L, mag, fmax):
+def indicator(S0, c, tails, d, L, mag, fmax, count=None):
     r"""The per-target error bound of Z and of the attention average (relative; the average
     relative to the tokens' norm 1):
 
     .. math::
-        \eta_{hi} = (1+\sqrt d)\,\frac{n e^{c_h}\tau_h + \rho_1 A_{hi} + \rho_2\max_x S^0_h(x)}{S^0_{hi}}
+        \eta_{hi} = (1+\sqrt d)\,\frac{U e^{c_h}\tau_h + \rho_1 A_{hi} + \rho_2\max_x S^0_h(x)}{S^0_{hi}}
 
     (the truncation, the round-off of the terms summed, :math:`A` from :func:`sums`, and the
     library's relative precision). S0 (H, n) the sums, c (H,) the :math:`\beta\lVert D_h\rVert`,
     tails (H,) the tail bounds relative to :math:`e^{c_h}`, mag (H, n) the magnitudes A, fmax
-    (H,) the largest sums over the sphere (:func:`sums`);
+    (H,) the largest sums over the sphere (:func:`sums`), count the total mass
+    :math:`U = \sum_j\lvert u_j\rvert` of the points (None: n, unit masses);
     :math:`\rho_1 = u(L+3)` on S¹, :math:`4u(L+3)` on S²."""
     rho1 = _U * (L + 3) * (1.0 if d == 2 else 4.0)
-    n = S0.shape[-1]
+    n = S0.shape[-1] if count is None else count
     big = np.asarray(fmax, dtype=float)[:, None]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         num = n * np.exp(c + np.log(tails))[:, None] + rho1 * mag + RHO2[d] * big
@@ -185,19 +187,27 @@ def _synthesis(points, B, n, pool):
     return out[:K]
 
 
-def _s1_path(X, D, beta, L, pool):
+def _strengths(u, n):
+    """The type-1 strengths (1, n): the masses u, or ones; and their ℓ¹ norm U (n for ones)."""
+    if u is None:
+        return np.ones((1, n), dtype=np.complex128), n
+    return np.asarray(u, dtype=float).reshape(1, n).astype(np.complex128), float(np.sum(np.abs(u)))
+
+
+def _s1_path(X, D, beta, L, pool, u=None):
     """S0 (H, n), SX (H, n, 2) and SI (H, n) for one path on S¹."""
     n = X.shape[0]
     H = D.shape[0]
     La = L + 2
     phi = np.arctan2(X[:, 1], X[:, 0])
     blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
-    ones = np.ones((1, n), dtype=np.complex128)
-    F = sum(pool.map(lambda b: nufft.type1((phi[b[0]:b[1]],), ones[:, b[0]:b[1]], La, +1)[0], blocks))
+    strength, U = _strengths(u, n)
+    F = sum(pool.map(lambda b: nufft.type1((phi[b[0]:b[1]],), strength[:, b[0]:b[1]], La, +1)[0],
+                     blocks))
     coefs = list(pool.map(lambda h: _s1_coefficients(beta, D[h], La), range(H)))
     G = np.stack([C @ F for C in coefs]).reshape(4 * H, 2 * La + 1)  # g_k = Σ_l c_kl F_l
     out = _synthesis((phi,), G, n, pool).reshape(H, 4, n)
-    mag = np.broadcast_to((n * np.exp(beta * head_norms(D)))[:, None], (H, n))
+    mag = np.broadcast_to((U * np.exp(beta * head_norms(D)))[:, None], (H, n))
     N = 4 * (La + 1)  # S0 on a fine grid of the circle: its largest value
     g0 = np.zeros((H, N), dtype=np.complex128)
     g0[:, np.arange(-La, La + 1) % N] = G.reshape(H, 4, -1)[:, 0]
@@ -272,7 +282,8 @@ def _s2_analysis(f, La):
 
 def _s2_head(beta, Dh, mu, La, n):
     """One head on the grid: the double-Fourier coefficients (6, 2La+1, 2La+1) of S0, SX (3),
-    SI and the magnitude A of the round-off term (:func:`indicator`)."""
+    SI and the magnitude A of the round-off term (:func:`indicator`); ``n`` the ℓ¹ norm of the
+    strengths (the number of points for unit strengths)."""
     T, wg, Lg, Y, omega, Em = _s2_tables(La)
     G = Y.shape[0]
     wm = omega * mu
@@ -295,7 +306,7 @@ def _s2_head(beta, Dh, mu, La, n):
     return B, float(np.max(np.abs(f0)))
 
 
-def _s2_path(X, D, beta, L, pool):
+def _s2_path(X, D, beta, L, pool, u=None):
     """S0 (H, n), SX (H, n, 3) and SI (H, n) for one path on S²."""
     n = X.shape[0]
     H = D.shape[0]
@@ -304,11 +315,11 @@ def _s2_path(X, D, beta, L, pool):
     theta = np.arccos(np.clip(X[:, 2], -1.0, 1.0))
     phi = np.arctan2(X[:, 1], X[:, 0])
     blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
-    ones = np.ones((1, n), dtype=np.complex128)
+    strength, U = _strengths(u, n)
     F = sum(pool.map(lambda b: nufft.type1((theta[b[0]:b[1]], phi[b[0]:b[1]]),
-                                           ones[:, b[0]:b[1]], La, -1)[0], blocks))
+                                           strength[:, b[0]:b[1]], La, -1)[0], blocks))
     ahat, mu = _s2_measure(F, La)
-    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, La, n), range(H)))
+    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, La, U), range(H)))
     B = np.concatenate([r[0] for r in res])  # (6H, N, N)
     out = _synthesis((theta, phi), B, n, pool).reshape(H, 6, n)
     mag = np.maximum(np.abs(out[:, 5]), np.abs(out[:, 0]))
@@ -316,7 +327,7 @@ def _s2_path(X, D, beta, L, pool):
     return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4], mag, fmax
 
 
-def sums(X, D, beta, L):
+def sums(X, D, beta, L, u=None):
     r"""The kernel sums of one path by spectral summation at degree L.
 
     Parameters
@@ -325,15 +336,19 @@ def sums(X, D, beta, L):
     D : (H, d, d) interaction matrices (any real).
     beta : β > 0.
     L : the degree (:func:`degree`).
+    u : (n,) point masses :math:`u_j \ge 0` (the strengths of the type-1 transform), or None
+        (:math:`u_j = 1`).
 
     Returns
     -------
-    S0 (H, n), SX (H, n, d), SI (H, n) :math:`\sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`,
+    S0 (H, n) :math:`\sum_j u_j e^{s_{ij}}`, SX (H, n, d) :math:`\sum_j u_j e^{s_{ij}} x_j`,
+    SI (H, n) :math:`\sum_j u_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`,
     the magnitude :math:`A_{hi}` (H, n) of the round-off term of :func:`indicator`:
-    :math:`n e^{c_h}` on S¹; on S² the kernel applied to
-    :math:`\lvert\mu_L\rvert + (L_a+1)n/(4\pi)` on the grid (the size of the terms summed there,
-    and of the round-off of :math:`\mu_L`), synthesised at the targets; and the largest
-    :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere and the targets.
+    :math:`U e^{c_h}` on S¹ (:math:`U = \sum_j\lvert u_j\rvert`, n without masses); on S² the
+    kernel applied to :math:`\lvert\mu_L\rvert + (L_a+1)U/(4\pi)` on the grid (the size of
+    the terms summed there, and of the round-off of :math:`\mu_L`), synthesised at the
+    targets; and the largest :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere
+    and the targets.
     """
     from threadpoolctl import threadpool_limits
 
@@ -341,8 +356,8 @@ def sums(X, D, beta, L):
     with threadpool_limits(limits=1, user_api="blas"), \
             ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
         if d == 2:
-            return _s1_path(X, D, beta, L, pool)
-        return _s2_path(X, D, beta, L, pool)
+            return _s1_path(X, D, beta, L, pool, u)
+        return _s2_path(X, D, beta, L, pool, u)
 
 
 def combine(X, D, V, S0, SX, lap, norm, general, summed, v, g, zbar, mbar):
@@ -357,11 +372,12 @@ def combine(X, D, V, S0, SX, lap, norm, general, summed, v, g, zbar, mbar):
                                              b[0], b[1], v, g, zbar, mbar), blocks))
 
 
-def direct_rows(X, D, beta, rows):
-    r"""The direct sums at the target rows: :math:`S^0_i = \sum_j e^{s_{ij}}`,
-    :math:`S^X_i = \sum_j e^{s_{ij}} x_j`, :math:`S^I_i = \sum_j e^{s_{ij}}(1 + \langle x_i,
-    x_j\rangle^2)` for i in ``rows`` ((m,) ints), every head: (H, m), (H, m, d), (H, m). O(n)
-    per row and head (NumPy, no BLAS)."""
+def direct_rows(X, D, beta, rows, u=None):
+    r"""The direct sums at the target rows: :math:`S^0_i = \sum_j u_j e^{s_{ij}}`,
+    :math:`S^X_i = \sum_j u_j e^{s_{ij}} x_j`, :math:`S^I_i = \sum_j u_j e^{s_{ij}}(1 +
+    \langle x_i, x_j\rangle^2)` for i in ``rows`` ((m,) ints), every head: (H, m), (H, m, d),
+    (H, m); ``u`` (n,) the point masses, or None (:math:`u_j = 1`). O(n) per row and head
+    (NumPy, no BLAS)."""
     n, d = X.shape
     H = D.shape[0]
     m = len(rows)
@@ -370,6 +386,7 @@ def direct_rows(X, D, beta, rows):
     SI = np.empty((H, m))
     step = max(1, (1 << 21) // n)
     c = beta * head_norms(D)
+    w = None if u is None else np.asarray(u, dtype=float)[None, :]
     for h in range(H):
         Q = beta * X[rows] @ D[h]  # q_i = β Dᵀ x_i: s_ij = ⟨q_i, x_j⟩
         for a in range(0, m, step):
@@ -381,6 +398,8 @@ def direct_rows(X, D, beta, rows):
                 s = s + q[:, k:k + 1] * X[None, :, k]
                 g = g + xr[:, k:k + 1] * X[None, :, k]
             e = np.exp(s - c[h])
+            if w is not None:
+                e = e * w
             SI[h, a:a + step] = np.exp(c[h]) * (e * (1.0 + g * g)).sum(axis=1)
             S0[h, a:a + step] = np.exp(c[h]) * e.sum(axis=1)
             for k in range(d):

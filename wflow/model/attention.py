@@ -293,9 +293,16 @@ class AttentionModel:
     def evaluate_spectral(self, X, D, weights=None, values=None, key_bias=None):
         """The field by spectral summation [model §2s] and its
         :class:`~wflow.model.spectral.SpectralReport`: (Field, report). Arguments as
-        :meth:`evaluate`; masses and key biases are refused."""
+        :meth:`evaluate` (point masses ``weights`` (P, n) or (n,), w_j ≥ 0, as the direct
+        pass's); key biases are refused."""
         X = np.ascontiguousarray(X, dtype=float)
         _spectral.check(X.shape[-1], self.causal, self.precision, self.backend, weights, key_bias)
+        if weights is not None:
+            P, n = X.shape[:2]
+            w = np.asarray(weights, dtype=float)
+            if w.shape not in ((n,), (1, n), (P, n)):
+                raise ValueError(f"weights has shape {w.shape}: expected ({P}, {n}) or ({n},)")
+            weights = np.broadcast_to(w, (P, n))
         if isinstance(D, Factored):
             D = D.dense()
         D = np.ascontiguousarray(np.broadcast_to(D, X.shape[:1] + np.shape(D)[-3:]), dtype=float)
@@ -307,7 +314,7 @@ class AttentionModel:
         lap[list(self.laplacian_heads)] = True
         out, report = _spectral.spectral_pass(X, D, V, self.beta, self.normalization, lap,
                                               self.interaction, self.head_combine, self.tol,
-                                              self.max_flagged)
+                                              self.max_flagged, weights)
         F = Field(**out)
         F.spectral = report
         return F, report

@@ -3,7 +3,9 @@ r"""The density representation on :math:`S^1` (d = 2): the attention field of a 
 The state is the vector of cell averages :math:`\rho_k` on a :class:`~wflow.geometry.circle_fv.CircleGrid`
 (batch ``rho`` (P, N)); the field at the cell centres :math:`c_k` is the field of the
 *weighted* point set :math:`\{(c_k, m_k)\}`, :math:`m_k = \rho_k h`, from the fused kernel
-(:meth:`wflow.model.attention.AttentionModel.evaluate` with ``weights``). Then, with
+(:meth:`wflow.model.attention.AttentionModel.evaluate` with ``weights``), or, for a model with
+``summation = "spectral"``, from the spectral sums with the masses as strengths (S¹ and S²,
+within the model's tolerance [model §2s]). Then, with
 :math:`a_k = \sigma\langle v_k, \tau_k\rangle` and the MUSCL upwind flux
 :math:`F_{k+1/2}` of :mod:`wflow.geometry.circle_fv`,
 
@@ -88,7 +90,8 @@ class DensityModel:
     Parameters
     ----------
     model : the :class:`AttentionModel` (β, normalisation, sign, Laplacian heads, values,
-        backend); the causal mask has no meaning for a density and is refused.
+        backend, summation: the direct weighted pass or the spectral sums [model §2s]); the
+        causal mask has no meaning for a density and is refused.
     grid : the :class:`~wflow.geometry.circle_fv.CircleGrid`.
     limiter : slope limiter of the MUSCL reconstruction (:data:`~wflow.geometry.circle_fv.LIMITERS`).
     cfl : Courant number of :attr:`DensityField.max_dt` (≤ 1/2 keeps ρ ≥ 0).
@@ -188,10 +191,13 @@ class DensityModel:
                                              self.cfl)
         Phi = F.partition.mean(axis=1) / self.beta
         kw = dict(F.__dict__)
+        report = kw.pop("spectral", None)  # the spectral summation's report, if any [model §2s]
         kw["dissipation"] = g.dissipation(flux, Phi, self.sigma)
         out = DensityField(**kw, rate=rate, flux=flux, max_dt=max_dt,
                            dissipation_cells=F.dissipation, masses=g.masses(rho),
                            transport_rate=transport_rate)
+        if report is not None:
+            out.spectral = report
         if self.nu:
             self._free_energy(out, rho)
         return out

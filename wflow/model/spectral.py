@@ -5,7 +5,10 @@ r"""The attention field from spectrally summed kernel sums, with an accuracy con
     \bar x_h(x_i) = S^X_{hi}/S^0_{hi},\qquad a_h(x_i) = V_h\bar x_h(x_i),\qquad
     g_i = P_{x_i}\tfrac{1}{Hn}\textstyle\sum_h D_h S^X_{hi},
 
-and every other quantity of §2–4 from the same sums (:func:`combine`). The sums come from
+and every other quantity of §2–4 from the same sums (:func:`combine`). With point masses
+:math:`w_j` [model §5b] the sums carry the relative masses :math:`u_j = n w_j` (the direct
+pass's convention: every :math:`\frac1n\sum_j` becomes :math:`\sum_j w_j`, over columns and
+rows). The sums come from
 :func:`wflow.kernels.spectral.sums` at the degree of the tail rule; a target whose indicator
 exceeds the tolerance is recomputed by the direct sums over its row
 (:func:`wflow.kernels.spectral.direct_rows`).
@@ -22,7 +25,7 @@ from wflow.kernels import spectral as _sp
 from wflow.params import Choice, Interval, Param, When, bad, declare
 
 __all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "kernel_sums",
-           "spectral_pass", "run_summation", "AUTO_MIN_N"]
+           "spectral_pass", "run_summation", "AUTO_MIN_N", "AUTO_MIN_CELLS", "effective_count"]
 
 #: how the kernel sums are computed: every pair, or the spectral summation of §2s
 SUMMATIONS = ("direct", "spectral")
@@ -66,23 +69,25 @@ def check(d, causal=False, precision="float64", backend="numba", weights=None, k
         why = f"runs in float64 (got precision = {precision!r})"
     elif backend != "numba":
         why = f"needs backend = 'numba' (got {backend!r}; the NumPy backend is the dense reference)"
-    elif weights is not None:
-        why = "takes no point masses (weights=)"
+    elif weights is not None and not (np.all(np.isfinite(weights)) and np.all(np.asarray(weights) >= 0)):
+        why = "weights: every mass must be finite and >= 0"
     elif key_bias is not None:
         why = "takes no per-key biases (key_bias=)"
     if why:
         raise ValueError(f"summation = 'spectral': {why}")
 
 
-def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combine):
+def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combine, u=None):
     r"""Every quantity of [model §2–4] of one path from the kernel sums.
 
     Parameters
     ----------
     X : (n, d) tokens; D, V : (H, d, d) interaction and value matrices.
-    S0 : (H, n) :math:`\sum_j e^{s_{ij}}`; SX : (H, n, d) :math:`\sum_j e^{s_{ij}} x_j`.
-    ito : (H, n) :math:`S^I_{hi} = \sum_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`.
+    S0 : (H, n) :math:`\sum_j u_j e^{s_{ij}}`; SX : (H, n, d) :math:`\sum_j u_j e^{s_{ij}} x_j`.
+    ito : (H, n) :math:`S^I_{hi} = \sum_j u_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`.
     beta, normalization, lap ((H,) bool), general (bool), head_combine : as the direct pass.
+    u : (n,) the relative masses :math:`u_j = n w_j` of the sums, or None (:math:`u_j = 1`):
+        the row means :math:`\frac1n\sum_i u_i(\cdot)` (E, 𝒟, G², G²_hm, ∂_D E, the Itô sum).
 
     Returns
     -------
@@ -95,18 +100,20 @@ def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combin
     _sp.combine(X, D, V, S0, SX, lap, ("head", "joint", "none").index(normalization), general,
                 head_combine == "sum", v, g, zbar, mbar)
     v2 = np.sum(v * v, axis=1)
-    out = dict(velocity=v, partition=S0 / n, b_hat=1.0 / zbar, G2=np.mean(v2 / mbar),
-               G2_hm=np.mean(v2 * zbar))
+    rmean = np.mean if u is None else (lambda a: np.sum(a * u) / n)  # (1/n) Σ_i u_i (·)
+    rsum = np.sum if u is None else (lambda a: np.sum(a * u))  # Σ_i u_i (·), a (..., n)
+    out = dict(velocity=v, partition=S0 / n, b_hat=1.0 / zbar, G2=rmean(v2 / mbar),
+               G2_hm=rmean(v2 * zbar))
     nan = float("nan")
     if general:
         out.update(energy=nan, gradient=np.full_like(X, nan), dissipation=nan,
                    dE_dD=np.full((H, d, d), nan), ito_sum=nan)
         return out
-    # Σ_i x_i S^X_iᵀ by columns (pairwise sums over i, no BLAS reduction)
-    dE = np.array([[[np.sum(X[:, a] * SX[h, :, b]) for b in range(d)] for a in range(d)] for h in range(H)])
-    out.update(energy=S0.sum() / (2 * beta * H * n * n), gradient=g,
-               dissipation=np.mean(np.sum(g * v, axis=1)), dE_dD=dE / (2 * H * n * n),
-               ito_sum=float(np.sum(ito)) / (2 * H * n * n))
+    # Σ_i u_i x_i S^X_iᵀ by columns (pairwise sums over i, no BLAS reduction)
+    dE = np.array([[[rsum(X[:, a] * SX[h, :, b]) for b in range(d)] for a in range(d)] for h in range(H)])
+    out.update(energy=rsum(S0) / (2 * beta * H * n * n), gradient=g,
+               dissipation=rmean(np.sum(g * v, axis=1)), dE_dD=dE / (2 * H * n * n),
+               ito_sum=float(rsum(ito)) / (2 * H * n * n))
     return out
 
 
@@ -116,31 +123,48 @@ def _refuse(beta, D, n, d, tol):
                      f"a degree above L_max = {_sp.L_MAX[d]} on S^{d - 1}: use summation = 'direct'")
 
 
-def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED):
-    """The kernel sums S0, SX, SI of one path (X (n, d), D (H, d, d)) with the fallback, and
-    (degree, flagged fraction, largest indicator kept).
+def effective_count(u, n):
+    r"""The count of the degree rule [model §2s]: :math:`n_{\rm eff} = U/\max_j u_j`,
+    :math:`U = \sum_j u_j` (n without masses, and for equal masses), so that the target of
+    the heaviest point, whose sum is at least its own term :math:`u_{\max}e^{c}` (D = I), meets
+    the tolerance at :math:`\tau_L \le \mathrm{tol}/(4n_{\rm eff})`."""
+    if u is None:
+        return n, n
+    U = float(np.sum(u))
+    top = float(np.max(u)) if n else 0.0
+    return U, (U / top if top > 0 else float(n))
 
-    The degree of the rule (tail ≤ tol/(4n) relative to e^{β‖D‖}); where the truncation term
-    of the indicator then exceeds tol/2 at targets whose other terms are below it (sums far
-    below e^{β‖D‖}, as for indefinite D), once more at the degree those targets need."""
+
+def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None):
+    """The kernel sums S0, SX, SI of one path (X (n, d), D (H, d, d), masses u (n,) or None)
+    with the fallback, and (degree, flagged fraction, largest indicator kept).
+
+    The degree of the rule (tail ≤ tol/(4 n_eff) relative to e^{β‖D‖}, :func:`effective_count`);
+    where the truncation term of the indicator then exceeds tol/2 at targets whose other terms
+    are below it (sums far below U e^{β‖D‖}, as for indefinite D), once more at the degree
+    those targets need."""
     n, d = X.shape
     c = beta * _sp.head_norms(D)
     k = 1.0 + np.sqrt(d)
-    L, tails = _sp.degree(beta, D, d, tol / (4.0 * n))
+    U, neff = effective_count(u, n)
+    count = None if u is None else U
+    L, tails = _sp.degree(beta, D, d, tol / (4.0 * neff))
     if L > _sp.L_MAX[d]:
         _refuse(beta, D, n, d, tol)
-    S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L)
-    eta = _sp.indicator(S0, c, tails, d, L, mag, fmax)
-    trunc = k * n * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
+    S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L, u)
+    eta = _sp.indicator(S0, c, tails, d, L, mag, fmax, count)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        trunc = k * U * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
     fixable = (eta - trunc <= tol / 2) & (trunc > tol / 2)
     if np.any(fixable):
         with np.errstate(divide="ignore"):
-            need = np.where(fixable, tol / 2 * np.abs(S0) / (k * n * np.exp(c)[:, None]), np.inf)
-        L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * n)), start=L)
+            need = np.where(fixable, tol / 2 * np.abs(S0) / (k * U * np.exp(c)[:, None]), np.inf)
+        L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * neff)),
+                                start=L)
         if L < L2 <= _sp.L_MAX[d]:
             L, tails = L2, tails2
-            S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L)
-            eta = _sp.indicator(S0, c, tails, d, L, mag, fmax)
+            S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L, u)
+            eta = _sp.indicator(S0, c, tails, d, L, mag, fmax, count)
     bad = ~(np.max(eta, axis=0) <= tol)  # NaN or over the tolerance
     frac = float(np.mean(bad))
     if frac > max_flagged:
@@ -150,13 +174,13 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED):
                              "max_flagged")
     rows = np.flatnonzero(bad)
     if rows.size:
-        S0[:, rows], SX[:, rows], ito[:, rows] = _sp.direct_rows(X, D, beta, rows)
+        S0[:, rows], SX[:, rows], ito[:, rows] = _sp.direct_rows(X, D, beta, rows, u)
     kept = np.max(eta[:, ~bad]) if rows.size < n else 0.0
     return S0, SX, ito, L, frac, float(kept)
 
 
 def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", head_combine="mean",
-                  tol=TOL, max_flagged=MAX_FLAGGED):
+                  tol=TOL, max_flagged=MAX_FLAGGED, weights=None):
     r"""The field of a batch by spectral summation [model §2s].
 
     Parameters
@@ -167,6 +191,9 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
     tol : relative tolerance on Z and on the attention average at every target.
     max_flagged : the largest fraction of targets recomputed directly; beyond it the pass
         stops with a :class:`~wflow.errors.NumericalError`.
+    weights : (P, n) point masses :math:`w_j \ge 0` [model §5b], or None (1/n): every
+        :math:`\frac1n\sum_j` becomes :math:`\sum_j w_j` (the sums carry
+        :math:`u_j = n w_j`).
 
     Returns
     -------
@@ -178,10 +205,13 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
     if not (0 < tol < 1):
         raise ValueError(f"tol = {tol!r}: must be in (0, 1)")
     res, deg, frac, kept = [], [], [], []
+    n = X.shape[1]
+    U = None if weights is None else n * np.asarray(weights, dtype=float).reshape(P, n)
     for p in range(P):
-        S0, SX, ito, L, f, k = kernel_sums(X[p], D[p], float(beta), float(tol), float(max_flagged))
+        u = None if U is None else U[p]
+        S0, SX, ito, L, f, k = kernel_sums(X[p], D[p], float(beta), float(tol), float(max_flagged), u)
         res.append(combine(X[p], D[p], V[p], S0, SX, ito, float(beta), normalization,
-                           np.asarray(lap, dtype=bool), interaction == "general", head_combine))
+                           np.asarray(lap, dtype=bool), interaction == "general", head_combine, u))
         deg.append(L)
         frac.append(f)
         kept.append(k)
@@ -193,6 +223,10 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
 #: the smallest n at which ``solver.summation = "auto"`` takes the spectral route, per d: the
 #: measured crossover with the direct pass ([model §2s]; the ``scale`` benchmark suite)
 AUTO_MIN_N = {2: 10_000, 3: 10_000}
+#: the same for a density (``solver.representation = "density"``), in cells (``density.cells``):
+#: the measured crossover of a density step against the direct weighted pass ([model §5b]; the
+#: ``density`` benchmark suite)
+AUTO_MIN_CELLS = {2: 2048, 3: 4096}
 #: under adaptive steps the spectral tolerance is at most this fraction of ``solver.atol``
 ADAPTIVE_MARGIN = 1e-2
 
@@ -208,24 +242,30 @@ def _why_not(cfg) -> str | None:
         return "needs solver.backend = 'numba' (the NumPy backend is the dense reference)"
     if s.get("precision", "float64") != "float64":
         return "runs in float64 (solver.precision = 'float64')"
-    if s.get("representation", "particles") != "particles":
-        return "takes particles (the density solvers do not use it yet)"
     if cfg["weights"]["process"] == "imported":
         return "takes no per-key biases (weights.process = 'imported')"
     if m.get("layernorm", "post") != "post":
         return "takes the post-LN flow only (model.layernorm = 'post')"
+    if (s.get("representation", "particles") == "density"
+            and cfg.get("density", {}).get("representation", "fv") == "spectral"):
+        return ("sums point masses; density.representation = 'spectral' takes its field from "
+                "its own quadrature grid [model §5b]")
     return None
 
 
 def run_summation(cfg) -> str:
     """The summation a validated configuration runs with: ``solver.summation``, with
-    ``"auto"`` resolved to "spectral" where it applies and n ≥ :data:`AUTO_MIN_N`, else
-    "direct"."""
+    ``"auto"`` resolved to "spectral" where it applies and n ≥ :data:`AUTO_MIN_N` (a density:
+    ``density.cells`` ≥ :data:`AUTO_MIN_CELLS`), else "direct"."""
     want = cfg["solver"].get("summation", "direct")
     if want != "auto":
         return want
     m = cfg["model"]
-    if _why_not(cfg) is None and m["n"] >= AUTO_MIN_N.get(m["d"], np.inf):
+    if cfg["solver"].get("representation", "particles") == "density":
+        n, least = int(cfg["density"]["cells"]), AUTO_MIN_CELLS.get(m["d"], np.inf)
+    else:
+        n, least = m["n"], AUTO_MIN_N.get(m["d"], np.inf)
+    if _why_not(cfg) is None and n >= least:
         return "spectral"
     return "direct"
 
@@ -251,8 +291,9 @@ def _summation_rule(cfg):
 declare(
     Param("solver.summation", "direct", Choice(("direct", "spectral", "auto")),
           "the field's kernel sums: direct (every pair); spectral (S^1, S^2: O(n) to "
-          "solver.summation_tol); auto (spectral where it applies and "
-          "n >= 10^4, else direct) [model §2s]", rule=_summation_rule),
+          "solver.summation_tol); auto (spectral where it applies and n >= 10^4, a density's "
+          "density.cells >= 2048 on S^1 and 4096 on S^2, else direct) [model §2s, §5b]",
+          rule=_summation_rule),
     Param("solver.summation_tol", TOL, Interval(0, 1e-3, "right"),
           "spectral: relative tolerance on Z and the attention average at every target",
           applies=When("solver.summation", ("spectral", "auto"))),
