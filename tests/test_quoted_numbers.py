@@ -199,7 +199,9 @@ def _phase_summary(text):
 
 def _asymmetry_summary(text):
     """``{key: (estimate, low, high)}`` of the asymmetry page's summary: post-LN's pooled t½
-    (``asymmetry.post.b<β>.a<α>``) and the Kaplan–Meier medians at the common window
+    (``asymmetry.post.b<β>.a<α>``), its per-system Kaplan–Meier median and clusters at
+    t = 1000 (``asymmetry.b<β>.km.a<α>``, ``asymmetry.b<β>.clusters.a<α>``) and the
+    Kaplan–Meier medians at the common window
     (``asymmetry.window.b<β>.a<α>.<placement>``)."""
     out, section = {}, None
     block = next(b for b in _blocks(text) if "post-LN" in b)
@@ -217,8 +219,11 @@ def _asymmetry_summary(text):
             continue
         cells = _CELL.findall(m[3])
         a = f"b{m[1]}.a{m[2].replace('.', '_')}"
-        if section == "post":
+        if section == "post":  # pooled t½; the per-system KM median; the clusters at t = 1000
             out[f"asymmetry.post.{a}"] = cells[0]
+            alpha = f"a{m[2].replace('.', '_')}"
+            out[f"asymmetry.b{m[1]}.km.{alpha}"] = cells[1]
+            out[f"asymmetry.b{m[1]}.clusters.{alpha}"] = cells[6]
         else:
             for place, cell in zip(("post", "pre", "peri", "ngpt", "mix"), cells):
                 out[f"asymmetry.window.{a}.{place}"] = cell
