@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from wflow.engine.run import simulate
+from wflow.errors import ConfigError
 from wflow.geometry import circle_fv as fv
 from wflow.geometry.sphere_mesh import voronoi_mesh
 from wflow.model.attention import AttentionModel
@@ -198,8 +199,6 @@ def test_density_suite_rows():
 def test_a_density_run_records_the_summation_report(d):
     """A finite-volume density run through the spectral sums records the summation's report
     (flagged fraction in [0, max_flagged], the degree of the tail rule), as particles do."""
-    from wflow.engine.run import simulate
-
     r = simulate({"model": {"d": d, "heads": 2}, "init": {"tokens": "uniform_mode"},
                   "solver": {"representation": "density", "summation": "spectral", "T": 0.03,
                              "paths": 1}, "density": {"cells": 256}})
@@ -211,9 +210,6 @@ def test_a_density_run_records_the_summation_report(d):
 def test_the_spectral_representation_refuses_the_spectral_sums():
     """The spectral density computes its field on its quadrature grid: the summation key is
     refused there in one line."""
-    from wflow.engine.run import simulate
-    from wflow.errors import ConfigError
-
     cfg = {"model": {"d": 2, "heads": 1}, "init": {"tokens": "uniform_mode"},
            "solver": {"representation": "density", "summation": "spectral", "T": 0.02},
            "density": {"representation": "spectral", "degree": 8}}

@@ -156,6 +156,30 @@ def plot_density(src, outdir=".", formats=("png", "pdf"), path_index=0):
         return _figbase._save(fig, outdir, "density", formats)
 
 
+def _sphere_frames(config, arrays, attrs, t, R, outdir, formats, draw, vmin, label, title):
+    """The density on the sphere at four record times (front hemisphere of the view):
+    ``draw(ax, colours, r)`` paints record ``r`` with the face colours of its values."""
+    norm = matplotlib.colors.Normalize(vmin=vmin, vmax=max(float(R.max()), 1e-300))
+    cmap = matplotlib.colormaps["viridis"]
+    with matplotlib.rc_context(_STYLE):
+        fig = _figure("density", layout="constrained")
+        frames = frame_indices(len(t), 4)
+        axes = [fig.add_subplot(1, len(frames), j + 1, projection="3d")
+                for j in range(len(frames))]
+        for ax, r in zip(axes, frames):
+            draw(ax, cmap(norm(R[r])), r)
+            ax.view_init(*_VIEW)
+            ax.set_box_aspect((1, 1, 1))
+            for set_lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+                set_lim(-0.8, 0.8)
+            ax.set_axis_off()
+            ax.set_title(f"$t = {t[r]:.3g}$")
+        sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+        fig.colorbar(sm, ax=axes, shrink=0.6, label=label)
+        _title(fig, title, config, arrays, attrs)
+        return _figbase._save(fig, outdir, "density", formats)
+
+
 def _plot_density_s2_grid(config, arrays, attrs, t, R, outdir, formats, path_index):
     """The spectral representation's nodal values on its Gauss–Legendre grid [model §5b], as
     quadrilaterals around the nodes (edges halfway between nodes; the poles close the caps)."""
@@ -174,27 +198,15 @@ def _plot_density_s2_grid(config, arrays, attrs, t, R, outdir, formats, path_ind
     xs = np.outer(np.sin(te), np.cos(pe))
     ys = np.outer(np.sin(te), np.sin(pe))
     zs = np.outer(np.cos(te), np.ones_like(pe))
-    norm = matplotlib.colors.Normalize(vmin=min(0.0, float(R.min())), vmax=max(float(R.max()), 1e-300))
-    cmap = matplotlib.colormaps["viridis"]
-    with matplotlib.rc_context(_STYLE):
-        fig = _figure("density", layout="constrained")
-        frames = frame_indices(len(t), 4)
-        axes = [fig.add_subplot(1, len(frames), j + 1, projection="3d")
-                for j in range(len(frames))]
-        for ax, r in zip(axes, frames):
-            ax.plot_surface(xs, ys, zs, facecolors=cmap(norm(R[r].reshape(nt, nph))),
-                            rstride=1, cstride=1, linewidth=0, antialiased=False, shade=False)
-            ax.view_init(*_VIEW)
-            ax.set_box_aspect((1, 1, 1))
-            for set_lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
-                set_lim(-0.8, 0.8)
-            ax.set_axis_off()
-            ax.set_title(f"$t = {t[r]:.3g}$")
-        sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
-        fig.colorbar(sm, ax=axes, shrink=0.6, label=r"$\rho$ (value at the nodes, per steradian)")
-        _title(fig, f"Density on the sphere (path {path_index}, degree L = {grid.degree}, "
-               f"{nt} × {nph} Gauss–Legendre nodes)", config, arrays, attrs)
-        return _figbase._save(fig, outdir, "density", formats)
+
+    def draw(ax, colours, r):
+        ax.plot_surface(xs, ys, zs, facecolors=colours.reshape(nt, nph, -1), rstride=1,
+                        cstride=1, linewidth=0, antialiased=False, shade=False)
+
+    return _sphere_frames(config, arrays, attrs, t, R, outdir, formats, draw,
+                          min(0.0, float(R.min())), r"$\rho$ (value at the nodes, per steradian)",
+                          f"Density on the sphere (path {path_index}, degree L = {grid.degree}, "
+                          f"{nt} × {nph} Gauss–Legendre nodes)")
 
 
 def _plot_density_s2(config, arrays, attrs, t, R, outdir, formats, path_index):
@@ -206,25 +218,11 @@ def _plot_density_s2(config, arrays, attrs, t, R, outdir, formats, path_index):
     dn = config.get("density", {})
     mesh = voronoi_mesh(R.shape[-1], lloyd=int(dn.get("lloyd", 0)))
     polys = [mesh.vertices[r] for r in mesh.regions]
-    norm = matplotlib.colors.Normalize(vmin=0.0, vmax=max(float(R.max()), 1e-300))
-    cmap = matplotlib.colormaps["viridis"]
-    with matplotlib.rc_context(_STYLE):
-        fig = _figure("density", layout="constrained")
-        frames = frame_indices(len(t), 4)
-        axes = [fig.add_subplot(1, len(frames), j + 1, projection="3d")
-                for j in range(len(frames))]
-        for ax, r in zip(axes, frames):
-            pc = Poly3DCollection(polys, facecolors=cmap(norm(R[r])), edgecolors="none",
-                                  linewidths=0)
-            ax.add_collection3d(pc)
-            ax.view_init(*_VIEW)
-            ax.set_box_aspect((1, 1, 1))
-            for set_lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
-                set_lim(-0.8, 0.8)
-            ax.set_axis_off()
-            ax.set_title(f"$t = {t[r]:.3g}$")
-        sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
-        fig.colorbar(sm, ax=axes, shrink=0.6, label=r"$\rho$ (cell average, per steradian)")
-        _title(fig, f"Density on the sphere (path {path_index}, N = {mesh.N} Voronoi cells)",
-               config, arrays, attrs)
-        return _figbase._save(fig, outdir, "density", formats)
+
+    def draw(ax, colours, r):
+        ax.add_collection3d(Poly3DCollection(polys, facecolors=colours, edgecolors="none",
+                                             linewidths=0))
+
+    return _sphere_frames(config, arrays, attrs, t, R, outdir, formats, draw, 0.0,
+                          r"$\rho$ (cell average, per steradian)",
+                          f"Density on the sphere (path {path_index}, N = {mesh.N} Voronoi cells)")
