@@ -225,6 +225,32 @@ def test_refusals():
         K.fused_pass(X, D, None, 1.0, 0, np.zeros(2, bool), False, True, interaction="x")
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_a_non_symmetric_D_is_refused_by_every_symmetric_evaluation(d):
+    """Under ``interaction = 'symmetric'`` a non-symmetric D is refused by the model's batch
+    evaluation (direct and spectral summation) and by both density representations, which
+    would otherwise return the field of a different D without a word; the general form takes
+    it."""
+    from wflow.geometry.circle_fv import CircleGrid
+    from wflow.geometry.harmonics import harmonics
+    from wflow.geometry.sphere_mesh import voronoi_mesh
+    from wflow.model.density import DensityModel
+    from wflow.model.density_spectral import SpectralDensityModel
+
+    X, D, _ = case(2, 1, 40, d, 2)
+    assert np.max(np.abs(D - np.swapaxes(D, -1, -2))) > 0.1
+    for summation in ("direct", "spectral"):
+        with pytest.raises(ConfigError, match="symmetric.*interaction='general'"):
+            AttentionModel(summation=summation).evaluate(X, D)
+        AttentionModel(summation=summation, interaction="general").evaluate(X, D)
+    for grid, sm in ((CircleGrid(16) if d == 2 else voronoi_mesh(40), DensityModel),
+                     (harmonics(d, 6), SpectralDensityModel)):
+        rho = np.full((1, grid.N), 1.0 / (2 * np.pi if d == 2 else 4 * np.pi))
+        with pytest.raises(ConfigError, match="symmetric"):
+            sm(AttentionModel(), grid).evaluate(rho, D)
+        sm(AttentionModel(interaction="general"), grid).evaluate(rho, D)
+
+
 # ------------------------------------------------------------------ configuration and runs
 
 SMALL = {"model": {"n": 12, "heads": 2, "interaction": "general"},

@@ -236,6 +236,8 @@ class AttentionModel:
             if D.ndim == 3:
                 D = np.broadcast_to(D, (X.shape[0],) + D.shape)
         D = np.ascontiguousarray(D, dtype=float)
+        if not general:
+            check_symmetric(D)
         P, n, d = X.shape
         H = D.shape[1]
         if self.precision == "float32" and d != 3:
@@ -297,6 +299,8 @@ class AttentionModel:
         pass's); key biases are refused."""
         X = np.ascontiguousarray(X, dtype=float)
         _spectral.check(X.shape[-1], self.causal, self.precision, self.backend, weights, key_bias)
+        if self.interaction != "general" and not isinstance(D, Factored):
+            check_symmetric(D)
         if weights is not None:
             P, n = X.shape[:2]
             w = np.asarray(weights, dtype=float)
@@ -437,11 +441,20 @@ def _as_batch(X, D, general=False):
         raise ConfigError("X and D must be finite")
     if np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)) > 1e-8:
         raise ConfigError("X: every token must lie on the unit sphere (use wflow.geometry.sphere.normalize)")
-    if not general and (np.max(np.abs(D - D.transpose(0, 2, 1)))
-                        > 1e-10 * max(1.0, np.max(np.abs(D)))):
+    if not general:
+        check_symmetric(D)
+    return X[None], D[None]
+
+
+def check_symmetric(D) -> None:
+    r"""Refuse a D (..., d, d) with :math:`\max\lvert D_h - D_h^T\rvert > 10^{-10}\max(1,
+    \max\lvert D\rvert)` under ``interaction = "symmetric"``: the symmetric pass and every
+    quantity of [model §3–4] assume it, and a non-symmetric D would give a wrong field silently."""
+    D = np.asarray(D)
+    if D.size and (np.max(np.abs(D - np.swapaxes(D, -1, -2)))
+                   > 1e-10 * max(1.0, float(np.max(np.abs(D))))):
         raise ConfigError("D: every D_h must be symmetric (docs/model.md §1), or pass "
                           "interaction='general' (no energy then, §1b); use values= for general V_h")
-    return X[None], D[None]
 
 
 def field(X, D, beta=1.0, normalization="head", laplacian_heads=(), mask="none", values=None,

@@ -33,7 +33,7 @@ import numpy as np
 
 from wflow.errors import ConfigError, NumericalError
 from wflow.geometry.harmonics import CircleHarmonics, SphereHarmonics, harmonics
-from wflow.model.attention import AttentionModel, Field
+from wflow.model.attention import AttentionModel, Field, check_symmetric
 from wflow.model.density import DensityField, perturbation, von_mises_density
 from wflow.params import Choice, Integer, Interval, Param, When, bad, declare
 
@@ -320,6 +320,8 @@ def quadrature_field(model: AttentionModel, grid, masses, D, want_ito=True,
     lap[list(model.laplacian_heads)] = True
     vals = model.values
     general = model.interaction == "general"
+    if not general:
+        check_symmetric(D)
     out = {k: [] for k in Field.__dataclass_fields__}
     for p in range(P):
         m = masses[p]
