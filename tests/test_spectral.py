@@ -215,10 +215,11 @@ def test_indicator_bounds_the_error(d):
         D = np.stack([_weights(w, d, seed=11) for w in ("identity", "indefinite", "general")])
         for beta in (1.0, 5.0, 10.0, 20.0):
             L, tails = sp.degree(beta, D, d, TOL / (4 * n))
-            S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+            res = sp.sums(X, D, beta, L, tol=TOL)
+            S0, SX, _, mag, fmax = res
             R0, RX, _ = _direct_sums(X, D, beta)
             err = _errors(S0, SX, R0, RX)
-            eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax)
+            eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, lib=res.lib)
             assert np.all(err <= eta)
             seen += int(np.sum(err > 1e-14))
     assert seen > 0  # the errors checked are not all round-off of the comparison
@@ -260,10 +261,11 @@ def test_weighted_indicator_bounds_the_error(d):
             assert U == pytest.approx(n) and neff <= n
             for beta in ((1.0, 5.0, 20.0) if d == 2 else (1.0, 5.0, 10.0)):  # (S²: the grid's cost)
                 L, tails = sp.degree(beta, D, d, TOL / (4 * neff))
-                S0, SX, _, mag, fmax = sp.sums(X, D, beta, L, u)
+                res = sp.sums(X, D, beta, L, u, tol=TOL)
+                S0, SX, _, mag, fmax = res
                 R0, RX, _ = _direct_sums(X, D, beta, u)
                 err = _errors(S0, SX, R0, RX)
-                eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, U)
+                eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, U, res.lib)
                 # η bounds the error relative to the spectral S⁰; relative to the exact one
                 # it is η/(1 − η) while η < 1 (beyond, the target is flagged in any case)
                 ok = eta < 0.5
@@ -369,13 +371,13 @@ def test_bits_independent_of_threads(d, monkeypatch):
     try:
         for threads in (1, 2, 2, 1):
             set_num_threads(threads)
-            out.append(sp.sums(X, D, 6.0, 20))
+            r = sp.sums(X, D, 6.0, 20, tol=TOL)
+            out.append([r.S0, r.SX, r.ito, r.mag, r.fmax, r.lib, r.ito_at(np.arange(0, 3000, 7))])
     finally:
         set_num_threads(2)
     for o in out[1:]:
-        for a, b in zip(out[0][:3], o[:3]):
+        for a, b in zip(out[0], o):
             assert a.tobytes() == b.tobytes()
-        assert o[3].tobytes() == out[0][3].tobytes() and o[4].tobytes() == out[0][4].tobytes()
 
 
 # ----------------------------------------------------------------------------------- refusals
@@ -421,10 +423,11 @@ def test_large_n_random_targets(d):
     D = np.stack([np.eye(d), _weights("general", d, 21)])
     beta = 10.0
     L, tails = sp.degree(beta, D, d, TOL / (4 * n))
-    S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+    res = sp.sums(X, D, beta, L, tol=TOL)
+    S0, SX, _, mag, fmax = res
     rows = np.random.default_rng(3).choice(n, 200, replace=False)
     R0, RX, _ = sp.direct_rows(X, D, beta, rows)
-    eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax)[:, rows]
+    eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, lib=res.lib)[:, rows]
     err = _errors(S0[:, rows], SX[:, rows], R0, RX)
     assert np.all(err <= eta)
     assert np.all(err[eta <= TOL] <= TOL)
