@@ -42,7 +42,7 @@ from scipy.special import ive
 from wflow.kernels import nufft
 from wflow.kernels import nufft_es as _es
 from wflow.kernels.pool import get_num_threads
-from wflow.kernels.spectral_rows import combine_rows
+from wflow.kernels.spectral_rows import combine_rows, grid_sums, sinhc_bound
 
 __all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail",
            "sums", "Sums", "indicator", "library_term", "direct_rows", "head_norms"]
@@ -149,11 +149,22 @@ def indicator(S0, c, tails, d, L, mag, fmax, count=None, lib=None):
     :math:`4u(L+3)` on S²."""
     rho1 = _U * (L + 3) * (1.0 if d == 2 else 4.0)
     n = S0.shape[-1] if count is None else count
-    big = np.asarray(fmax, dtype=float)[:, None]
-    extra = 0.0 if lib is None else np.asarray(lib, dtype=float)[:, None]
+    H = S0.shape[0]
+    c = np.broadcast_to(np.asarray(c, dtype=float), (H,))
+    tails = np.broadcast_to(np.asarray(tails, dtype=float), (H,))
+    extra = np.zeros(H) if lib is None else np.asarray(lib, dtype=float)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        num = n * np.exp(c + np.log(tails))[:, None] + rho1 * mag + RHO2[d] * big + extra
-        return (1.0 + np.sqrt(d)) * num / np.abs(S0)
+        const = (n * np.exp(c + np.log(tails)) + RHO2[d] * np.asarray(fmax, dtype=float) + extra)
+    out = np.empty(np.shape(S0))
+    k = 1.0 + np.sqrt(d)
+
+    def head(h):  # elementwise: the same bits on any thread
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            out[h] = k * (const[h] + rho1 * mag[h]) / np.abs(S0[h])
+
+    with ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
+        list(pool.map(head, range(H)))
+    return out
 
 
 def library_term(B, w, axes=2):
@@ -352,13 +363,10 @@ def _s2_head(beta, Dh, mu, ahat, La, n, ito):
     wm = omega * mu
     iu = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
     cols = [wm, wm[:, None] * Y] + ([wm * Y[:, a] * Y[:, b] for a, b in iu] if ito else [])
-    Wv = np.column_stack(cols)  # (G, 4) or (G, 10)
-    Q = beta * (Y @ Dh)  # s_gg' = β ⟨y_g, D y_g'⟩ = ⟨β Dᵀ y_g, y_g'⟩
-    out = np.empty((G, Wv.shape[1]))
-    step = max(1, (1 << 22) // G)
-    for a in range(0, G, step):
-        E = np.exp(Q[a:a + step] @ Y.T)
-        out[a:a + step] = E @ Wv
+    Wt = np.ascontiguousarray(np.column_stack(cols).T)  # (4, G) or (10, G)
+    Q = np.ascontiguousarray(beta * (Y @ Dh))  # s_gg' = β ⟨y_g, D y_g'⟩ = ⟨β Dᵀ y_g, y_g'⟩
+    out = np.empty((G, Wt.shape[0]))
+    grid_sums(Q, np.ascontiguousarray(Y), Wt, out)
     f0 = out[:, 0]
     fs = [out[:, :4].T]
     if ito:
@@ -375,7 +383,7 @@ def _s2_head(beta, Dh, mu, ahat, La, n, ito):
     return B[:4], (B[4] if ito else None), tot, float(np.max(np.abs(f0))), float(np.min(np.abs(f0)))
 
 
-def _s2_magnitude(X, D, beta, L, mu, U):
+def _s2_magnitude(X, D, beta, L, mu, U, pool):
     r"""An upper bound of the magnitude :math:`A_{hi}` of the round-off term on S²: the kernel
     applied by the quadrature to :math:`\lvert\mu_L\rvert + (L_a+1)U/(4\pi)`,
 
@@ -392,11 +400,10 @@ def _s2_magnitude(X, D, beta, L, mu, U):
     top = float(np.max(np.abs(mu))) + (La + 1) * U / (4 * np.pi)
     c = beta * head_norms(D)
     out = np.empty((D.shape[0], X.shape[0]))
-    for h in range(D.shape[0]):
-        z = beta * np.linalg.norm(X @ D[h], axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sc = np.where(z > 1e-8, np.sinh(z) / z, 1.0)
-        out[h] = top * (4 * np.pi * sc + 8 * np.pi * np.exp(c[h]) * bessel_tail(float(c[h]), L))
+    Xc = np.ascontiguousarray(X)
+    list(pool.map(lambda h: sinhc_bound(Xc, np.ascontiguousarray(D[h]), float(beta), top,
+                                        8 * np.pi * np.exp(c[h]) * bessel_tail(float(c[h]), L), out[h]),
+                  range(D.shape[0])))
     return out
 
 
@@ -431,7 +438,7 @@ def _s2_path(X, D, beta, L, pool, u=None, ito=True, tol=None, width=None):
     hi = np.array([r[3] for r in res])
     w = width or (nufft.W if tol is None else _s2_width(B, np.array([r[4] for r in res]), 3, tol))
     out = _synthesis((theta, phi), B.reshape(4 * H, *B.shape[2:]), n, pool, w).reshape(H, 4, n)
-    mag = np.maximum(_s2_magnitude(X, D, beta, L, mu, U), np.abs(out[:, 0]))
+    mag = np.maximum(_s2_magnitude(X, D, beta, L, mu, U, pool), np.abs(out[:, 0]))
     fmax = np.maximum(hi, np.max(np.abs(out[:, 0]), axis=1))
     lib = library_term(B.reshape(4 * H, *B.shape[2:]), w).reshape(H, 4).max(axis=1)
     tot = np.array([r[2] for r in res]) if ito else None
@@ -468,8 +475,9 @@ def sums(X, D, beta, L, u=None, ito=True, tol=None, width=None):
     term of :func:`indicator`: :math:`U e^{c_h}` on S¹ (:math:`U = \sum_j\lvert u_j\rvert`, n
     without masses); on S² the kernel applied to :math:`\lvert\mu_L\rvert + (L_a+1)U/(4\pi)`
     on the grid (the size of the terms summed there, and of the round-off of :math:`\mu_L`),
-    bounded in closed form at the targets (:func:`_s2_magnitude`); the largest :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere and the
-    targets; and the kernel's error term :math:`E_h` (H,) of the synthesis
+    bounded in closed form at the targets (:func:`_s2_magnitude`); the largest
+    :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere and the targets;
+    and the kernel's error term :math:`E_h` (H,) of the synthesis
     (:func:`library_term`, the largest over the head's four functions; 0 on S¹, where the
     widest kernel's share is in :data:`RHO2`).
     """

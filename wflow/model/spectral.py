@@ -158,9 +158,12 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None, ito=True):
     S0 = res.S0
     eta = _sp.indicator(S0, c, tails, d, L, res.mag, res.fmax, count, res.lib)
     with np.errstate(divide="ignore", invalid="ignore"):
-        trunc = k * U * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
-    fixable = (eta - trunc <= tol / 2) & (trunc > tol / 2)
-    if np.any(fixable):
+        tmax = k * U * np.exp(c + np.log(np.maximum(tails, 1e-300))) / np.min(np.abs(S0), axis=1)
+        # the truncation term at every target, where it may exceed tol/2 somewhere
+        trunc = (k * U * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
+                 if np.any(~(tmax <= tol / 2)) else None)
+    fixable = None if trunc is None else (eta - trunc <= tol / 2) & (trunc > tol / 2)
+    if fixable is not None and np.any(fixable):
         with np.errstate(divide="ignore"):
             need = np.where(fixable, tol / 2 * np.abs(S0) / (k * U * np.exp(c)[:, None]), np.inf)
         L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * neff)),
