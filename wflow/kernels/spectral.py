@@ -172,13 +172,15 @@ def library_term(B, w, axes=2):
     :math:`\sum_k\lvert B_k\rvert\,e_k` with :math:`e_k` the per-mode error of the kernel
     (:func:`wflow.kernels.nufft.mode_error`), :math:`e_{k_1} + e_{k_2} + e_{k_1}e_{k_2}` on
     two axes. B (K, N[, N]) the coefficients; returns (K,)."""
-    N = B.shape[1]
-    e = nufft.mode_error(N, w)
-    a = np.abs(B)
+    return _library_abs(np.abs(B), w, axes)
+
+
+def _library_abs(a, w, axes=2):
+    """:func:`library_term` from the moduli a = |B| (K, N[, N])."""
+    e = nufft.mode_error(a.shape[1], w)
     if axes == 1:
         return a @ e
-    E = e[:, None] + e[None, :] + np.outer(e, e)
-    return np.einsum("kab,ab->k", a, E)
+    return (a.sum(axis=2) + a.sum(axis=1)) @ e + np.einsum("kab,a,b->k", a, e, e)
 
 
 # --------------------------------------------------------------------------------- S¹
@@ -230,11 +232,14 @@ class Sums:
     mag : (H, n) the magnitudes A of the round-off term; fmax : (H,) the largest sums over the
         sphere; lib : (H,) the interpolation kernel's error E_h (:func:`library_term`).
     width : the kernel width of the synthesis.
+    ito_size : (H,) the size :math:`\\sum\\lvert c\\rvert\\lvert\\hat a\\rvert` of the terms of
+        the totals' coefficient sums (their round-off is relative to it).
     """
 
-    def __init__(self, S0, SX, ito, mag, fmax, lib, width, ito_at):
+    def __init__(self, S0, SX, ito, mag, fmax, lib, width, ito_at, ito_size=None):
         self.S0, self.SX, self.ito, self.mag, self.fmax, self.lib = S0, SX, ito, mag, fmax, lib
         self.width = width
+        self.ito_size = ito_size
         self._ito_at = ito_at
 
     def ito_at(self, rows):
@@ -276,7 +281,7 @@ def _s1_path(X, D, beta, L, pool, u=None, ito=True):
     tot = np.real(GI @ F) if ito else None
     at = lambda rows: nufft.type2((phi[rows],), GI, +1).real
     return Sums(out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), tot, mag, fmax,
-                np.zeros(H), nufft.W, at)
+                np.zeros(H), nufft.W, at, np.abs(GI) @ np.abs(F) if ito else None)
 
 
 # --------------------------------------------------------------------------------- S²
@@ -380,7 +385,10 @@ def _s2_head(beta, Dh, mu, ahat, La, n, ito):
     # Σ_i u_i P[f](x_i) = Σ_lm c_lm conj(â_lm): the total of S^I over the points, exactly
     tot = float(np.real(sum(coef[m + La][4] @ np.conj(ahat[m + La]) for m in range(-La, La + 1)))) \
         if ito else None
-    return B[:4], (B[4] if ito else None), tot, float(np.max(np.abs(f0))), float(np.min(np.abs(f0)))
+    size = float(sum(np.abs(coef[m + La][4]) @ np.abs(ahat[m + La]) for m in range(-La, La + 1))) \
+        if ito else None
+    return B[:4], (B[4] if ito else None), tot, float(np.max(np.abs(f0))), float(np.min(np.abs(f0))), \
+        size
 
 
 def _s2_magnitude(X, D, beta, L, mu, U, pool):
@@ -411,10 +419,11 @@ def _s2_width(B, lo, d, tol):
     """The narrowest kernel whose error term stays below tol/8 of the indicator at the smallest
     sum on the grid, for every head: B (H, 4, N, N), lo (H,)."""
     H = B.shape[0]
+    a = np.abs(B.reshape(4 * H, *B.shape[2:]))
     for w in nufft.WIDTHS:
         if w < 10:
             continue
-        lib = library_term(B.reshape(4 * H, *B.shape[2:]), w).reshape(H, 4).max(axis=1)
+        lib = _library_abs(a, w).reshape(H, 4).max(axis=1)
         if np.all((1 + np.sqrt(d)) * lib <= tol / 8 * lo):
             return w
     return nufft.W
@@ -445,7 +454,7 @@ def _s2_path(X, D, beta, L, pool, u=None, ito=True, tol=None, width=None):
     BI = np.stack([r[1] for r in res]) if ito else None
     at = lambda rows: nufft.type2((theta[rows], phi[rows]), BI, +1).real
     return Sums(out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), tot, mag, fmax,
-                lib, w, at)
+                lib, w, at, np.array([r[5] for r in res]) if ito else None)
 
 
 def sums(X, D, beta, L, u=None, ito=True, tol=None, width=None):

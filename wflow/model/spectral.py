@@ -31,6 +31,7 @@ __all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combi
 SUMMATIONS = ("direct", "spectral")
 #: default relative tolerance on Z and on the attention average at every target
 TOL = 1e-10
+_U = np.finfo(float).eps
 #: default largest fraction of targets recomputed directly before the pass stops
 MAX_FLAGGED = 0.1
 
@@ -182,11 +183,26 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None, ito=True):
                              "max_flagged")
     rows = np.flatnonzero(bad)
     SX, tot = res.SX, res.ito
+    uw = np.ones(n) if u is None else np.asarray(u, dtype=float)
+    if tot is not None:
+        # the totals' error: the kept rows' (within η), the flagged rows' synthesis (the library's
+        # terms) and the round-off of the coefficient sums; beyond tol/4 the totals are summed
+        # row by row (a cancellation: sums far below the terms of the coefficient sums)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = (2 / k * np.sum(np.where(bad, 0.0, eta * np.abs(S0)) * uw, axis=1)
+                   + 2 * (_sp.RHO2[d] * res.fmax + res.lib) * np.sum(uw[rows])
+                   + 4 * _U * (L + 3) * res.ito_size)
+        if not np.all(err <= tol / 4 * np.abs(tot)):
+            tot = None
     if rows.size:
         S0[:, rows], SX[:, rows], SI = _sp.direct_rows(X, D, beta, rows, u)
         if tot is not None:  # the flagged rows' terms of the totals: the direct ones
-            w = 1.0 if u is None else np.asarray(u, dtype=float)[rows]
-            tot = tot + np.sum((SI - res.ito_at(rows)) * w, axis=1)
+            tot = tot + np.sum((SI - res.ito_at(rows)) * uw[rows], axis=1)
+    if tot is None and res.ito is not None:
+        every = res.ito_at(np.arange(n))
+        if rows.size:
+            every[:, rows] = SI
+        tot = np.sum(every * uw, axis=1)
     kept = np.max(eta[:, ~bad]) if rows.size < n else 0.0
     return S0, SX, tot, L, frac, float(kept)
 
