@@ -358,7 +358,7 @@ def _s2_analysis(f, La):
     return [(Fphi[:, :, m + La] * wg) @ Lg[abs(m)].T for m in range(-La, La + 1)]
 
 
-def _s2_head(beta, Dh, mu, ahat, La, n, ito):
+def _s2_head(beta, Dh, mu, ahat, La, ito):
     """One head on the grid: the double-Fourier coefficients (4, 2La+1, 2La+1) of S0 and SX
     (3), those (2La+1, 2La+1) of S^I and :math:`\\sum_i u_i S^I(x_i)` (None without ``ito``),
     the largest and the smallest :math:`\\lvert S^0\\rvert` on the grid; ``ahat`` the
@@ -442,7 +442,7 @@ def _s2_path(X, D, beta, L, pool, u=None, ito=True, tol=None, width=None):
     F = sum(pool.map(lambda b: nufft.type1((theta[b[0]:b[1]], phi[b[0]:b[1]]),
                                            strength[:, b[0]:b[1]], La, -1)[0], blocks))
     ahat, mu = _s2_measure(F, La)
-    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, ahat, La, U, ito), range(H)))
+    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, ahat, La, ito), range(H)))
     B = np.stack([r[0] for r in res])  # (H, 4, N, N)
     hi = np.array([r[3] for r in res])
     w = width or (nufft.W if tol is None else _s2_width(B, np.array([r[4] for r in res]), 3, tol))
