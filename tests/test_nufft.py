@@ -171,3 +171,41 @@ def test_same_bits_whatever_runs_beside(m):
     assert serial == [work(b) for b in blocks]
     with ThreadPoolExecutor(max_workers=2) as pool:
         assert list(pool.map(work, blocks)) == serial
+
+
+@extended
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("w", [6, 10, 13, 16])
+def test_type2_within_the_mode_error_bound(m, w):
+    """A type-2 synthesis of width w errs by at most Σ_k |F_k| e_k per axis (the kernel's
+    per-mode error, nufft.mode_error) plus the round-off, and the bound is not vacuous: the
+    error reaches a tenth of it where the kernel's error dominates the round-off."""
+    rng = np.random.default_rng(40 + w)
+    L = 20
+    n = 3000
+    pts = tuple(rng.uniform(-np.pi, 3 * np.pi, n) for _ in range(m))
+    shape = (2, 2 * L + 1) + ((2 * L + 1,) if m == 2 else ())
+    F = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    e = nufft.mode_error(2 * L + 1, w)
+    assert e.shape == (2 * L + 1,) and np.all(e > 0)
+    if m == 1:
+        bound = np.abs(F) @ e
+    else:
+        bound = np.einsum("kab,ab->k", np.abs(F), e[:, None] + e[None, :] + np.outer(e, e))
+    err = np.abs(nufft.type2(pts, F, 1, w=w) - _direct2(pts, F, 1).astype(complex))
+    l1 = np.abs(F).reshape(2, -1).sum(axis=1)
+    roundoff = 8 * _U * (L + 3) * 3 * np.pi * l1  # the conditioning in the angles, with a margin
+    assert np.all(err <= (bound + roundoff)[:, None])
+    if w <= 13:
+        assert np.max(err) >= 0.1 * np.max(bound) / (2 * L + 1) ** (m / 2)
+
+
+def test_mode_error_falls_with_the_width():
+    """e_k falls by about a decade per unit of width (≈ 10^-(w-1) at low modes)."""
+    N = 41
+    lo = [float(nufft.mode_error(N, w)[N // 2]) for w in nufft.WIDTHS]
+    assert all(b < a for a, b in zip(lo, lo[1:]))
+    for w, v in zip(nufft.WIDTHS, lo):
+        assert 10.0 ** (-(w + 1)) < v < 10.0 ** (-(w - 2)), (w, v)
+    with pytest.raises(ValueError, match="kernel width"):
+        nufft.mode_error(N, 17)

@@ -215,13 +215,56 @@ def test_indicator_bounds_the_error(d):
         D = np.stack([_weights(w, d, seed=11) for w in ("identity", "indefinite", "general")])
         for beta in (1.0, 5.0, 10.0, 20.0):
             L, tails = sp.degree(beta, D, d, TOL / (4 * n))
-            S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+            res = sp.sums(X, D, beta, L, tol=TOL)
+            S0, SX, _, mag, fmax = res
             R0, RX, _ = _direct_sums(X, D, beta)
             err = _errors(S0, SX, R0, RX)
-            eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax)
+            eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, lib=res.lib)
             assert np.all(err <= eta)
             seen += int(np.sum(err > 1e-14))
     assert seen > 0  # the errors checked are not all round-off of the comparison
+
+
+@pytest.mark.parametrize("width", [10, 12])
+def test_indicator_at_a_narrower_kernel(width):
+    """S², general D at β‖D‖ = 10 (sums spanning three decades): synthesised with a narrower
+    kernel, the indicator with the kernel's term E_h of that width bounds the observed error at
+    every target, and without it the bound fails (the term is what holds it)."""
+    n, d, beta = 1500, 3, 10.0
+    X = _state("uniform", n, d, seed=31)
+    D = np.stack([_weights("general", d, seed=31), _weights("indefinite", d, seed=32)])
+    L, tails = sp.degree(beta, D, d, TOL / (4 * n))
+    res = sp.sums(X, D, beta, L, width=width)
+    assert res.width == width
+    R0, RX, _ = _direct_sums(X, D, beta)
+    err = _errors(res.S0, res.SX, R0, RX)
+    c = beta * sp.head_norms(D)
+    eta = sp.indicator(res.S0, c, tails, d, L, res.mag, res.fmax, lib=res.lib)
+    assert np.all(err <= eta)
+    bare = sp.indicator(res.S0, c, tails, d, L, res.mag, res.fmax)
+    assert np.any(err > bare)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_ito_totals_are_the_sums_over_the_points(d):
+    """Σ_i u_i S^I_hi from the harmonic (S²) or Fourier (S¹) coefficients equals the sum of the
+    synthesised S^I over every point (to round-off), and both are the direct totals within the
+    tolerance; the width the tolerance picks is the one reported."""
+    n = 500
+    X = _state("cluster", n, d, seed=41)
+    X[: n // 2] = _state("uniform", n // 2, d, seed=42)
+    u = _masses("random", X, seed=41)
+    D = np.stack([_weights("identity", d, 41), _weights("indefinite", d, 41)])
+    beta = 6.0
+    L, _ = sp.degree(beta, D, d, TOL / (4 * n))
+    res = sp.sums(X, D, beta, L, u, tol=TOL)
+    assert res.width in sp.nufft.WIDTHS
+    at = res.ito_at(np.arange(n))
+    assert np.allclose(res.ito, at @ u, rtol=1e-13, atol=0)
+    _, _, RI = _direct_sums(X, D, beta, u)  # Σ_ij u_j e^s (1 + ⟨x_i, x_j⟩²), unweighted rows
+    S = beta * np.einsum("ia,hab,jb->hij", X, D, X)
+    tot = np.einsum("i,hij,j,ij->h", u, np.exp(S), u, 1 + (X @ X.T) ** 2)
+    assert np.allclose(res.ito, tot, rtol=TOL, atol=0) and RI.shape == (2,)
 
 
 # ----------------------------------------------------------------------------------- point masses
@@ -242,28 +285,34 @@ def _masses(kind, X, seed):
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_weighted_indicator_bounds_the_error(d):
+@pytest.mark.parametrize("full", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_weighted_indicator_bounds_the_error(d, full):
     """With point masses (the type-1 strengths) the indicator, its truncation term at the
     total mass U = Σ u_j and the degree rule at tol/(4 n_eff), n_eff = U/max u_j, bounds the
     observed error at every target it does not flag as hopeless (η < 1/2), over states,
-    masses (zero, concentrated, one heavy point), weights and β."""
+    masses (zero, concentrated, one heavy point), weights and β: every state, mass and β once
+    by default (the diagonal of the three), every combination in the slow suite."""
     from wflow.model.spectral import effective_count
 
     n = 600 if d == 2 else 300
+    betas = (1.0, 5.0, 20.0) if d == 2 else (1.0, 5.0, 10.0)  # (S²: the grid's cost)
     seen = checked = total = 0
-    for state in ("uniform", "cluster", "straggler"):
+    for a, state in enumerate(("uniform", "cluster", "straggler")):
         X = _state(state, n, d, seed=13)
         D = np.stack([_weights(w, d, seed=13) for w in ("identity", "indefinite", "general")])
-        for kind in ("random", "concentrated", "heavy"):
+        for b, kind in enumerate(("random", "concentrated", "heavy")):
             u = _masses(kind, X, seed=d)
             U, neff = effective_count(u, n)
             assert U == pytest.approx(n) and neff <= n
-            for beta in ((1.0, 5.0, 20.0) if d == 2 else (1.0, 5.0, 10.0)):  # (S²: the grid's cost)
+            if not (full or a == b):
+                continue
+            for beta in (betas if full else betas[a:a + 1]):
                 L, tails = sp.degree(beta, D, d, TOL / (4 * neff))
-                S0, SX, _, mag, fmax = sp.sums(X, D, beta, L, u)
+                res = sp.sums(X, D, beta, L, u, tol=TOL)
+                S0, SX, _, mag, fmax = res
                 R0, RX, _ = _direct_sums(X, D, beta, u)
                 err = _errors(S0, SX, R0, RX)
-                eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, U)
+                eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, U, res.lib)
                 # η bounds the error relative to the spectral S⁰; relative to the exact one
                 # it is η/(1 − η) while η < 1 (beyond, the target is flagged in any case)
                 ok = eta < 0.5
@@ -369,13 +418,13 @@ def test_bits_independent_of_threads(d, monkeypatch):
     try:
         for threads in (1, 2, 2, 1):
             set_num_threads(threads)
-            out.append(sp.sums(X, D, 6.0, 20))
+            r = sp.sums(X, D, 6.0, 20, tol=TOL)
+            out.append([r.S0, r.SX, r.ito, r.mag, r.fmax, r.lib, r.ito_at(np.arange(0, 3000, 7))])
     finally:
         set_num_threads(2)
     for o in out[1:]:
-        for a, b in zip(out[0][:3], o[:3]):
+        for a, b in zip(out[0], o):
             assert a.tobytes() == b.tobytes()
-        assert o[3].tobytes() == out[0][3].tobytes() and o[4].tobytes() == out[0][4].tobytes()
 
 
 # ----------------------------------------------------------------------------------- refusals
@@ -421,10 +470,11 @@ def test_large_n_random_targets(d):
     D = np.stack([np.eye(d), _weights("general", d, 21)])
     beta = 10.0
     L, tails = sp.degree(beta, D, d, TOL / (4 * n))
-    S0, SX, _, mag, fmax = sp.sums(X, D, beta, L)
+    res = sp.sums(X, D, beta, L, tol=TOL)
+    S0, SX, _, mag, fmax = res
     rows = np.random.default_rng(3).choice(n, 200, replace=False)
     R0, RX, _ = sp.direct_rows(X, D, beta, rows)
-    eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax)[:, rows]
+    eta = sp.indicator(S0, beta * sp.head_norms(D), tails, d, L, mag, fmax, lib=res.lib)[:, rows]
     err = _errors(S0[:, rows], SX[:, rows], R0, RX)
     assert np.all(err <= eta)
     assert np.all(err[eta <= TOL] <= TOL)

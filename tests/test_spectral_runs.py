@@ -70,11 +70,11 @@ def test_a_flagged_fraction_over_the_limit_stops_the_run_naming_the_step(capsys,
     monkeypatch.chdir(tmp_path)
     sets = ["model.n=300", "model.heads=2", "model.beta=8.0", "init.weights='goe'",
             "init.tokens='uniform'", "solver.T=0.03", "solver.dt=0.01",
-            "solver.summation='spectral'", "solver.max_flagged=0.05"]
+            "solver.summation='spectral'", "solver.summation_tol=1e-13", "solver.max_flagged=0.05"]
     assert main(["run", "-q", "-o", "f.h5", *[a for s in sets for a in ("--set", s)]]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "in step 0 (t = 0 to 0.01): summation = 'spectral': " in err[0]
-    assert "exceed the tolerance 1e-10 (limit 5%" in err[0]
+    assert "exceed the tolerance 1e-13 (limit 5%" in err[0]
 
 
 def _agreement_cfg(n, summation):

@@ -23,13 +23,17 @@ import numpy as np
 
 from wflow.kernels import nufft_es as _es
 
-__all__ = ["EPS", "type1", "type2", "upsample"]
+__all__ = ["EPS", "W", "WIDTHS", "type1", "type2", "upsample", "mode_error"]
 
 #: the transforms' relative ℓ² precision, apart from the conditioning of the sums in the angles
 #: (about u·L·max|t|/π for angles t in [-π, 3π), in the indicator's round-off term): the largest
 #: error measured against direct sums at degree ≤ 5 is 2.1e-15 (tests/test_nufft.py), with a
 #: margin of 5
 EPS = 1e-14
+#: the kernel width of the transforms (type 1 always; type 2 by default)
+W = _es.W
+#: the widths a type-2 transform may take
+WIDTHS = _es.WIDTHS
 
 
 def type1(points, c, L, isign):
@@ -49,14 +53,22 @@ def type1(points, c, L, isign):
     return _es.type1(points, c, int(L), int(isign))
 
 
-def upsample(F, isign):
+def upsample(F, isign, w=W):
     r"""The part of :func:`type2` shared by every set of points: F (K, 2L+1[, 2L+1]) deconvolved
-    and transformed to the fine grid. Pass it to :func:`type2` in place of F to synthesise the
-    same coefficients at several blocks of points (same bits as passing F)."""
-    return _es.upsample(F, int(isign))
+    and transformed to the fine grid of the kernel of width w. Pass it to :func:`type2` in place
+    of F to synthesise the same coefficients at several blocks of points (same bits as passing
+    F)."""
+    return _es.upsample(F, int(isign), int(w))
 
 
-def type2(points, F, isign):
+def mode_error(N, w=W):
+    r"""The per-mode error :math:`e_k` (k = -L..L, N = 2L + 1) of a type-2 transform with the
+    kernel of width w (:func:`wflow.kernels.nufft_es.mode_error`): the synthesis of F errs by
+    at most :math:`\sum_k\lvert F_k\rvert e_k` per axis, apart from the round-off."""
+    return _es.mode_error(int(N), int(w))
+
+
+def type2(points, F, isign, w=W):
     r""":math:`f_i = \sum_k F_k e^{i\,\mathrm{isign}\langle k, t_i\rangle}` at the points.
 
     Parameters
@@ -65,6 +77,8 @@ def type2(points, F, isign):
     F : (K, 2L+1) or (K, 2L+1, 2L+1) complex coefficients (modes -L..L), or :func:`upsample`
         of them with the same isign.
     isign : +1 or -1.
+    w : the kernel width (:data:`WIDTHS`; the error per mode :func:`mode_error`); an upsampled
+        F carries its own.
 
     Returns
     -------
@@ -72,4 +86,4 @@ def type2(points, F, isign):
     """
     if not isinstance(F, _es.Upsampled):
         F = np.asarray(F, dtype=np.complex128)
-    return _es.type2(points, F, int(isign))
+    return _es.type2(points, F, int(isign), int(w))

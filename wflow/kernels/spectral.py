@@ -40,20 +40,23 @@ import numpy as np
 from scipy.special import ive
 
 from wflow.kernels import nufft
+from wflow.kernels import nufft_es as _es
 from wflow.kernels.pool import get_num_threads
-from wflow.kernels.spectral_rows import combine_rows
+from wflow.kernels.spectral_rows import combine_rows, grid_sums, sinhc_bound
 
-__all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail", "sums",
-           "indicator", "direct_rows", "head_norms"]
+__all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail",
+           "sums", "Sums", "indicator", "library_term", "direct_rows", "head_norms"]
 
 #: points per work item of the NUFFTs (moments added in block order)
 BLOCK = 1 << 18
 #: the largest degree L per sphere (d = 2, 3): beyond it the summation is refused
 L_MAX = {2: 2048, 3: 96}
-#: the library's term of the indicator, relative to the largest sum: ρ₂ = 4(ε_lib + 8u); the round-off
-#: term is ρ₁A with ρ₁ = u(L+3) on S¹, 4u(L+3) on S² (measured constants with a margin ≥ 5,
+#: the library's term of the indicator, relative to the largest sum: on S¹ ρ₂ = 4(ε_lib + 8u); on S²
+#: ρ₂ = 16u, the round-off of the tables, the FFTs and the interpolation, with the kernel's own
+#: error for the width chosen as a term of its own (:func:`library_term`). The round-off term is
+#: ρ₁A with ρ₁ = u(L+3) on S¹, 4u(L+3) on S² (measured constants with a margin ≥ 5,
 #: docs/model.md §2s "The error bound")
-RHO2 = {2: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps), 3: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps)}
+RHO2 = {2: 4.0 * (nufft.EPS + 8.0 * np.finfo(float).eps), 3: 16.0 * np.finfo(float).eps}
 _U = np.finfo(float).eps
 
 
@@ -128,25 +131,56 @@ def degree(beta, D, d, target, start=2):
     return max(hi, start), tails(max(hi, start))
 
 
-def indicator(S0, c, tails, d, L, mag, fmax, count=None):
+def indicator(S0, c, tails, d, L, mag, fmax, count=None, lib=None):
     r"""The per-target error bound of Z and of the attention average (relative; the average
     relative to the tokens' norm 1):
 
     .. math::
-        \eta_{hi} = (1+\sqrt d)\,\frac{U e^{c_h}\tau_h + \rho_1 A_{hi} + \rho_2\max_x S^0_h(x)}{S^0_{hi}}
+        \eta_{hi} = (1+\sqrt d)\,\frac{U e^{c_h}\tau_h + \rho_1 A_{hi} + \rho_2\max_x S^0_h(x)
+        + E_h}{S^0_{hi}}
 
-    (the truncation, the round-off of the terms summed, :math:`A` from :func:`sums`, and the
-    library's relative precision). S0 (H, n) the sums, c (H,) the :math:`\beta\lVert D_h\rVert`,
-    tails (H,) the tail bounds relative to :math:`e^{c_h}`, mag (H, n) the magnitudes A, fmax
-    (H,) the largest sums over the sphere (:func:`sums`), count the total mass
-    :math:`U = \sum_j\lvert u_j\rvert` of the points (None: n, unit masses);
-    :math:`\rho_1 = u(L+3)` on S¹, :math:`4u(L+3)` on S²."""
+    (the truncation, the round-off of the terms summed, :math:`A` from :func:`sums`, the
+    round-off of the transforms relative to the largest sum, and the interpolation kernel's
+    error for the width chosen, :func:`library_term`). S0 (H, n) the sums, c (H,) the
+    :math:`\beta\lVert D_h\rVert`, tails (H,) the tail bounds relative to :math:`e^{c_h}`, mag
+    (H, n) the magnitudes A, fmax (H,) the largest sums over the sphere, lib (H,) the
+    :math:`E_h` (None: 0) (:func:`sums`), count the total mass :math:`U = \sum_j\lvert
+    u_j\rvert` of the points (None: n, unit masses); :math:`\rho_1 = u(L+3)` on S¹,
+    :math:`4u(L+3)` on S²."""
     rho1 = _U * (L + 3) * (1.0 if d == 2 else 4.0)
     n = S0.shape[-1] if count is None else count
-    big = np.asarray(fmax, dtype=float)[:, None]
+    H = S0.shape[0]
+    c = np.broadcast_to(np.asarray(c, dtype=float), (H,))
+    tails = np.broadcast_to(np.asarray(tails, dtype=float), (H,))
+    extra = np.zeros(H) if lib is None else np.asarray(lib, dtype=float)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        num = n * np.exp(c + np.log(tails))[:, None] + rho1 * mag + RHO2[d] * big
-        return (1.0 + np.sqrt(d)) * num / np.abs(S0)
+        const = (n * np.exp(c + np.log(tails)) + RHO2[d] * np.asarray(fmax, dtype=float) + extra)
+    out = np.empty(np.shape(S0))
+    k = 1.0 + np.sqrt(d)
+
+    def head(h):  # elementwise: the same bits on any thread
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            out[h] = k * (const[h] + rho1 * mag[h]) / np.abs(S0[h])
+
+    with ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
+        list(pool.map(head, range(H)))
+    return out
+
+
+def library_term(B, w, axes=2):
+    r"""The interpolation kernel's error of a type-2 synthesis of width w, per function:
+    :math:`\sum_k\lvert B_k\rvert\,e_k` with :math:`e_k` the per-mode error of the kernel
+    (:func:`wflow.kernels.nufft.mode_error`), :math:`e_{k_1} + e_{k_2} + e_{k_1}e_{k_2}` on
+    two axes. B (K, N[, N]) the coefficients; returns (K,)."""
+    return _library_abs(np.abs(B), w, axes)
+
+
+def _library_abs(a, w, axes=2):
+    """:func:`library_term` from the moduli a = |B| (K, N[, N])."""
+    e = nufft.mode_error(a.shape[1], w)
+    if axes == 1:
+        return a @ e
+    return (a.sum(axis=2) + a.sum(axis=1)) @ e + np.einsum("kab,a,b->k", a, e, e)
 
 
 # --------------------------------------------------------------------------------- S¹
@@ -167,16 +201,17 @@ def _s1_coefficients(beta, D, La):
     return C[:, idx][:, :, idx]
 
 
-def _synthesis(points, B, n, pool):
+def _synthesis(points, B, n, pool, w=nufft.W):
     r"""Real functions with coefficients B (K, ...) at the points (K, n): two at a time, as the
-    real and imaginary parts of one complex synthesis (each function is real at the points)."""
+    real and imaginary parts of one complex synthesis (each function is real at the points),
+    with the kernel of width w."""
     K = B.shape[0]
     if K % 2:
         B = np.concatenate([B, np.zeros_like(B[:1])])
     C = B[0::2] + 1j * B[1::2]
     out = np.empty((C.shape[0] * 2, n))
     blocks = [(a, min(n, a + BLOCK)) for a in range(0, n, BLOCK)]
-    C = nufft.upsample(C, +1)  # shared by the blocks
+    C = nufft.upsample(C, +1, w)  # shared by the blocks
 
     def synth(b):
         f = nufft.type2(tuple(t[b[0]:b[1]] for t in points), C, +1)
@@ -187,6 +222,34 @@ def _synthesis(points, B, n, pool):
     return out[:K]
 
 
+class Sums:
+    """The kernel sums of one path (:func:`sums`).
+
+    Attributes
+    ----------
+    S0 : (H, n); SX : (H, n, d): the sums at the points.
+    ito : (H,) :math:`\\sum_i u_i S^I_{hi}` (None where not asked).
+    mag : (H, n) the magnitudes A of the round-off term; fmax : (H,) the largest sums over the
+        sphere; lib : (H,) the interpolation kernel's error E_h (:func:`library_term`).
+    width : the kernel width of the synthesis.
+    ito_size : (H,) the size :math:`\\sum\\lvert c\\rvert\\lvert\\hat a\\rvert` of the terms of
+        the totals' coefficient sums (their round-off is relative to it).
+    """
+
+    def __init__(self, S0, SX, ito, mag, fmax, lib, width, ito_at, ito_size=None):
+        self.S0, self.SX, self.ito, self.mag, self.fmax, self.lib = S0, SX, ito, mag, fmax, lib
+        self.width = width
+        self.ito_size = ito_size
+        self._ito_at = ito_at
+
+    def ito_at(self, rows):
+        """:math:`S^I_{hi}` (H, m) at the points ``rows`` (m,), as the totals ``ito`` sum it."""
+        return self._ito_at(np.asarray(rows))
+
+    def __iter__(self):  # S0, SX, ito, mag, fmax
+        return iter((self.S0, self.SX, self.ito, self.mag, self.fmax))
+
+
 def _strengths(u, n):
     """The type-1 strengths (1, n): the masses u, or ones; and their ℓ¹ norm U (n for ones)."""
     if u is None:
@@ -194,8 +257,8 @@ def _strengths(u, n):
     return np.asarray(u, dtype=float).reshape(1, n).astype(np.complex128), float(np.sum(np.abs(u)))
 
 
-def _s1_path(X, D, beta, L, pool, u=None):
-    """S0 (H, n), SX (H, n, 2) and SI (H, n) for one path on S¹."""
+def _s1_path(X, D, beta, L, pool, u=None, ito=True):
+    """The :class:`Sums` of one path on S¹."""
     n = X.shape[0]
     H = D.shape[0]
     La = L + 2
@@ -205,33 +268,40 @@ def _s1_path(X, D, beta, L, pool, u=None):
     F = sum(pool.map(lambda b: nufft.type1((phi[b[0]:b[1]],), strength[:, b[0]:b[1]], La, +1)[0],
                      blocks))
     coefs = list(pool.map(lambda h: _s1_coefficients(beta, D[h], La), range(H)))
-    G = np.stack([C @ F for C in coefs]).reshape(4 * H, 2 * La + 1)  # g_k = Σ_l c_kl F_l
-    out = _synthesis((phi,), G, n, pool).reshape(H, 4, n)
+    G = np.stack([C @ F for C in coefs])  # (H, 4, 2La+1): g_k = Σ_l c_kl F_l
+    out = _synthesis((phi,), G[:, :3].reshape(3 * H, -1), n, pool).reshape(H, 3, n)
     mag = np.broadcast_to((U * np.exp(beta * head_norms(D)))[:, None], (H, n))
     N = 4 * (La + 1)  # S0 on a fine grid of the circle: its largest value
     g0 = np.zeros((H, N), dtype=np.complex128)
-    g0[:, np.arange(-La, La + 1) % N] = G.reshape(H, 4, -1)[:, 0]
+    g0[:, np.arange(-La, La + 1) % N] = G[:, 0]
     fmax = np.maximum(np.max(np.abs(np.fft.ifft(g0, axis=1).real * N), axis=1),
                       np.max(np.abs(out[:, 0]), axis=1))
-    return out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), out[:, 3], mag, fmax
+    GI = G[:, 3]
+    # Σ_i u_i S^I(θ_i) = Σ_k g^I_k Σ_i u_i e^{ikθ_i} = Σ_k g^I_k F_k
+    tot = np.real(GI @ F) if ito else None
+    at = lambda rows: nufft.type2((phi[rows],), GI, +1).real
+    return Sums(out[:, 0], np.ascontiguousarray(out[:, 1:3].transpose(0, 2, 1)), tot, mag, fmax,
+                np.zeros(H), nufft.W, at, np.abs(GI) @ np.abs(F) if ito else None)
 
 
 # --------------------------------------------------------------------------------- S²
 def _legendre(La, x, s):
     r"""Orthonormal associated Legendre functions :math:`\Lambda_{lm}` (with
     :math:`2\pi\int\Lambda_{lm}^2\sin\theta\,d\theta = 1`) at cos θ = x, sin θ = s (s signed: the
-    double-Fourier-sphere extension), as a list over m = 0..La of (La+1-m, len(x)) arrays."""
+    double-Fourier-sphere extension), as a list over m = 0..La of (La+1-m, len(x)) arrays, in
+    the precision of x (the recurrence's coefficients too)."""
+    f = np.asarray(x).dtype.type
     out = []
-    pmm = np.full_like(x, 1.0 / np.sqrt(4 * np.pi))
+    pmm = np.full_like(x, 1 / np.sqrt(4 * np.arccos(f(-1))))
     for m in range(La + 1):
         if m > 0:
-            pmm = -np.sqrt((2 * m + 1) / (2 * m)) * s * pmm
+            pmm = -np.sqrt(f(2 * m + 1) / f(2 * m)) * s * pmm
         rows = [pmm]
         if m < La:
-            rows.append(np.sqrt(2 * m + 3) * x * pmm)
+            rows.append(np.sqrt(f(2 * m + 3)) * x * pmm)
         for ll in range(m + 2, La + 1):
-            a = np.sqrt((4 * ll * ll - 1) / (ll * ll - m * m))
-            b = np.sqrt(((ll - 1) ** 2 - m * m) / (4 * (ll - 1) ** 2 - 1))
+            a = np.sqrt(f(4 * ll * ll - 1) / f(ll * ll - m * m))
+            b = np.sqrt(f((ll - 1) ** 2 - m * m) / f(4 * (ll - 1) ** 2 - 1))
             rows.append(a * (x * rows[-1] - b * rows[-2]))
         out.append(np.array(rows))
     return out
@@ -241,22 +311,30 @@ def _legendre(La, x, s):
 def _s2_tables(La):
     """The tables of degree La: DFS coefficients t[m] (La+1-m, 2La+1) of Λ_lm(θ) on [0, 2π),
     the Gauss–Legendre grid (nodes, weights, Λ_lm at the nodes), the grid points and the
-    azimuthal phases."""
+    azimuthal phases. Computed in extended precision (``np.longdouble``: the Legendre
+    recurrence, the Newton-refined nodes and weights, the Fourier coefficients by a direct sum)
+    and rounded to float64: their errors are systematic, and a float64 recurrence's
+    (~ L u relative) would reach every target at the scale of the largest sum [model §2s]."""
+    ld = np.longdouble
+    c = np.complex128
+    pi = np.arccos(ld(-1))
     Nt = 2 * La + 2
-    th = 2 * np.pi * np.arange(Nt) / Nt
+    th = 2 * pi * np.arange(Nt) / Nt
+    k = np.arange(-La, La + 1)
     lam = _legendre(La, np.cos(th), np.sin(th))
-    idx = np.arange(-La, La + 1) % Nt
-    T = [np.fft.fft(v, axis=1)[:, idx] / Nt for v in lam]
-    xg, wg = np.polynomial.legendre.leggauss(La + 1)
-    sg = np.sqrt(1.0 - xg * xg)
-    Lg = _legendre(La, xg, sg)
+    dft = np.exp(np.multiply.outer(th, k) * (-1j)) / Nt  # (Nt, 2La+1), extended precision
+    T = [(v @ dft).astype(c) for v in lam]
+    x01, w01 = _es._gauss_legendre(La + 1)
+    xg, wg = 2 * x01 - 1, 2 * w01  # nodes and weights on [-1, 1]
+    sg = np.sqrt((1 - xg) * (1 + xg))
+    Lg = [v.astype(float) for v in _legendre(La, xg, sg)]
     Nphi = 2 * La + 2
-    ph = 2 * np.pi * np.arange(Nphi) / Nphi
+    ph = 2 * pi * np.arange(Nphi) / Nphi
     Y = np.stack([np.outer(sg, np.cos(ph)), np.outer(sg, np.sin(ph)),
-                  np.outer(xg, np.ones(Nphi))], axis=-1).reshape(-1, 3)
-    omega = np.outer(wg, np.full(Nphi, 2 * np.pi / Nphi)).reshape(-1)
-    Em = np.exp(1j * np.outer(np.arange(-La, La + 1), ph))  # (2La+1, Nphi)
-    return T, wg, Lg, Y, omega, Em
+                  np.outer(xg, np.ones(Nphi, dtype=ld))], axis=-1).reshape(-1, 3).astype(float)
+    omega = np.outer(wg, np.full(Nphi, 2 * pi / Nphi)).reshape(-1).astype(float)
+    Em = np.exp(1j * np.multiply.outer(k, ph)).astype(c)  # (2La+1, Nphi)
+    return T, wg.astype(float), Lg, Y, omega, Em
 
 
 def _s2_measure(F, La):
@@ -280,34 +358,79 @@ def _s2_analysis(f, La):
     return [(Fphi[:, :, m + La] * wg) @ Lg[abs(m)].T for m in range(-La, La + 1)]
 
 
-def _s2_head(beta, Dh, mu, La, n):
-    """One head on the grid: the double-Fourier coefficients (6, 2La+1, 2La+1) of S0, SX (3),
-    SI and the magnitude A of the round-off term (:func:`indicator`); ``n`` the ℓ¹ norm of the
-    strengths (the number of points for unit strengths)."""
+def _s2_head(beta, Dh, mu, ahat, La, ito):
+    """One head on the grid: the double-Fourier coefficients (4, 2La+1, 2La+1) of S0 and SX
+    (3), those (2La+1, 2La+1) of S^I and :math:`\\sum_i u_i S^I(x_i)` (None without ``ito``),
+    the largest and the smallest :math:`\\lvert S^0\\rvert` on the grid; ``ahat`` the
+    measure's harmonic coefficients."""
     T, wg, Lg, Y, omega, Em = _s2_tables(La)
     G = Y.shape[0]
     wm = omega * mu
     iu = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
-    wa = np.abs(wm) + omega * ((La + 1) * n / (4 * np.pi))
-    Wv = np.column_stack([wm, wm[:, None] * Y] + [wm * Y[:, a] * Y[:, b] for a, b in iu] + [wa])  # (G, 11)
-    Q = beta * (Y @ Dh)  # s_gg' = β ⟨y_g, D y_g'⟩ = ⟨β Dᵀ y_g, y_g'⟩
-    out = np.empty((G, 11))
-    step = max(1, (1 << 22) // G)
-    for a in range(0, G, step):
-        E = np.exp(Q[a:a + step] @ Y.T)
-        out[a:a + step] = E @ Wv
+    cols = [wm, wm[:, None] * Y] + ([wm * Y[:, a] * Y[:, b] for a, b in iu] if ito else [])
+    Wt = np.ascontiguousarray(np.column_stack(cols).T)  # (4, G) or (10, G)
+    Q = np.ascontiguousarray(beta * (Y @ Dh))  # s_gg' = β ⟨y_g, D y_g'⟩ = ⟨β Dᵀ y_g, y_g'⟩
+    out = np.empty((G, Wt.shape[0]))
+    grid_sums(Q, np.ascontiguousarray(Y), Wt, out)
     f0 = out[:, 0]
-    M = out[:, 4:10]
-    fI = f0 + sum((1.0 if a == b else 2.0) * Y[:, a] * Y[:, b] * M[:, k] for k, (a, b) in enumerate(iu))
-    coef = _s2_analysis(np.vstack([out[:, :4].T, fI[None], out[:, 10][None]]), La)  # over m: (6, nl)
-    B = np.zeros((6, 2 * La + 1, 2 * La + 1), dtype=np.complex128)
+    fs = [out[:, :4].T]
+    if ito:
+        M = out[:, 4:10]
+        fs.append((f0 + sum((1.0 if a == b else 2.0) * Y[:, a] * Y[:, b] * M[:, k]
+                            for k, (a, b) in enumerate(iu)))[None])
+    coef = _s2_analysis(np.vstack(fs), La)  # over m: (4 or 5, nl)
+    B = np.zeros((len(coef[0]), 2 * La + 1, 2 * La + 1), dtype=np.complex128)
     for m in range(-La, La + 1):
         B[:, :, m + La] = coef[m + La] @ T[abs(m)]
-    return B, float(np.max(np.abs(f0)))
+    # Σ_i u_i P[f](x_i) = Σ_lm c_lm conj(â_lm): the total of S^I over the points, exactly
+    tot = float(np.real(sum(coef[m + La][4] @ np.conj(ahat[m + La]) for m in range(-La, La + 1)))) \
+        if ito else None
+    size = float(sum(np.abs(coef[m + La][4]) @ np.abs(ahat[m + La]) for m in range(-La, La + 1))) \
+        if ito else None
+    return B[:4], (B[4] if ito else None), tot, float(np.max(np.abs(f0))), float(np.min(np.abs(f0))), \
+        size
 
 
-def _s2_path(X, D, beta, L, pool, u=None):
-    """S0 (H, n), SX (H, n, 3) and SI (H, n) for one path on S²."""
+def _s2_magnitude(X, D, beta, L, mu, U, pool):
+    r"""An upper bound of the magnitude :math:`A_{hi}` of the round-off term on S²: the kernel
+    applied by the quadrature to :math:`\lvert\mu_L\rvert + (L_a+1)U/(4\pi)`,
+
+    .. math::
+        A_{hi} \le \Big(\max_g\lvert\mu_L(y_g)\rvert + \frac{(L_a+1)U}{4\pi}\Big)
+        \Big(4\pi\,\frac{\sinh(\beta r)}{\beta r} + 8\pi e^{c_h}\tau^{\rm Ch}_L\Big),
+        \qquad r = \lvert D_h^\top x_i\rvert
+
+    (:math:`\int e^{\beta\langle x, Dy\rangle}d\sigma(y) = 4\pi\sinh(\beta r)/(\beta r)`; the
+    quadrature is exact for the degree-L Chebyshev part of the kernel and errs by at most
+    :math:`8\pi e^{c}\tau^{\rm Ch}_L` on the rest, :math:`\tau^{\rm Ch}_L` from
+    :func:`bessel_tail`): (H, n), no synthesis."""
+    La = L + 2
+    top = float(np.max(np.abs(mu))) + (La + 1) * U / (4 * np.pi)
+    c = beta * head_norms(D)
+    out = np.empty((D.shape[0], X.shape[0]))
+    Xc = np.ascontiguousarray(X)
+    list(pool.map(lambda h: sinhc_bound(Xc, np.ascontiguousarray(D[h]), float(beta), top,
+                                        8 * np.pi * np.exp(c[h]) * bessel_tail(float(c[h]), L), out[h]),
+                  range(D.shape[0])))
+    return out
+
+
+def _s2_width(B, lo, d, tol):
+    """The narrowest kernel whose error term stays below tol/8 of the indicator at the smallest
+    sum on the grid, for every head: B (H, 4, N, N), lo (H,)."""
+    H = B.shape[0]
+    a = np.abs(B.reshape(4 * H, *B.shape[2:]))
+    for w in nufft.WIDTHS:
+        if w < 10:
+            continue
+        lib = _library_abs(a, w).reshape(H, 4).max(axis=1)
+        if np.all((1 + np.sqrt(d)) * lib <= tol / 8 * lo):
+            return w
+    return nufft.W
+
+
+def _s2_path(X, D, beta, L, pool, u=None, ito=True, tol=None, width=None):
+    """The :class:`Sums` of one path on S²."""
     n = X.shape[0]
     H = D.shape[0]
     La = L + 2
@@ -319,15 +442,22 @@ def _s2_path(X, D, beta, L, pool, u=None):
     F = sum(pool.map(lambda b: nufft.type1((theta[b[0]:b[1]], phi[b[0]:b[1]]),
                                            strength[:, b[0]:b[1]], La, -1)[0], blocks))
     ahat, mu = _s2_measure(F, La)
-    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, La, U), range(H)))
-    B = np.concatenate([r[0] for r in res])  # (6H, N, N)
-    out = _synthesis((theta, phi), B, n, pool).reshape(H, 6, n)
-    mag = np.maximum(np.abs(out[:, 5]), np.abs(out[:, 0]))
-    fmax = np.maximum(np.array([r[1] for r in res]), np.max(np.abs(out[:, 0]), axis=1))
-    return out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), out[:, 4], mag, fmax
+    res = list(pool.map(lambda h: _s2_head(beta, D[h], mu, ahat, La, ito), range(H)))
+    B = np.stack([r[0] for r in res])  # (H, 4, N, N)
+    hi = np.array([r[3] for r in res])
+    w = width or (nufft.W if tol is None else _s2_width(B, np.array([r[4] for r in res]), 3, tol))
+    out = _synthesis((theta, phi), B.reshape(4 * H, *B.shape[2:]), n, pool, w).reshape(H, 4, n)
+    mag = np.maximum(_s2_magnitude(X, D, beta, L, mu, U, pool), np.abs(out[:, 0]))
+    fmax = np.maximum(hi, np.max(np.abs(out[:, 0]), axis=1))
+    lib = library_term(B.reshape(4 * H, *B.shape[2:]), w).reshape(H, 4).max(axis=1)
+    tot = np.array([r[2] for r in res]) if ito else None
+    BI = np.stack([r[1] for r in res]) if ito else None
+    at = lambda rows: nufft.type2((theta[rows], phi[rows]), BI, +1).real
+    return Sums(out[:, 0], np.ascontiguousarray(out[:, 1:4].transpose(0, 2, 1)), tot, mag, fmax,
+                lib, w, at, np.array([r[5] for r in res]) if ito else None)
 
 
-def sums(X, D, beta, L, u=None):
+def sums(X, D, beta, L, u=None, ito=True, tol=None, width=None):
     r"""The kernel sums of one path by spectral summation at degree L.
 
     Parameters
@@ -338,17 +468,27 @@ def sums(X, D, beta, L, u=None):
     L : the degree (:func:`degree`).
     u : (n,) point masses :math:`u_j \ge 0` (the strengths of the type-1 transform), or None
         (:math:`u_j = 1`).
+    ito : also the totals :math:`\sum_i u_i S^I_{hi}` (the Itô sum's).
+    tol : the tolerance the kernel width of the synthesis on S² is chosen for (the narrowest
+        whose error stays below tol/8 of the indicator at the smallest sum on the grid); None:
+        the widest, :data:`wflow.kernels.nufft.W`.
+    width : the kernel width on S² (:data:`wflow.kernels.nufft.WIDTHS`) in place of the choice
+        by ``tol``.
 
     Returns
     -------
-    S0 (H, n) :math:`\sum_j u_j e^{s_{ij}}`, SX (H, n, d) :math:`\sum_j u_j e^{s_{ij}} x_j`,
-    SI (H, n) :math:`\sum_j u_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`,
-    the magnitude :math:`A_{hi}` (H, n) of the round-off term of :func:`indicator`:
-    :math:`U e^{c_h}` on S¹ (:math:`U = \sum_j\lvert u_j\rvert`, n without masses); on S² the
-    kernel applied to :math:`\lvert\mu_L\rvert + (L_a+1)U/(4\pi)` on the grid (the size of
-    the terms summed there, and of the round-off of :math:`\mu_L`), synthesised at the
-    targets; and the largest :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere
-    and the targets.
+    :class:`Sums`: S0 (H, n) :math:`\sum_j u_j e^{s_{ij}}`, SX (H, n, d)
+    :math:`\sum_j u_j e^{s_{ij}} x_j`, ito (H,) :math:`\sum_i u_i S^I_{hi}`,
+    :math:`S^I_{hi} = \sum_j u_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)` (its values at
+    chosen points by :meth:`Sums.ito_at`), the magnitude :math:`A_{hi}` (H, n) of the round-off
+    term of :func:`indicator`: :math:`U e^{c_h}` on S¹ (:math:`U = \sum_j\lvert u_j\rvert`, n
+    without masses); on S² the kernel applied to :math:`\lvert\mu_L\rvert + (L_a+1)U/(4\pi)`
+    on the grid (the size of the terms summed there, and of the round-off of :math:`\mu_L`),
+    bounded in closed form at the targets (:func:`_s2_magnitude`); the largest
+    :math:`\lvert S^0_h(x)\rvert` (H,) over a grid of the sphere and the targets;
+    and the kernel's error term :math:`E_h` (H,) of the synthesis
+    (:func:`library_term`, the largest over the head's four functions; 0 on S¹, where the
+    widest kernel's share is in :data:`RHO2`).
     """
     from threadpoolctl import threadpool_limits
 
@@ -356,8 +496,8 @@ def sums(X, D, beta, L, u=None):
     with threadpool_limits(limits=1, user_api="blas"), \
             ThreadPoolExecutor(max_workers=max(1, get_num_threads())) as pool:
         if d == 2:
-            return _s1_path(X, D, beta, L, pool, u)
-        return _s2_path(X, D, beta, L, pool, u)
+            return _s1_path(X, D, beta, L, pool, u, ito)
+        return _s2_path(X, D, beta, L, pool, u, ito, tol, width)
 
 
 def combine(X, D, V, S0, SX, lap, norm, general, summed, v, g, zbar, mbar):

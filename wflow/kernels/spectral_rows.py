@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from wflow.kernels.target import _OPTS
+from wflow.kernels.exp import _exp_fast
+from wflow.kernels.target import _FM, _OPTS
 
-__all__ = ["combine_rows"]
+__all__ = ["combine_rows", "grid_sums", "sinhc_bound"]
 
 
 @njit(nogil=True, **_OPTS)
@@ -81,3 +82,45 @@ def combine_rows(X, D, V, S0, SX, lap, norm, general, summed, i0, i1, v, g, zbar
                 p += g[i, r] * X[i, r]
             for r in range(d):
                 g[i, r] -= p * X[i, r]
+
+
+@njit(nogil=True, fastmath=_FM, **_OPTS)
+def grid_sums(Q, Y, Wt, out):
+    r"""The kernel applied on the quadrature grid [model §2s]:
+    :math:`\mathrm{out}_{gc} = \sum_{g'} e^{\langle q_g, y_{g'}\rangle}\,W_{cg'}` (Q (G, 3) the
+    rows :math:`\beta D^\top y_g`, Y (G, 3), Wt (C, G)), the exponentials by
+    :func:`wflow.kernels.exp._exp_fast`. Each row is one call's fixed sequence of operations:
+    the same bits whatever the thread that runs it."""
+    G = Y.shape[0]
+    C = Wt.shape[0]
+    e = np.empty(G)
+    for g in range(G):
+        q0 = Q[g, 0]
+        q1 = Q[g, 1]
+        q2 = Q[g, 2]
+        for k in range(G):
+            e[k] = _exp_fast(q0 * Y[k, 0] + q1 * Y[k, 1] + q2 * Y[k, 2])
+        for c in range(C):
+            acc = 0.0
+            w = Wt[c]
+            for k in range(G):
+                acc += e[k] * w[k]
+            out[g, c] = acc
+
+
+@njit(nogil=True, **_OPTS)
+def sinhc_bound(X, Dh, beta, top, extra, out):
+    r""":math:`\mathrm{out}_i = \mathrm{top}\cdot(4\pi\sinh(z_i)/z_i + \mathrm{extra})`,
+    :math:`z_i = \beta\lvert D_h^\top x_i\rvert` (1 for :math:`z_i \le 10^{-8}`): the magnitude
+    bound of :func:`wflow.kernels.spectral._s2_magnitude`."""
+    n, d = X.shape
+    for i in range(n):
+        z2 = 0.0
+        for b in range(d):
+            acc = 0.0
+            for a in range(d):
+                acc += X[i, a] * Dh[a, b]
+            z2 += acc * acc
+        z = beta * np.sqrt(z2)
+        s = np.sinh(z) / z if z > 1e-8 else 1.0
+        out[i] = top * (4.0 * np.pi * s + extra)

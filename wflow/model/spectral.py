@@ -31,6 +31,7 @@ __all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combi
 SUMMATIONS = ("direct", "spectral")
 #: default relative tolerance on Z and on the attention average at every target
 TOL = 1e-10
+_U = np.finfo(float).eps
 #: default largest fraction of targets recomputed directly before the pass stops
 MAX_FLAGGED = 0.1
 
@@ -84,10 +85,11 @@ def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combin
     ----------
     X : (n, d) tokens; D, V : (H, d, d) interaction and value matrices.
     S0 : (H, n) :math:`\sum_j u_j e^{s_{ij}}`; SX : (H, n, d) :math:`\sum_j u_j e^{s_{ij}} x_j`.
-    ito : (H, n) :math:`S^I_{hi} = \sum_j u_j e^{s_{ij}}(1 + \langle x_i, x_j\rangle^2)`.
+    ito : (H,) :math:`\sum_i u_i S^I_{hi}`, :math:`S^I_{hi} = \sum_j u_j e^{s_{ij}}(1 + \langle
+        x_i, x_j\rangle^2)` (None with ``general``).
     beta, normalization, lap ((H,) bool), general (bool), head_combine : as the direct pass.
     u : (n,) the relative masses :math:`u_j = n w_j` of the sums, or None (:math:`u_j = 1`):
-        the row means :math:`\frac1n\sum_i u_i(\cdot)` (E, 𝒟, G², G²_hm, ∂_D E, the Itô sum).
+        the row means :math:`\frac1n\sum_i u_i(\cdot)` (E, 𝒟, G², G²_hm, ∂_D E).
 
     Returns
     -------
@@ -113,7 +115,7 @@ def combine(X, D, V, S0, SX, ito, beta, normalization, lap, general, head_combin
     dE = np.array([[[rsum(X[:, a] * SX[h, :, b]) for b in range(d)] for a in range(d)] for h in range(H)])
     out.update(energy=rsum(S0) / (2 * beta * H * n * n), gradient=g,
                dissipation=rmean(np.sum(g * v, axis=1)), dE_dD=dE / (2 * H * n * n),
-               ito_sum=float(rsum(ito)) / (2 * H * n * n))
+               ito_sum=float(np.sum(ito)) / (2 * H * n * n))
     return out
 
 
@@ -135,9 +137,11 @@ def effective_count(u, n):
     return U, (U / top if top > 0 else float(n))
 
 
-def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None):
-    """The kernel sums S0, SX, SI of one path (X (n, d), D (H, d, d), masses u (n,) or None)
-    with the fallback, and (degree, flagged fraction, largest indicator kept).
+def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None, ito=True):
+    """The kernel sums S0 (H, n), SX (H, n, d) and the totals Σ_i u_i S^I_hi (H,) (None without
+    ``ito``) of one path (X (n, d), D (H, d, d), masses u (n,) or None) with the fallback, and
+    (degree, flagged fraction, largest indicator kept). The flagged rows' terms of the totals
+    are the direct ones.
 
     The degree of the rule (tail ≤ tol/(4 n_eff) relative to e^{β‖D‖}, :func:`effective_count`);
     where the truncation term of the indicator then exceeds tol/2 at targets whose other terms
@@ -151,20 +155,25 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None):
     L, tails = _sp.degree(beta, D, d, tol / (4.0 * neff))
     if L > _sp.L_MAX[d]:
         _refuse(beta, D, n, d, tol)
-    S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L, u)
-    eta = _sp.indicator(S0, c, tails, d, L, mag, fmax, count)
+    res = _sp.sums(X, D, beta, L, u, ito, tol)
+    S0 = res.S0
+    eta = _sp.indicator(S0, c, tails, d, L, res.mag, res.fmax, count, res.lib)
     with np.errstate(divide="ignore", invalid="ignore"):
-        trunc = k * U * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
-    fixable = (eta - trunc <= tol / 2) & (trunc > tol / 2)
-    if np.any(fixable):
+        tmax = k * U * np.exp(c + np.log(np.maximum(tails, 1e-300))) / np.min(np.abs(S0), axis=1)
+        # the truncation term at every target, where it may exceed tol/2 somewhere
+        trunc = (k * U * np.exp(c + np.log(np.maximum(tails, 1e-300)))[:, None] / np.abs(S0)
+                 if np.any(~(tmax <= tol / 2)) else None)
+    fixable = None if trunc is None else (eta - trunc <= tol / 2) & (trunc > tol / 2)
+    if fixable is not None and np.any(fixable):
         with np.errstate(divide="ignore"):
             need = np.where(fixable, tol / 2 * np.abs(S0) / (k * U * np.exp(c)[:, None]), np.inf)
         L2, tails2 = _sp.degree(beta, D, d, np.minimum(np.min(need, axis=1), tol / (4.0 * neff)),
                                 start=L)
         if L < L2 <= _sp.L_MAX[d]:
             L, tails = L2, tails2
-            S0, SX, ito, mag, fmax = _sp.sums(X, D, beta, L, u)
-            eta = _sp.indicator(S0, c, tails, d, L, mag, fmax, count)
+            res = _sp.sums(X, D, beta, L, u, ito, tol)
+            S0 = res.S0
+            eta = _sp.indicator(S0, c, tails, d, L, res.mag, res.fmax, count, res.lib)
     bad = ~(np.max(eta, axis=0) <= tol)  # NaN or over the tolerance
     frac = float(np.mean(bad))
     if frac > max_flagged:
@@ -173,10 +182,29 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None):
                              f"{float(np.max(c)):.4g}, L = {L}): use summation = 'direct' or raise "
                              "max_flagged")
     rows = np.flatnonzero(bad)
+    SX, tot = res.SX, res.ito
+    uw = np.ones(n) if u is None else np.asarray(u, dtype=float)
+    if tot is not None:
+        # the totals' error: the kept rows' (within η), the flagged rows' synthesis (the library's
+        # terms) and the round-off of the coefficient sums; beyond tol/4 the totals are summed
+        # row by row (a cancellation: sums far below the terms of the coefficient sums)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = (2 / k * np.sum(np.where(bad, 0.0, eta * np.abs(S0)) * uw, axis=1)
+                   + 2 * (_sp.RHO2[d] * res.fmax + res.lib) * np.sum(uw[rows])
+                   + 4 * _U * (L + 3) * res.ito_size)
+        if not np.all(err <= tol / 4 * np.abs(tot)):
+            tot = None
     if rows.size:
-        S0[:, rows], SX[:, rows], ito[:, rows] = _sp.direct_rows(X, D, beta, rows, u)
+        S0[:, rows], SX[:, rows], SI = _sp.direct_rows(X, D, beta, rows, u)
+        if tot is not None:  # the flagged rows' terms of the totals: the direct ones
+            tot = tot + np.sum((SI - res.ito_at(rows)) * uw[rows], axis=1)
+    if tot is None and res.ito is not None:
+        every = res.ito_at(np.arange(n))
+        if rows.size:
+            every[:, rows] = SI
+        tot = np.sum(every * uw, axis=1)
     kept = np.max(eta[:, ~bad]) if rows.size < n else 0.0
-    return S0, SX, ito, L, frac, float(kept)
+    return S0, SX, tot, L, frac, float(kept)
 
 
 def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", head_combine="mean",
@@ -209,7 +237,8 @@ def spectral_pass(X, D, V, beta, normalization, lap, interaction="symmetric", he
     U = None if weights is None else n * np.asarray(weights, dtype=float).reshape(P, n)
     for p in range(P):
         u = None if U is None else U[p]
-        S0, SX, ito, L, f, k = kernel_sums(X[p], D[p], float(beta), float(tol), float(max_flagged), u)
+        S0, SX, ito, L, f, k = kernel_sums(X[p], D[p], float(beta), float(tol), float(max_flagged), u,
+                                           interaction != "general")
         res.append(combine(X[p], D[p], V[p], S0, SX, ito, float(beta), normalization,
                            np.asarray(lap, dtype=bool), interaction == "general", head_combine, u))
         deg.append(L)
