@@ -1,4 +1,5 @@
 import atexit
+import gc
 import os
 import shutil
 import tempfile
@@ -68,6 +69,24 @@ def _numba_kernels_compiled_once():
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     warm_up(int(worker[2:]) if worker[2:].isdigit() else 0, max(workers, 1))
+
+
+# ---------------------------------------------------------------- garbage collection
+# `wflow.cli.main` ends every command with a full `gc.collect()` (h5py's leftovers released while
+# its quiet hooks are installed). In a test worker that has imported the whole stack (numba,
+# dask, matplotlib, torch, ...) a full collection walks some 4·10⁵ objects, ~0.3 s, and the
+# tests call `main` hundreds of times. Before the first test of each file the collector runs
+# once and whatever is alive then moves to the permanent generation (`gc.freeze`), so later
+# collections walk only the objects made since: what a test leaves behind is still collected.
+_FROZEN_AT = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.path != _FROZEN_AT[0]:
+        _FROZEN_AT[0] = item.path
+        gc.collect()
+        gc.freeze()
 
 
 # ---------------------------------------------------------------- hypothesis profiles
