@@ -244,10 +244,9 @@ def test_token_noise_in_titles_and_the_ledger_split(noisy_result, tmp_path, monk
 def test_no_noise_no_nu_and_no_split(tmp_path, monkeypatch, sweep_dir):
     from wflow.figures import _figbase, plotting
 
-    figs = []
+    figs = []  # the figures as built, not drawn (the drawing: test_plotting)
     monkeypatch.setattr(_figbase, "_save", lambda fig, outdir, name, formats:
-                        figs.append(fig) or [tmp_path / f"{name}.{formats[0]}"])  # built, not
-    # drawn (the drawing: test_plotting)
+                        figs.append(fig) or [tmp_path / f"{name}.{formats[0]}"])
     plotting.plot(sweep_dir / "run-1.h5", "ledger", tmp_path, formats=("png",))
     assert "ν" not in figs[0]._suptitle.get_text()
     labels = [ln.get_label() for ax in figs[0].axes for ln in ax.get_lines()]
