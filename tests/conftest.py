@@ -1,4 +1,5 @@
 import atexit
+import gc
 import os
 import shutil
 import tempfile
@@ -68,6 +69,68 @@ def _numba_kernels_compiled_once():
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     warm_up(int(worker[2:]) if worker[2:].isdigit() else 0, max(workers, 1))
+
+
+# ---------------------------------------------------------------- xdist: groups and their order
+# `--dist loadfile` (pyproject.toml) keeps a test file in one worker (its module fixtures, e.g.
+# the shared Dask LocalCluster, made once). Here the files that import torch and transformers
+# (~4 s of CPU for a process) form one group, so one worker imports them.
+HF_FILES = ("test_bench.py", "test_checkpoint.py", "test_checkpoint_flow.py",
+            "test_checkpoint_run.py", "test_general.py")
+# The groups go to the workers in the order of the collection (`--no-loadscope-reorder`): the
+# longest first (some hold a few long tests: last, one worker would run them while the other
+# waits), then the others, most tests first. A group missing here only starts later.
+LONG_FIRST = ("test_spectral", "hf", "test_study_uniform", "test_sweep", "test_plotting",
+              "test_edges_resume", "test_memory", "test_cli", "test_kernels",
+              "test_diffusion", "test_spectral_runs", "test_spectral_ledger", "test_io",
+              "test_noise", "test_study_asymmetry", "test_intervals", "test_density_spectral",
+              "test_adaptive_checkpoint", "test_study_regimes")
+
+
+def _group(path):
+    """The xdist group of a test file (a ``pathlib.Path``, or a node id's file part)."""
+    name = str(path).rsplit("/", 1)[-1]
+    return "hf" if name in HF_FILES else name.removesuffix(".py")
+
+
+def pytest_collection_modifyitems(config, items):
+    groups = {}
+    for item in items:
+        groups.setdefault(_group(item.path), []).append(item)
+    rank = {g: i for i, g in enumerate(LONG_FIRST)}
+    order = sorted(groups, key=lambda g: (rank.get(g, len(rank)), -len(groups[g])))
+    items[:] = [item for g in order for item in groups[g]]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the groups of :func:`_group` for files."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return _group(nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
+
+
+# ---------------------------------------------------------------- garbage collection
+# `wflow.cli.main` ends every command with a full `gc.collect()` (h5py's leftovers released while
+# its quiet hooks are installed). In a test worker that has imported the whole stack (numba,
+# dask, matplotlib, torch, ...) a full collection walks some 4·10⁵ objects, ~0.3 s, and the
+# tests call `main` hundreds of times. Before the first test of each file the collector runs
+# once and whatever is alive then moves to the permanent generation (`gc.freeze`), so later
+# collections walk only the objects made since: what a test leaves behind is still collected.
+_FROZEN_AT = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.path != _FROZEN_AT[0]:
+        _FROZEN_AT[0] = item.path
+        gc.collect()
+        gc.freeze()
 
 
 # ---------------------------------------------------------------- hypothesis profiles

@@ -42,7 +42,7 @@ CASES = {
     # weights integrated with the tokens (G1 in the state), events that stop paths
     "oscillating-events": _cfg(),
     # frozen weights, no event, records on step ends
-    "frozen": _cfg(**{"weights.process": "frozen", "solver.event": "", "solver.T": 8.0,
+    "frozen": _cfg(**{"weights.process": "frozen", "solver.event": "", "solver.T": 2.0,
                       "solver.stop_at_records": True, "solver.method": "bs32"}),
 }
 

@@ -407,9 +407,21 @@ def test_animate_needs_tokens(tmp_path, capsys, fake_plotting):
     assert fake_plotting == []
 
 
-def test_plot_without_kind_draws_what_applies(tmp_path, capsys):
+def test_plot_without_kind_draws_what_applies(tmp_path, capsys, monkeypatch):
     """``wflow plot FILE`` on a particle run without token snapshots: the kinds that apply,
-    one stderr line per skipped kind, exit 0; with several files no empty folder."""
+    one stderr line per skipped kind, exit 0; with several files no empty folder. (Each
+    figure is built, then saved as a stand-in file: drawing and saving them is
+    tests/test_plotting.py's.)"""
+    from wflow.figures import _figbase
+
+    def undrawn(fig, outdir, kind, formats):
+        assert fig.axes
+        Path(outdir).mkdir(parents=True, exist_ok=True)
+        for fmt in formats:
+            (Path(outdir) / f"{kind}.{fmt}").write_bytes(b"built, not drawn")
+        return [Path(outdir) / f"{kind}.{fmt}" for fmt in formats]
+
+    monkeypatch.setattr(_figbase, "_save", undrawn)
     a = driver.run_to_file(tiny(**{"output.store_tokens": False}), tmp_path / "a.h5")
     b = driver.run_to_file(tiny(**{"model.heads": 1, "output.store_tokens": False}),
                            tmp_path / "b.h5")

@@ -219,11 +219,10 @@ def test_token_noise_in_titles_and_the_ledger_split(noisy_result, tmp_path, monk
     from wflow.figures import _figbase, plotting
 
     figs = []
-    real = _figbase._save
 
-    def save(fig, outdir, name, formats):
+    def save(fig, outdir, name, formats):  # built, not drawn (the drawing: test_plotting)
         figs.append(fig)
-        return real(fig, outdir, name, formats)
+        return [tmp_path / f"{name}.{fmt}" for fmt in formats]
 
     monkeypatch.setattr(_figbase, "_save", save)
     plotting.plot(noisy_result, "ledger", tmp_path, formats=("png",))
@@ -245,10 +244,9 @@ def test_token_noise_in_titles_and_the_ledger_split(noisy_result, tmp_path, monk
 def test_no_noise_no_nu_and_no_split(tmp_path, monkeypatch, sweep_dir):
     from wflow.figures import _figbase, plotting
 
-    figs = []
-    real = _figbase._save
+    figs = []  # the figures as built, not drawn (the drawing: test_plotting)
     monkeypatch.setattr(_figbase, "_save", lambda fig, outdir, name, formats:
-                        figs.append(fig) or real(fig, outdir, name, formats))
+                        figs.append(fig) or [tmp_path / f"{name}.{formats[0]}"])
     plotting.plot(sweep_dir / "run-1.h5", "ledger", tmp_path, formats=("png",))
     assert "ν" not in figs[0]._suptitle.get_text()
     labels = [ln.get_label() for ax in figs[0].axes for ln in ax.get_lines()]

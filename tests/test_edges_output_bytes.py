@@ -18,7 +18,8 @@ def test_checkpoints_do_not_grow_the_file(tmp_path, n):
     rewrote its string attributes and recreated its step-ledger memo: ~4.5 kB)."""
     sizes = []
     for every in (25, 1):
-        cfg = tiny(**{"model.n": n, "solver.T": 0.5, "output.checkpoint_every": every})
+        cfg = tiny(**{"model.n": n, "solver.T": 0.5, "output.checkpoint_every": every,
+                      "solver.backend": "numba"})
         p = driver.run_to_file(cfg, tmp_path / f"r{every}.h5")
         sizes.append(os.path.getsize(p))
     assert sizes[1] - sizes[0] < 48 * 1024, sizes

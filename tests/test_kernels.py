@@ -1004,6 +1004,55 @@ def _band_reference(X, D, beta, c, i_lo, i_hi):
     return parts, [a[i_lo:i_hi] for a in (S0, SX, 2 * C4 + S0)], cols
 
 
+#: the bands of the symmetric pair loop's tests: a short last group, padding columns
+#: (n = 203) and bands that start inside the token range
+SYM_BANDS = ((200, 0, 200), (203, 0, 203), (203, 96, 150), (61, 8, 61))
+
+
+def _literal_call(f, k, *args):
+    """``f(*args)`` with argument ``k`` typed as a literal, through the compiled overload:
+    numba's call from Python would type every argument first as a non-literal, fail at
+    ``numba.literally`` and run the front end again, ~0.4 s for the pair loop, on every call."""
+    tys = tuple(numba.types.literal(a) if i == k else numba.typeof(a)
+                for i, a in enumerate(args))
+    return f.compile(tys)(*args)
+
+
+def _sym_band_outputs(variants, n, i_lo, i_hi, rng):
+    """Run :func:`band3._sym_band3`'s variants ``(name, function, ito)`` on one random case
+    (H = 2) over band [i_lo, i_hi): name → (row parts, outputs, column sums), and the case."""
+    X, D, _ = make_case(rng, 1, n, 3, 2)
+    Xt = fused._columns(X, target._VW)
+    npq = -(-n // target._VQ) * target._VQ
+    shift = routing.spectral_norm(D)
+    G = np.full((n, npq), np.nan)
+    band3._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
+    outs = {}
+    for name, f, ito in variants:
+        W = np.full(band3._sym_flat_room(n), np.nan)
+        band3._sym_flat_weights(W, n)
+        C = np.zeros((5, npq))
+        Rp = np.full((npq + 4, 4), np.nan)
+        o = [np.zeros((2, n)), np.zeros((2, n, 3)), np.zeros((2, n)), np.zeros((2, n))]
+        parts = np.zeros((2, i_hi - i_lo, 4))
+        cols = np.zeros((2, 5, npq))
+        for h in range(2):
+            C[:] = 0.0
+            _literal_call(f, 12, (Xt[0, 0], Xt[0, 1], Xt[0, 2]), D[0, h], 1.3, shift[0, h], n,
+                          i_lo, i_hi, (C[0], C[1], C[2], C[3], C[4]), W, Rp, True,
+                          tuple(a[h] for a in o), ito, G.reshape(-1), npq)
+            parts[h] = Rp[i_lo:i_hi]
+            cols[h] = C
+        outs[name] = (parts, [a[:, i_lo:i_hi] for a in o], cols)
+    return outs, X, D, shift
+
+
+def _assert_same_bits(outs, name):
+    for a, b in zip(outs[name][1], outs["loop"][1]):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    np.testing.assert_array_equal(outs[name][2], outs["loop"][2], err_msg=name)
+
+
 def test_sym_band_against_numpy_and_same_bits():
     """The symmetric pair loop (one loop over every group's vectors, explicit vectors)
     against NumPy: row parts and outputs within the sums' rounding (terms added in groups of
@@ -1012,38 +1061,13 @@ def test_sym_band_against_numpy_and_same_bits():
     exponential's 7e-16 and the logits' rounding (|s − c| ≤ 2c, about 4·2c·u relative).
     Bands with a short last group, padding columns (n = 203) and bands that start inside the
     token range. And the same bits: Itô sums from the table (``ito`` = 2) and from the loop
-    (1) (targets with FMA); compiled without ``noalias`` (the default pipeline); S0 and SX
-    without the Itô sums (``ito`` = 0)."""
-    from numba import njit
-
-    plain = njit(error_model="numpy", boundscheck=False)(band3._sym_band3.py_func)
+    (1) (targets with FMA); S0 and SX without the Itô sums (``ito`` = 0). (Compiled without
+    ``noalias``: :func:`test_sym_band_without_noalias_same_bits`, slow.)"""
     rng = np.random.default_rng(29)
-    for n, i_lo, i_hi in ((200, 0, 200), (203, 0, 203), (203, 96, 150), (61, 8, 61)):
-        X, D, _ = make_case(rng, 1, n, 3, 2)
-        Xt = fused._columns(X, target._VW)
-        npq = -(-n // target._VQ) * target._VQ
-        shift = routing.spectral_norm(D)
-        G = np.full((n, npq), np.nan)
-        band3._cos2_table(Xt[0, 0], Xt[0, 1], Xt[0, 2], n, G)
-        outs = {}
-        for name, f, ito in [("loop", band3._sym_band3, 1), ("plain", plain, 1),
-                             ("no ito", band3._sym_band3, 0)] + (
-                [("table", band3._sym_band3, 2)] if target._HAS_FMA else []):
-            W = np.full(band3._sym_flat_room(n), np.nan)
-            band3._sym_flat_weights(W, n)
-            C = np.zeros((5, npq))
-            Rp = np.full((npq + 4, 4), np.nan)
-            o = [np.zeros((2, n)), np.zeros((2, n, 3)), np.zeros((2, n)), np.zeros((2, n))]
-            parts = np.zeros((2, i_hi - i_lo, 4))
-            cols = np.zeros((2, 5, npq))
-            for h in range(2):
-                C[:] = 0.0
-                f((Xt[0, 0], Xt[0, 1], Xt[0, 2]), D[0, h], 1.3, shift[0, h], n, i_lo, i_hi,
-                  (C[0], C[1], C[2], C[3], C[4]), W, Rp, True, tuple(a[h] for a in o), ito,
-                  G.reshape(-1), npq)
-                parts[h] = Rp[i_lo:i_hi]
-                cols[h] = C
-            outs[name] = (parts, [a[:, i_lo:i_hi] for a in o], cols)
+    for n, i_lo, i_hi in SYM_BANDS:
+        variants = [("loop", band3._sym_band3, 1), ("no ito", band3._sym_band3, 0)] + (
+            [("table", band3._sym_band3, 2)] if target._HAS_FMA else [])
+        outs, X, D, shift = _sym_band_outputs(variants, n, i_lo, i_hi, rng)
         for h in range(2):
             ref_parts, ref, ref_cols = _band_reference(X[0], D[0, h], 1.3, shift[0, h], i_lo,
                                                        i_hi)
@@ -1062,13 +1086,25 @@ def test_sym_band_against_numpy_and_same_bits():
                 err = np.abs(a[h] - r)
                 assert np.all(err <= t), (n, i_lo, float(np.max(err / t)))
             np.testing.assert_array_equal(outs["loop"][1][3][h], shift[0, h])  # RS = c_h
-        for name in ("plain", "table"):
-            if name in outs:
-                for a, b in zip(outs[name][1], outs["loop"][1]):
-                    np.testing.assert_array_equal(a, b, err_msg=name)
-                np.testing.assert_array_equal(outs[name][2], outs["loop"][2], err_msg=name)
+        if "table" in outs:
+            _assert_same_bits(outs, "table")
         for a, b in zip(outs["no ito"][1][:2], outs["loop"][1][:2]):
             np.testing.assert_array_equal(a, b, err_msg="no ito")
+
+
+@pytest.mark.slow  # compiles the loop a second time (~15 s), a specialisation nothing else uses
+def test_sym_band_without_noalias_same_bits():
+    """The symmetric pair loop compiled without ``noalias`` (numba's default pipeline) gives
+    the bits of the cached kernel, on the bands of
+    :func:`test_sym_band_against_numpy_and_same_bits` (which checks those against NumPy)."""
+    from numba import njit
+
+    plain = njit(error_model="numpy", boundscheck=False)(band3._sym_band3.py_func)
+    rng = np.random.default_rng(29)
+    for n, i_lo, i_hi in SYM_BANDS:
+        outs, *_ = _sym_band_outputs([("loop", band3._sym_band3, 1), ("plain", plain, 1)],
+                                     n, i_lo, i_hi, rng)
+        _assert_same_bits(outs, "plain")
 
 
 def test_sym_pass_matches_row_pass_and_reference(monkeypatch):

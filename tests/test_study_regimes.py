@@ -2,6 +2,7 @@
 the quick mode (a frozen-identity ascent cell collapses to one cluster, descent does not)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,10 +175,9 @@ def test_heat_maps_share_one_scale_per_statistic(tmp_path, monkeypatch):
     from wflow.figures.regimes import PANELS, draw
     from wflow.studies.regimes import Regimes
 
-    figs = []
-    real = _figbase._save
-    monkeypatch.setattr(_figbase, "_save", lambda fig, *a, **k: figs.append(fig) or real(
-        fig, *a, **k))
+    figs = []  # the figures as built, not drawn (drawn: test_heat_maps_from_a_table)
+    monkeypatch.setattr(_figbase, "_save", lambda fig, outdir, kind, formats, **k: figs.append(fig)
+                        or [Path(outdir) / f"{kind}.{fmt}" for fmt in formats])
     keys = ("point", "normalization", "sign", "beta", "weights", "halved", "T")
     table = {k: [] for k in keys}
     table.update({s + x: [] for s in Regimes.stats for x in ("", "_lo", "_hi")})

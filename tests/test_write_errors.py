@@ -212,7 +212,7 @@ def test_reserved_space_covers_every_write(tmp_path, monkeypatch):
     monkeypatch.setattr(io, "_reserve", reserve)
     monkeypatch.setattr(io.H5Recorder, "_writing", writing)
     cfg = tiny(**{"model.n": 200, "output.store_weights": True, "output.checkpoint_every": 1,
-                  "solver.record_every": 1})
+                  "solver.record_every": 1, "solver.backend": "numba"})
     driver.run_to_file(cfg, tmp_path / "r.h5")
     assert len(grew) >= 20 and all(n > 0 for _, n in grew)
     assert max(g for g, _ in grew) > 100_000  # the records are written, not kept
