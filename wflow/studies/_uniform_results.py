@@ -316,10 +316,9 @@ def summary(ms):
             for nu in sorted({r["nu"] for r in sw.values() if (r["norm"], r["beta"]) == key}):
                 pair = {r["start"]: r for r in sw.values()
                         if (r["norm"], r["beta"], r["nu"]) == (*key, nu)}
-                u, c = pair.get("uniform"), pair.get("clustered")
-                lines.append(f"    nu/nu_c = {nu / nuc:5.3f}: r uniform start {u['r']:.4f} "
-                             f"(drift {u['drift']:+.1e}), clustered start {c['r']:.4f} "
-                             f"(drift {c['drift']:+.1e})")
+                lines.append(f"    nu/nu_c = {nu / nuc:5.3f}: " + ", ".join(
+                    f"r {st} start {pair[st]['r']:.4f} (drift {pair[st]['drift']:+.1e})"
+                    for st in ("uniform", "clustered") if st in pair))
         lines.append(f"  none: continuous for beta < {landau_beta_none():.4f} "
                      "(I_2 = I_1/2), discontinuous above")
     pa = {n: r for n, r in ms.items() if n.startswith("particles")}

@@ -121,20 +121,22 @@ def params(scale):
     (norm, β, d, N, Δt, ν/ν_c up, T_max)."""
     if scale == "quick":
         return dict(N=64, norms=("head", "none"), betas=(2.0,), ks=(1, 2, 3),
-                    check=("head", 2.0), crit=(("head", 2.0),), steps=200, crit_T=20.0,
+                    check=("head", 2.0), crit=(("head", 2.0),), steps=40, crit_T=6.0,
                     sweep=(("head", 2.0),), sweep_f=(0.7,), sweep_T=20.0,
+                    sweep_starts=("clustered",),
                     particles=False, sphere=False, s2crit=(), s2part=(),
                     # selection: (d, n, betas, draws, n/10 runs, first path), Heun Δt,
                     # e-folds, Δt/2 at (d, β, n) (:func:`select_tasks`)
                     select=((2, 10000, (2.0,), 3, False, None),), select_dt=0.1,
-                    select_efolds=1.0,
+                    select_efolds=0.25,
                     select_halfdt=(),
-                    hyst=(("none", 1.0, 2, 32, 0.2, (0.7, 1.3), 20.0),))
+                    hyst=(("none", 1.0, 2, 32, 0.2, (0.7, 1.3), 6.0),))
     return dict(N=128, norms=("head", "none"), betas=(1.0, 2.0, 4.0, 8.0), ks=tuple(range(1, 9)),
                 check=("head", 4.0), crit=tuple((nm, b) for nm in ("head", "none")
                                                 for b in (1.0, 4.0)),
                 steps=400, crit_T=60.0, sweep=(("head", 1.0), ("none", 1.0), ("none", 4.0)),
                 sweep_f=(0.5, 0.7, 0.85, 0.95, 1.02, 1.05, 1.1, 1.2), sweep_T=100.0,
+                sweep_starts=("uniform", "clustered"),
                 particles=True, sphere=True,
                 select=SELECT_RUNS, select_dt=0.1, select_efolds=1.0,
                 select_halfdt=((2, 4.0, 100000),),
@@ -200,6 +202,8 @@ def tasks(base, p):
             for start, ini in (("uniform", {"init__tokens": "uniform_mode", "init__mode": 1,
                                             "init__amplitude": 0.05}),
                                ("clustered", {"init__tokens": "vmf", "init__kappa": 10.0})):
+                if start not in p["sweep_starts"]:
+                    continue
                 c = with_keys(base, model__normalization=nm, model__beta=b,
                               model__diffusion=nuc * f, density__diffusion_scheme="split", **ini)
                 if start == "clustered":

@@ -56,9 +56,10 @@ The closed forms (rates, ν_c, k*, the stationary branches) and the amplitudes m
 cell averages are :mod:`wflow.model.uniform_state`; the tasks of the parts are built in
 ``_uniform_tasks`` and measured and summarised in ``_uniform_results``.
 
-Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep, a
-three-link continuation (N = 32), and the selection at n = 10⁴, β = 2 (3 draws, to the end of
-the linear phase); the claims tested in ``tests/test_study_uniform.py``.
+Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3 (40 Heun steps), one ν_c
+(T = 6), the clustered start of one sweep point, a three-link continuation (N = 32, T = 6),
+and the selection at n = 10⁴, β = 2 (3 draws, to a quarter e-fold past the linear phase);
+the claims tested in ``tests/test_study_uniform.py``.
 """
 
 from __future__ import annotations
