@@ -225,3 +225,89 @@ def test_hysteresis_none_beta4_slow(tmp_path):
     assert ms["03down"]["r"] < T.KICK / 2
     assert ms["02up"]["r"] < T.KICK / 2
     assert ms["04down"]["r"] == pytest.approx(ms["00up"]["r"], abs=1e-3)
+
+
+def _unit(X):
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def _cloud(rng, D, centres, n, spread):
+    """n tokens around the given centres (Gaussian of std ``spread`` in the ambient space,
+    projected on the sphere)."""
+    c = _unit(np.asarray(centres, dtype=float))
+    return _unit(c[rng.integers(len(c), size=n)] + spread * rng.normal(size=(n, D)))
+
+
+@pytest.mark.parametrize("D", [2, 3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cluster_count_equals_pairwise(D, seed):
+    """The grid count (:func:`wflow.analysis.clusters.cluster_count`) equals the pairwise
+    union–find count (:func:`wflow.model.diagnostics.n_clusters` on all tokens) on clustered
+    states: random centres; centres on the corners of the grid's cells (clusters straddling
+    2^D cells); the poles and the ends of the axes; clusters whose spread is of the order of
+    the cluster angle (so that some break into several components); a uniform draw."""
+    from wflow.analysis.clusters import cluster_count
+    from wflow.model.diagnostics import n_clusters
+
+    rng = np.random.default_rng(seed)
+    angle = 0.1
+    s = np.sqrt(2 - 2 * np.cos(angle)) / np.sqrt(D)  # the grid's cell side
+    corners = np.round(_unit(rng.normal(size=(6, D))) / s) * s
+    axes = np.concatenate([np.eye(D), -np.eye(D)])
+    states = [_cloud(rng, D, rng.normal(size=(k, D)), 600, sp)
+              for k, sp in ((3, 0.005), (7, 0.02), (15, 0.04))]
+    states += [_cloud(rng, D, corners, 600, 0.01), _cloud(rng, D, axes, 600, 0.02),
+               _cloud(rng, D, axes, 600, 0.0), _unit(rng.normal(size=(600, D)))]
+    counts = []
+    for X in states:
+        want = n_clusters(X[None], angle, max_n=len(X))[0]
+        assert cluster_count(X, angle) == want
+        counts.append(want)
+    assert len(set(counts)) >= 4  # the states differ: the check is not one count repeated
+    P = np.stack(states[:3])
+    np.testing.assert_array_equal(cluster_count(P, angle),
+                                  n_clusters(P, angle, max_n=P.shape[1]))
+
+
+@pytest.mark.parametrize("D", [2, 3])
+def test_cluster_count_threshold_and_chains(D):
+    """Two tokens at angle α(1 − 10⁻⁶) are one cluster, at α(1 + 10⁻⁶) two; a chain along a
+    great circle with steps 0.9 α across many cells is one cluster, with steps 1.1 α as many
+    clusters as tokens."""
+    from wflow.analysis.clusters import cluster_count
+
+    angle = 0.1
+
+    def arc(phis):
+        X = np.zeros((len(phis), D))
+        X[:, 0], X[:, 1] = np.cos(phis), np.sin(phis)
+        return X
+
+    assert cluster_count(arc(np.array([0.3, 0.3 + angle * (1 - 1e-6)])), angle) == 1
+    assert cluster_count(arc(np.array([0.3, 0.3 + angle * (1 + 1e-6)])), angle) == 2
+    assert cluster_count(arc(0.9 * angle * np.arange(40)), angle) == 1
+    assert cluster_count(arc(1.1 * angle * np.arange(40)), angle) == 40
+    with pytest.raises(ValueError, match="angle"):
+        cluster_count(arc(np.zeros(2)), 0.0)
+
+
+def test_select_record_counts_clusters_on_all_tokens():
+    """A selection run with its tokens stored: the cluster count at T is taken on all n tokens
+    of the last record (two tight clusters of 5000 tokens each, per path; the pairwise series
+    would count the first ``max_pairwise_n`` = 2000 only, all in one cluster here)."""
+    from wflow.studies._uniform_results import _select_record
+
+    rng = np.random.default_rng(0)
+    n, P = 10000, 2
+    X = np.stack([np.concatenate([_cloud(rng, 3, [[0, 0, 1]], n // 2, 1e-3),
+                                  _cloud(rng, 3, [[1, 0, 0]], n // 2, 1e-3)])
+                  for _ in range(P)])
+    t = np.linspace(0, 1, 11)
+    hp = np.exp(np.outer(t, np.ones(P * 12))).reshape(11, P, 12) * 1e-5
+    cfg = {"model": {"d": 3, "n": n, "beta": 2.0, "normalization": "head"},
+           "diagnostics": {"cluster_angle": 0.1, "max_pairwise_n": 2000}}
+    rec = _select_record(cfg, {"harmonic_power": hp, "X": np.stack([X, X])}, t)
+    np.testing.assert_array_equal(rec["nclusters"], [2.0, 2.0])
+    assert rec["counted"] == n
+    rec = _select_record(cfg, {"harmonic_power": hp, "n_clusters": np.ones((11, P))}, t)
+    assert rec["counted"] == 2000
