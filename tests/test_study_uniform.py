@@ -293,21 +293,26 @@ def test_cluster_count_threshold_and_chains(D):
 
 def test_select_record_counts_clusters_on_all_tokens():
     """A selection run with its tokens stored: the cluster count at T is taken on all n tokens
-    of the last record (two tight clusters of 5000 tokens each, per path; the pairwise series
+    of the last record (two tight clusters of 4995 tokens each and 10 single tokens on the
+    equator, per path: 12 components, 2 of at least 1% of the tokens; the pairwise series
     would count the first ``max_pairwise_n`` = 2000 only, all in one cluster here)."""
-    from wflow.studies._uniform_results import _select_record
+    from wflow.studies._uniform_results import BIG_CLUSTER, _select_record
 
     rng = np.random.default_rng(0)
     n, P = 10000, 2
-    X = np.stack([np.concatenate([_cloud(rng, 3, [[0, 0, 1]], n // 2, 1e-3),
-                                  _cloud(rng, 3, [[1, 0, 0]], n // 2, 1e-3)])
+    phi = 0.5 + 0.3 * np.arange(10)
+    single = np.stack([np.cos(phi), np.sin(phi), np.zeros(10)], axis=1)
+    X = np.stack([np.concatenate([_cloud(rng, 3, [[0, 0, 1]], 4995, 1e-3),
+                                  _cloud(rng, 3, [[1, 0, 0]], 4995, 1e-3), single])
                   for _ in range(P)])
     t = np.linspace(0, 1, 11)
     hp = np.exp(np.outer(t, np.ones(P * 12))).reshape(11, P, 12) * 1e-5
     cfg = {"model": {"d": 3, "n": n, "beta": 2.0, "normalization": "head"},
            "diagnostics": {"cluster_angle": 0.1, "max_pairwise_n": 2000}}
     rec = _select_record(cfg, {"harmonic_power": hp, "X": np.stack([X, X])}, t)
-    np.testing.assert_array_equal(rec["nclusters"], [2.0, 2.0])
+    np.testing.assert_array_equal(rec["nclusters"], [12.0, 12.0])
+    assert BIG_CLUSTER == 0.01
+    np.testing.assert_array_equal(rec["nbig"], [2.0, 2.0])
     assert rec["counted"] == n
     rec = _select_record(cfg, {"harmonic_power": hp, "n_clusters": np.ones((11, P))}, t)
-    assert rec["counted"] == 2000
+    assert rec["counted"] == 2000 and np.isnan(rec["nbig"]).all()

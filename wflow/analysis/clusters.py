@@ -54,12 +54,13 @@ def _find(parent, a):
     return a
 
 
-def _count_one(X, cos_a):
+def _sizes_one(X, cos_a):
+    """The sizes (token counts) of the components, in no particular order."""
     from scipy.spatial import cKDTree
 
     n, D = X.shape
     if n == 0:
-        return 0
+        return np.zeros(0, dtype=np.int64)
     r = np.sqrt(max(2.0 - 2.0 * cos_a, 0.0))
     s = r / np.sqrt(D) * (1.0 - _MARGIN)
     K = int(np.ceil(1.0 / s)) + 3  # cell coordinates lie in [-K, K]
@@ -85,7 +86,6 @@ def _count_one(X, cos_a):
     pb = np.concatenate(pb) if pb else np.zeros(0, np.int64)
     parent = list(range(m))
     trees = {}
-    comps = m
     for a, b in zip(pa.tolist(), pb.tolist()):
         ra, rb = _find(parent, a), _find(parent, b)
         if ra == rb:
@@ -103,14 +103,17 @@ def _count_one(X, cos_a):
             joined = bool(np.max(np.einsum("ij,ij->i", X[A], X[Bm[k]])) >= cos_a)
         if joined:
             parent[ra] = rb
-            comps -= 1
-    return comps
+    roots = np.array([_find(parent, c) for c in range(m)], dtype=np.int64)
+    sizes = np.bincount(roots, weights=np.diff(starts), minlength=m)
+    return sizes[np.unique(roots)].astype(np.int64)
 
 
-def cluster_count(X, angle=0.1):
+def cluster_count(X, angle=0.1, min_fraction=0.0):
     r"""The number of connected components of :math:`\langle x_i, x_j\rangle \ge \cos\alpha`
     on all tokens, by a grid of cells (module docstring): the count of
-    :func:`wflow.model.diagnostics.n_clusters` with no ``max_n``.
+    :func:`wflow.model.diagnostics.n_clusters` with no ``max_n``; with ``min_fraction`` > 0
+    only the components of at least ``min_fraction`` n tokens (single tokens and small groups
+    not yet joined to a cluster left out).
 
     Parameters
     ----------
@@ -118,6 +121,8 @@ def cluster_count(X, angle=0.1):
         the offsets grow as 5^D).
     angle : float
         α in radians (``diagnostics.cluster_angle``), 0 < α < π.
+    min_fraction : float
+        The smallest component counted, as a fraction of n (0: every component).
 
     Returns
     -------
@@ -126,8 +131,11 @@ def cluster_count(X, angle=0.1):
     X = np.asarray(X, dtype=float)
     if not 0.0 < angle < np.pi:
         raise ValueError(f"cluster_count: angle = {angle}; must lie in (0, pi)")
+    def count(x):
+        return int(np.count_nonzero(_sizes_one(x, np.cos(angle)) >= min_fraction * len(x)))
+
     if X.ndim == 2:
-        return _count_one(X, np.cos(angle))
+        return count(X)
     if X.ndim != 3:
         raise ValueError(f"cluster_count: X has shape {X.shape}; expected (n, D) or (P, n, D)")
-    return np.array([_count_one(x, np.cos(angle)) for x in X], dtype=float)
+    return np.array([count(x) for x in X], dtype=float)

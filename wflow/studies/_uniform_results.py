@@ -26,6 +26,9 @@ from wflow.model.uniform_state import (
 )
 from wflow.studies._uniform_tasks import C_RELAX, KICK, T_MIN
 
+#: the selection's cluster count also of the components of at least this fraction of the
+#: tokens (the clusters that formed, without the tokens not yet joined to one at T)
+BIG_CLUSTER = 0.01
 #: a sweep point is stationary if |r(T) − r(0.8 T)| is below this and r does not grow by
 #: more than ``GROWTH_TOL`` r(T) (a state leaving the uniform one from the kick)
 DRIFT_TOL = 1e-3
@@ -119,8 +122,11 @@ def _select_record(cfg, arr, t, cap=Q_CAP):
     ends = np.array([max(f[2] - 1, 0) for f in fits])
     dominant = np.array([int(np.argmax(q[e, p])) + 1 for p, e in enumerate(ends)])
     dg = cfg["diagnostics"]
+    big = np.full(hp.shape[1], np.nan)
     if "X" in arr:
-        nclusters = cluster_count(np.asarray(arr["X"][-1], dtype=float), dg["cluster_angle"])
+        XT = np.asarray(arr["X"][-1], dtype=float)
+        nclusters = cluster_count(XT, dg["cluster_angle"])
+        big = cluster_count(XT, dg["cluster_angle"], min_fraction=BIG_CLUSTER)
         counted = n
     elif "n_clusters" in arr:
         nclusters = np.asarray(arr["n_clusters"], dtype=float)[-1]
@@ -129,7 +135,7 @@ def _select_record(cfg, arr, t, cap=Q_CAP):
         nclusters, counted = np.full(hp.shape[1], np.nan), 0
     return dict(n=n, L=L, rates=rates, se=np.array([f[1] for f in fits]),
                 npts=np.array([f[2] for f in fits]), t_end=t[ends], dominant=dominant,
-                nclusters=nclusters, counted=counted, t=t, q=q,
+                nclusters=nclusters, nbig=big, counted=counted, t=t, q=q,
                 derived=derived_rate(np.arange(1, L + 1), float(cfg["model"]["beta"]),
                                      cfg["model"]["normalization"], 0.0, d))
 
@@ -158,7 +164,7 @@ def selection(ms, top=3):
                          runner_up=int(order[1]) + 1, dominant=r["dominant"],
                          t_end=r["t_end"], npts=r["npts"], T=r["T"],
                          clusters=mean_interval(r["nclusters"], unit="draws"),
-                         nclusters=r["nclusters"], counted=r["counted"])
+                         nclusters=r["nclusters"], nbig=r["nbig"], counted=r["counted"])
     return out
 
 
@@ -172,7 +178,8 @@ def _summary_select(ms):
              "[95% CI]; l* measured: the largest mean rate, 'tie' where its interval overlaps "
              "the runner-up's; dominant: argmax q_l at the end of the linear phase per draw; "
              "clusters at T (cluster_angle 0.1) per draw, on all n tokens (cluster_count; "
-             "'of m tokens': the n_clusters series on the first m)"]
+             "'of m tokens': the n_clusters series on the first m), and those of at least "
+             f"{BIG_CLUSTER:.0%} of the tokens"]
     for name, r in sel.items():
         lines.append(f"  {name}: d = {r['d']} n = {r['n']} beta = {r['beta']:g} dt = {r['dt']:g}"
                      f" draws = {r['draws']} T = {r['T']:.3g} (linear phase to t = "
@@ -187,6 +194,8 @@ def _summary_select(ms):
             cl = (f"; clusters at T {list(map(int, r['nclusters']))}, mean "
                   f"{r['clusters'].fmt('.3g')}"
                   + ("" if r["counted"] == r["n"] else f" (of {r['counted']} tokens)"))
+        if np.all(np.isfinite(r["nbig"])):
+            cl += f", of >= {BIG_CLUSTER:.0%} of the tokens {list(map(int, r['nbig']))}"
         lines.append(f"      l* derived {r['lstar']}, measured {r['measured']} (runner-up "
                      f"{r['runner_up']}); dominant at the end of the linear phase "
                      f"{list(map(int, r['dominant']))}{cl}")
