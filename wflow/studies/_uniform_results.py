@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wflow.analysis.clusters import cluster_count
 from wflow.analysis.intervals import mean_interval
 from wflow.analysis.results import load_source
 from wflow.model.harmonics import point_power
@@ -25,6 +26,9 @@ from wflow.model.uniform_state import (
 )
 from wflow.studies._uniform_tasks import C_RELAX, KICK, T_MIN
 
+#: the selection's cluster count also of the components of at least this fraction of the
+#: tokens (the clusters that formed, without the tokens not yet joined to one at T)
+BIG_CLUSTER = 0.01
 #: a sweep point is stationary if |r(T) − r(0.8 T)| is below this and r does not grow by
 #: more than ``GROWTH_TOL`` r(T) (a state leaving the uniform one from the kick)
 DRIFT_TOL = 1e-3
@@ -106,7 +110,9 @@ def measure(data):
 def _select_record(cfg, arr, t, cap=Q_CAP):
     r"""A selection run: per path the rate of every degree (:func:`power_rates` of
     :math:`q_\ell = P_\ell/P^{\rm point}_\ell`), the degree of largest :math:`q_\ell` at the
-    last record of the linear phase, and the cluster count at T."""
+    last record of the linear phase, and the cluster count at T: on all n tokens of the
+    stored last record (:func:`wflow.analysis.clusters.cluster_count`), else the
+    ``n_clusters`` series (the first ``diagnostics.max_pairwise_n`` tokens), else NaN."""
     d, n = int(cfg["model"]["d"]), int(cfg["model"]["n"])
     hp = np.asarray(arr["harmonic_power"], dtype=float)  # (R, P, L)
     L = hp.shape[-1]
@@ -115,13 +121,23 @@ def _select_record(cfg, arr, t, cap=Q_CAP):
     rates = np.array([f[0] for f in fits])
     ends = np.array([max(f[2] - 1, 0) for f in fits])
     dominant = np.array([int(np.argmax(q[e, p])) + 1 for p, e in enumerate(ends)])
+    dg = cfg["diagnostics"]
+    big = np.full(hp.shape[1], np.nan)
+    if "X" in arr:
+        XT = np.asarray(arr["X"][-1], dtype=float)
+        nclusters = cluster_count(XT, dg["cluster_angle"])
+        big = cluster_count(XT, dg["cluster_angle"], min_fraction=BIG_CLUSTER)
+        counted = n
+    elif "n_clusters" in arr:
+        nclusters = np.asarray(arr["n_clusters"], dtype=float)[-1]
+        counted = min(n, int(dg["max_pairwise_n"]))
+    else:
+        nclusters, counted = np.full(hp.shape[1], np.nan), 0
     return dict(n=n, L=L, rates=rates, se=np.array([f[1] for f in fits]),
                 npts=np.array([f[2] for f in fits]), t_end=t[ends], dominant=dominant,
-                nclusters=(np.asarray(arr["n_clusters"], dtype=float)[-1] if "n_clusters" in arr
-                           else np.full(hp.shape[1], np.nan)), t=t, q=q,
+                nclusters=nclusters, nbig=big, counted=counted, t=t, q=q,
                 derived=derived_rate(np.arange(1, L + 1), float(cfg["model"]["beta"]),
-                                     cfg["model"]["normalization"], 0.0, d),
-                max_n=int(cfg["diagnostics"]["max_pairwise_n"]))
+                                     cfg["model"]["normalization"], 0.0, d))
 
 
 def selection(ms, top=3):
@@ -148,7 +164,7 @@ def selection(ms, top=3):
                          runner_up=int(order[1]) + 1, dominant=r["dominant"],
                          t_end=r["t_end"], npts=r["npts"], T=r["T"],
                          clusters=mean_interval(r["nclusters"], unit="draws"),
-                         max_n=min(r["max_n"], r["n"]))
+                         nclusters=r["nclusters"], nbig=r["nbig"], counted=r["counted"])
     return out
 
 
@@ -161,7 +177,9 @@ def _summary_select(ms):
              f"least-squares slope from t = 0 until any q_l > {Q_CAP:g}; mean over the draws "
              "[95% CI]; l* measured: the largest mean rate, 'tie' where its interval overlaps "
              "the runner-up's; dominant: argmax q_l at the end of the linear phase per draw; "
-             "clusters at T on the first max_pairwise_n tokens (cluster_angle 0.1)"]
+             "clusters at T (cluster_angle 0.1) per draw, on all n tokens (cluster_count; "
+             "'of m tokens': the n_clusters series on the first m), and those of at least "
+             f"{BIG_CLUSTER:.0%} of the tokens"]
     for name, r in sel.items():
         lines.append(f"  {name}: d = {r['d']} n = {r['n']} beta = {r['beta']:g} dt = {r['dt']:g}"
                      f" draws = {r['draws']} T = {r['T']:.3g} (linear phase to t = "
@@ -171,8 +189,13 @@ def _summary_select(ms):
             lam = r["derived"][ell - 1]
             lines.append(f"      l = {ell:>2}: measured {iv.fmt('.4f')}, derived {lam:.4f} "
                          f"(rel. diff {(iv.estimate - lam) / lam:+.1e})")
-        cl = (f"; clusters at T {r['clusters'].fmt('.3g')} (of {r['max_n']} tokens)"
-              if np.isfinite(r["clusters"].estimate) else "")
+        cl = ""
+        if np.all(np.isfinite(r["nclusters"])):
+            cl = (f"; clusters at T {list(map(int, r['nclusters']))}, mean "
+                  f"{r['clusters'].fmt('.3g')}"
+                  + ("" if r["counted"] == r["n"] else f" (of {r['counted']} tokens)"))
+        if np.all(np.isfinite(r["nbig"])):
+            cl += f", of >= {BIG_CLUSTER:.0%} of the tokens {list(map(int, r['nbig']))}"
         lines.append(f"      l* derived {r['lstar']}, measured {r['measured']} (runner-up "
                      f"{r['runner_up']}); dominant at the end of the linear phase "
                      f"{list(map(int, r['dominant']))}{cl}")
@@ -316,10 +339,9 @@ def summary(ms):
             for nu in sorted({r["nu"] for r in sw.values() if (r["norm"], r["beta"]) == key}):
                 pair = {r["start"]: r for r in sw.values()
                         if (r["norm"], r["beta"], r["nu"]) == (*key, nu)}
-                u, c = pair.get("uniform"), pair.get("clustered")
-                lines.append(f"    nu/nu_c = {nu / nuc:5.3f}: r uniform start {u['r']:.4f} "
-                             f"(drift {u['drift']:+.1e}), clustered start {c['r']:.4f} "
-                             f"(drift {c['drift']:+.1e})")
+                lines.append(f"    nu/nu_c = {nu / nuc:5.3f}: " + ", ".join(
+                    f"r {st} start {pair[st]['r']:.4f} (drift {pair[st]['drift']:+.1e})"
+                    for st in ("uniform", "clustered") if st in pair))
         lines.append(f"  none: continuous for beta < {landau_beta_none():.4f} "
                      "(I_2 = I_1/2), discontinuous above")
     pa = {n: r for n, r in ms.items() if n.startswith("particles")}

@@ -39,8 +39,15 @@ HYST_F4 = (0.9, 0.95, 0.98, 1.02, 1.04, 1.07, 1.1)
 SELECT_BETAS = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0)
 #: the largest degree of their harmonic power (``diagnostics.harmonic_degree``)
 SELECT_DEGREE = 12
-#: their cluster count: on the first this many tokens (``diagnostics.max_pairwise_n``)
-SELECT_PAIRS = 2000
+#: the selection runs at full scale, (d, n, betas, draws, n/10 runs, first path)
+#: (:func:`select_tasks`): n = 10⁵ on S¹ and S² with their n = 10⁴ runs, then n = 10⁶
+#: (the blocks of paths fixed, so that an entry added later draws no path twice)
+SELECT_RUNS = ((2, 100000, SELECT_BETAS, 3, True, None),
+               (3, 100000, (3.0, 8.0, 12.0), 3, True, None),
+               (3, 100000, (1.0, 2.0, 4.0, 5.0, 6.0, 10.0), 3, True, None),
+               (2, 1000000, (10.0,), 3, False, 1000),
+               (2, 1000000, tuple(b for b in SELECT_BETAS if b != 10.0), 3, False, 1003),
+               (3, 1000000, (3.0, 8.0, 12.0, 1.0, 2.0, 4.0, 5.0, 6.0, 10.0), 3, False, 2000))
 #: the cluster runs' time: T = (ln(n)/2 + SELECT_EFOLDS)/λ_max, e-folds past the n^(-1/2)
 #: start (:func:`select_tasks`)
 SELECT_EFOLDS = 4.0
@@ -114,23 +121,25 @@ def params(scale):
     (norm, β, d, N, Δt, ν/ν_c up, T_max)."""
     if scale == "quick":
         return dict(N=64, norms=("head", "none"), betas=(2.0,), ks=(1, 2, 3),
-                    check=("head", 2.0), crit=(("head", 2.0),), steps=200, crit_T=20.0,
+                    check=("head", 2.0), crit=(("head", 2.0),), steps=40, crit_T=6.0,
                     sweep=(("head", 2.0),), sweep_f=(0.7,), sweep_T=20.0,
+                    sweep_starts=("clustered",),
                     particles=False, sphere=False, s2crit=(), s2part=(),
-                    # selection: (d, n, betas, draws), Heun Δt, e-folds, Δt/2 at (d, β),
-                    # and every (d, β) again at n/10
-                    select=((2, 10000, (2.0,), 3),), select_dt=0.1, select_efolds=1.0,
-                    select_halfdt=(), select_small=False,
-                    hyst=(("none", 1.0, 2, 32, 0.2, (0.7, 1.3), 20.0),))
+                    # selection: (d, n, betas, draws, n/10 runs, first path), Heun Δt,
+                    # e-folds, Δt/2 at (d, β, n) (:func:`select_tasks`)
+                    select=((2, 10000, (2.0,), 3, False, None),), select_dt=0.1,
+                    select_efolds=0.25,
+                    select_halfdt=(),
+                    hyst=(("none", 1.0, 2, 32, 0.2, (0.7, 1.3), 6.0),))
     return dict(N=128, norms=("head", "none"), betas=(1.0, 2.0, 4.0, 8.0), ks=tuple(range(1, 9)),
                 check=("head", 4.0), crit=tuple((nm, b) for nm in ("head", "none")
                                                 for b in (1.0, 4.0)),
                 steps=400, crit_T=60.0, sweep=(("head", 1.0), ("none", 1.0), ("none", 4.0)),
                 sweep_f=(0.5, 0.7, 0.85, 0.95, 1.02, 1.05, 1.1, 1.2), sweep_T=100.0,
+                sweep_starts=("uniform", "clustered"),
                 particles=True, sphere=True,
-                select=((2, 100000, SELECT_BETAS, 3), (3, 100000, (3.0, 8.0, 12.0), 3)),
-                select_dt=0.1, select_efolds=1.0, select_halfdt=((2, 4.0),),
-                select_small=True,
+                select=SELECT_RUNS, select_dt=0.1, select_efolds=1.0,
+                select_halfdt=((2, 4.0, 100000),),
                 # S² ν_c: (norm, β) at N cells, Δt/2 at the middle N
                 s2crit=(("head", 2.0), ("head", 8.0)), s2crit_N=(250, 500, 1000),
                 s2crit_T=60.0,
@@ -193,6 +202,8 @@ def tasks(base, p):
             for start, ini in (("uniform", {"init__tokens": "uniform_mode", "init__mode": 1,
                                             "init__amplitude": 0.05}),
                                ("clustered", {"init__tokens": "vmf", "init__kappa": 10.0})):
+                if start not in p["sweep_starts"]:
+                    continue
                 c = with_keys(base, model__normalization=nm, model__beta=b,
                               model__diffusion=nuc * f, density__diffusion_scheme="split", **ini)
                 if start == "clustered":
@@ -289,40 +300,42 @@ def select_tasks(base, p):
     particles with the spectral summation [model §2s], Heun at Δt = ``select_dt``, the harmonic
     power to degree :data:`SELECT_DEGREE` at every record [model §8]. One run per (d, β) with
     ``draws`` paths, each path its own uniform draw (``init.per_path_tokens``); the runs take
-    consecutive blocks of paths of the ensemble of ``init.seed`` (``init.first_path``), so
-    no two draws are the same. The rate runs last
+    consecutive blocks of paths of the ensemble of ``init.seed`` (``init.first_path``), from
+    the entry's first path (None: where the entry before ended), so no two draws are the
+    same. The rate runs last
     :math:`T = (\tfrac12\ln(Q_{\rm cap}n) + e)/\lambda_{\max}`, e = ``select_efolds``: the
     leading degree from its uniform-draw power 1/n to the end of the linear phase
-    (:data:`~wflow.model.uniform_state.Q_CAP`), plus e e-folds. Δt/2 at the (d, β) of
-    ``select_halfdt`` (the same draws). With ``select_small`` every (d, β) again at n/10
-    (other draws) for :math:`T = (\tfrac12\ln n + ` :data:`SELECT_EFOLDS` :math:`)/\lambda_{\max}`,
-    past the clusters' formation, with the clustering diagnostics on the first
-    :data:`SELECT_PAIRS` tokens (``diagnostics.max_pairwise_n``: a uniform subsample, the
-    tokens of a draw being independent): the rates' n-dependence and the cluster count.
+    (:data:`~wflow.model.uniform_state.Q_CAP`), plus e e-folds. Δt/2 at the (d, β, n) of
+    ``select_halfdt`` (the same draws). An entry with n/10 runs has every (d, β) again at
+    n/10 (other draws) for :math:`T = (\tfrac12\ln n + ` :data:`SELECT_EFOLDS`
+    :math:`)/\lambda_{\max}`, past the clusters' formation, with the tokens stored: the
+    rates' n-dependence and the cluster count on all tokens at T
+    (:func:`wflow.analysis.clusters.cluster_count`).
     Returns unvalidated ``(name, config)`` pairs."""
     out = []
     first = 0
-    for d, n, betas, draws in p["select"]:
+    for d, n, betas, draws, small, first0 in p["select"]:
+        if first0 is not None:
+            first = first0
         for b in betas:
             lam = float(np.max(derived_rate(np.arange(1, SELECT_DEGREE + 1), b, "head", d=d)))
             runs = [(n, "", (0.5 * np.log(Q_CAP * n) + p["select_efolds"]) / lam)]
-            if p["select_small"]:
+            if small:
                 runs.append((n // 10, "-small", (0.5 * np.log(n // 10) + SELECT_EFOLDS) / lam))
             for nn, tag, T in runs:
                 dt = p["select_dt"]
                 steps = int(np.ceil(T / dt))
-                variants = [("", 1)] + ([("-halfdt", 2)] if (d, b) in p["select_halfdt"]
-                                        and not tag else [])
+                variants = [("", 1)] + ([("-halfdt", 2)] if (d, b, nn) in p["select_halfdt"]
+                                        else [])
                 for vtag, mult in variants:
                     c = with_keys(base, model__d=d, model__n=nn, model__beta=b,
                                   init__tokens="uniform", init__per_path_tokens=True,
                                   init__first_path=first, solver__representation="particles",
                                   solver__method="heun", solver__paths=draws,
-                                  solver__summation="spectral", diagnostics__clustering=bool(tag),
+                                  solver__summation="spectral",
                                   diagnostics__harmonic_degree=SELECT_DEGREE)
-                    if tag:
-                        c["diagnostics"]["max_pairwise_n"] = SELECT_PAIRS
                     as_particles(c)
+                    c["output"]["store_tokens"] = bool(tag)
                     c["solver"].update(T=round(steps * dt, 9), dt=dt / mult,
                                        record_every=mult * max(1, steps // 100))
                     out.append((f"select-d{d}-b{b:g}-n{nn}{tag}{vtag}", c))

@@ -38,16 +38,18 @@ Parts (one density run per task unless said):
   and the extrapolation (:meth:`Uniform.critical_s2`).
 - ``s2part``, ``s2dens`` (full scale): S² particles (n = 512, 4 paths) beside the density
   (N = 250, 500, 1000) at a few ν, against :func:`~wflow.model.uniform_state.stationary_r_s2`.
-- ``select`` (full scale; :func:`~wflow.studies._uniform_tasks.select_tasks`): n = 10⁵ uniform
-  tokens, ``head``, ν = 0, particles with the spectral summation [model §2s], Heun Δt = 0.1,
-  3 independent draws (paths) per β; S¹ at β ∈ {1, 2, 3, 4, 5, 6, 8, 10, 12}, S² at
-  β ∈ {3, 8, 12}. The harmonic power per degree is recorded
+- ``select`` (full scale; :func:`~wflow.studies._uniform_tasks.select_tasks`,
+  :data:`~wflow.studies._uniform_tasks.SELECT_RUNS`): n = 10⁵ and 10⁶ uniform tokens,
+  ``head``, ν = 0, particles with the spectral summation [model §2s], Heun Δt = 0.1,
+  3 independent draws (paths) per β; S¹ and S² at β ∈ {1, 2, 3, 4, 5, 6, 8, 10, 12}. The
+  harmonic power per degree is recorded
   (``diagnostics.harmonic_degree`` = 12, [model §8]) and the rate of every degree fitted on
   the linear phase (:func:`~wflow.model.uniform_state.power_rates`), averaged over the draws
   with a 95% interval, against λ_ℓ; ℓ* measured is the degree of largest mean rate, or "tie"
   where its interval overlaps the runner-up's (:meth:`Uniform.selection`). Checks: Δt/2 at
-  S¹ β = 4; every β again at n = 10⁴ (other draws), run on past the clusters' formation,
-  with the cluster count on the first 2000 tokens.
+  S¹ β = 4, n = 10⁵; every n = 10⁵ run again at n = 10⁴ (other draws), run on past the
+  clusters' formation, with the cluster count on all tokens at T
+  (:func:`wflow.analysis.clusters.cluster_count`); n ×10.
 - ``hyst`` (:meth:`Uniform.chains`): continuation sweeps, ν/ν_c up through 1 and back
   down, each link from the previous one's final density times :math:`1 + \varepsilon\cos\theta`
   (:meth:`Uniform.continue_from`), link time :func:`~wflow.studies._uniform_tasks.plateau_T` [model §6c].
@@ -56,9 +58,10 @@ The closed forms (rates, ν_c, k*, the stationary branches) and the amplitudes m
 cell averages are :mod:`wflow.model.uniform_state`; the tasks of the parts are built in
 ``_uniform_tasks`` and measured and summarised in ``_uniform_results``.
 
-Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3, one ν_c, a short sweep, a
-three-link continuation (N = 32), and the selection at n = 10⁴, β = 2 (3 draws, to the end of
-the linear phase); the claims tested in ``tests/test_study_uniform.py``.
+Quick: S¹, N = 64, ``head`` and ``none`` at β = 2, k = 1..3 (40 Heun steps), one ν_c
+(T = 6), the clustered start of one sweep point, a three-link continuation (N = 32, T = 6),
+and the selection at n = 10⁴, β = 2 (3 draws, to a quarter e-fold past the linear phase);
+the claims tested in ``tests/test_study_uniform.py``.
 """
 
 from __future__ import annotations
