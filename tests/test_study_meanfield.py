@@ -137,6 +137,7 @@ def test_quick_study_claims(tmp_path, study, d):
     # near the uniform state the fluctuation of degree 1 grows as exp(2 λ_1 T) (model §6c)
     G, (lo, hi), pred = growth_table(res)["near-uniform"][1]
     assert pred > 1.5 and abs(G / pred - 1) < 0.1, (G, pred)
-    files = get_study(study).figures(out.data, tmp_path / "figures", ("png",))
-    assert [f.name for f in files] == [f"{study}.png"]
-    assert 0 < files[0].stat().st_size < 300_000
+    if d == 2:  # the figure module is shared: drawn once
+        files = get_study(study).figures(out.data, tmp_path / "figures", ("png",))
+        assert [f.name for f in files] == [f"{study}.png"]
+        assert 0 < files[0].stat().st_size < 300_000

@@ -86,7 +86,7 @@ CONFIGS = {
 #: (L, 2L), the degrees of the convergence table (of ``conv_config``), the finite-volume
 #: meshes (S¹, of the first configuration), T, the smooth distance's Λ, the summation
 GRID = {
-    ("quick", 2): {"configs": ("vmf", "near-uniform"), "n": (100, 300, 1000), "seeds": 6,
+    ("quick", 2): {"configs": ("near-uniform",), "n": (100, 300, 1000), "seeds": 6,
                    "n_top": (), "seeds_at": {}, "degree": (16, 32), "conv": (), "cells": (),
                    "T": 0.5, "dt": 0.25, "record_every": 2, "Lambda": 4,
                    "summation": "direct", "w2": False},
@@ -100,7 +100,7 @@ GRID = {
                   "T": 1.0, "dt": 0.25, "record_every": 2, "Lambda": 4,
                   "summation": "auto"},
     ("full", 3): {"configs": tuple(CONFIGS), "n": (100, 1000, 10000, 100000), "seeds": 6,
-                  "n_top": ("vmf", "near-uniform"), "seeds_at": {1000000: 3},
+                  "n_top": tuple(CONFIGS), "seeds_at": {1000000: 3},
                   "degree": (16, 32), "conv": (4, 8), "conv_config": "vmf-D-descent",
                   "cells": (), "T": 1.0, "dt": 0.25, "record_every": 2, "Lambda": 4,
                   "summation": "auto"},
@@ -251,15 +251,15 @@ class MeanField(Study):
 
     Full: four configurations (:data:`CONFIGS`), n ∈ {10³, …, 10⁶} (6 samples, 3 at 10⁶),
     T = 1, Δt = 0.25, degree K ∈ {32, 64}, the convergence table (K = 8, 16 against 64) and
-    the finite volumes at N ∈ {512, 1024}. Quick: two configurations, n ∈ {100, 300, 1000}
-    × 6 samples, T = 0.5, K ∈ {16, 32}, direct summation, no W₂.
+    the finite volumes at N ∈ {512, 1024}. Quick: the near-uniform start, n ∈ {100, 300,
+    1000} × 6 samples, T = 0.5, K ∈ {16, 32}, direct summation, no W₂.
     """
 
     name = "meanfield"
     d = 2
     question = ("how fast do n particles converge to the mean-field PDE on S¹ (the first "
                 "Fourier coefficients and W₂ against the spectral density, rate in n)?")
-    quick = ("two configurations, n ∈ {100, 300, 1000} × 6 samples, T = 0.5, K ∈ {16, 32}, "
+    quick = ("the near-uniform start, n ∈ {100, 300, 1000} × 6 samples, T = 0.5, K ∈ {16, 32}, "
              "no W₂ (n·D² is the CLT variance, the degree-1 fluctuation grows at §6c's rate)")
 
     def grid(self, scale):
