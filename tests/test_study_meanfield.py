@@ -128,15 +128,16 @@ def test_quick_study_claims(tmp_path, study, d):
         assert abs(nD2.mean() / clt - 1) < 0.35, (name, nD2.mean(), clt)
         for t, f in fits[name].items():
             a, _, (lo, hi) = f["D"]
-            assert abs(a + 0.5) < 0.25 and lo < hi, (name, t, a)
+            assert abs(a + 0.5) < 0.2 and lo < hi, (name, t, a)  # ≤ 0.08 over seeds 0-8
         # the density's own error (L against 2L) is far below the particles' at every t
         samp = np.array([r["D"][1000][k].mean() for k in range(len(res["t"]))])
         assert np.all(r["density"]["D"] < 1e-3 * samp)
         if "dt_check" in r:
             assert np.max(r["dt_check"]["D"]) < 1e-3 * samp.min()
-    # near the uniform state the fluctuation of degree 1 grows as exp(2 λ_1 T) (model §6c)
+    # near the uniform state the fluctuation of degree 1 grows as exp(2 λ_1 T) (model §6c);
+    # measured within 1.3% over seeds 0-8 on both spheres
     G, (lo, hi), pred = growth_table(res)["near-uniform"][1]
-    assert pred > 1.5 and abs(G / pred - 1) < 0.1, (G, pred)
+    assert pred > 1.5 and abs(G / pred - 1) < 0.05, (G, pred)
     if d == 2:  # the figure module is shared: drawn once
         files = get_study(study).figures(out.data, tmp_path / "figures", ("png",))
         assert [f.name for f in files] == [f"{study}.png"]
