@@ -240,7 +240,8 @@ def spectral_kernel(cfg) -> int:
     spectral_pass`), each through the phases of :func:`wflow.kernels.spectral.sums`; the
     largest of
 
-    * the synthesis: its output (6H, n) and, on T threads, the complex outputs (3H, B) of
+    * the synthesis: its output (4H, n) — S⁰ and S^X of each head; the Itô sum comes from the
+      coefficients, not the points — and, on T threads, the complex outputs (2H, B) of
       min(T, ⌈n/B⌉) blocks of B = min(n, 2¹⁸) points (with the angles and strengths, 4n);
     * the grid of each head, T at a time: the exponential block of ``_s2_head``
       (min(⌊2²²/G⌋, G) rows × G, and its product) and the (G, 11) weights and sums, G =
@@ -271,7 +272,7 @@ def spectral_kernel(cfg) -> int:
     Hn = H * n
     La = spectral_degree(cfg) + 2
     B = min(n, sp.BLOCK)
-    synth = 6 * Hn + min(T, -(-n // sp.BLOCK)) * 6 * H * B + 4 * n
+    synth = 4 * Hn + min(T, -(-n // sp.BLOCK)) * 4 * H * B + 4 * n
     if d == 3:
         G = (La + 1) * (2 * La + 2)
         grid = min(T, H) * (2 * min(max(1, 2**22 // G), G) * G + 25 * G)
