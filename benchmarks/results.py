@@ -40,6 +40,11 @@ RESULTS_DIR = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- benchmarks: begin (written by `python -m benchmarks.render`) -->"
 END = "<!-- benchmarks: end -->"
+#: The page's sections: a result of the ``scale`` suite alone has a table of its own (its run
+#: takes about half an hour and is made apart from the default suites).
+MARKERS = {"main": (BEGIN, END),
+           "scale": ("<!-- benchmarks scale: begin (written by `python -m benchmarks.render`) -->",
+                     "<!-- benchmarks scale: end -->")}
 #: The CPU flags the kernels' code paths depend on (vector width, fused multiply-add).
 CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw", "avx512vl")
 
@@ -258,13 +263,23 @@ def load(path):
     return validate(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def latest(directory=RESULTS_DIR):
-    """The path of the newest result in ``directory`` (by its date), or None."""
+def section(result):
+    """The page section of a result (:data:`MARKERS`): ``"scale"`` for the ``scale`` suite
+    alone, else ``"main"``."""
+    return "scale" if list(result["suites"]) == ["scale"] else "main"
+
+
+def latest(directory=RESULTS_DIR, of="main"):
+    """The path of the newest result in ``directory`` (by its date) of the section ``of``
+    (:func:`section`; None: any), or None."""
     best = None
     for p in Path(directory).glob("*.json"):
         try:
-            date = load(p)["date"]
+            res = load(p)
+            date = res["date"]
         except (ValueError, OSError):
+            continue
+        if of is not None and section(res) != of:
             continue
         if best is None or date > best[0]:
             best = (date, p)
@@ -341,7 +356,8 @@ def render_table(result, path_label=""):
 
 
 def write_doc(result, doc=DOC, path_label=""):
-    """Replace the text between :data:`BEGIN` and :data:`END` in a page by the table.
+    """Replace the text between the markers of the result's section (:data:`MARKERS`,
+    :func:`section`) in a page by the table.
 
     Parameters
     ----------
@@ -364,11 +380,12 @@ def write_doc(result, doc=DOC, path_label=""):
     """
     doc = Path(doc)
     text = doc.read_text(encoding="utf-8")
+    begin, end = MARKERS[section(result)]
     try:
-        a = text.index(BEGIN) + len(BEGIN)
-        b = text.index(END, a)
+        a = text.index(begin) + len(begin)
+        b = text.index(end, a)
     except ValueError:
-        raise ValueError(f"{doc}: no {BEGIN!r} … {END!r} markers") from None
+        raise ValueError(f"{doc}: no {begin!r} … {end!r} markers") from None
     doc.write_text(text[:a] + "\n" + render_table(result, path_label) + "\n" + text[b:],
                    encoding="utf-8")
     return doc

@@ -217,9 +217,32 @@ def test_render_table_and_write_doc(tmp_path):
         results.write_doc(res, doc)
 
 
-def test_performance_page_shows_the_newest_saved_result():
-    path = results.latest()
-    assert path is not None, "no saved result in benchmarks/results/"
+def test_a_scale_result_goes_to_its_own_section(tmp_path):
+    """The ``scale`` suite alone has its own markers; the default suites' table stays."""
+    main, scale = _result(), _result()
+    scale["suites"] = ["scale"]
+    scale["rows"] = [results.row("scale", "S2 n=1e+06 H=10 beta=5 D=general",
+                                 "spectral seconds ÷ goal 5 s", 0.8, goal="≤ 1", seconds=4.0)]
+    assert (results.section(main), results.section(scale)) == ("main", "scale")
+    (b, e), (bs, es) = results.MARKERS["main"], results.MARKERS["scale"]
+    doc = tmp_path / "p.md"
+    doc.write_text(f"{b}\nold\n{e}\n\nmiddle\n\n{bs}\nold scale\n{es}\n")
+    results.write_doc(main, doc)
+    results.write_doc(scale, doc)
+    text = doc.read_text()
+    assert "old" not in text
+    assert text.index(results.render_table(main)) < text.index("middle") \
+        < text.index(results.render_table(scale))
+    for r, name in ((main, "a.json"), (scale, "b.json")):
+        (tmp_path / name).write_text(json.dumps(r))
+    assert results.latest(tmp_path).name == "a.json"
+    assert results.latest(tmp_path, of="scale").name == "b.json"
+
+
+@pytest.mark.parametrize("of", sorted(results.MARKERS))
+def test_performance_page_shows_the_newest_saved_result(of):
+    path = results.latest(of=of)
+    assert path is not None, f"no saved result of section {of} in benchmarks/results/"
     table = results.render_table(results.load(path), f"`{path.name}`")
     assert table in results.DOC.read_text(encoding="utf-8"), \
         "docs/performance.md is not the newest result: run python -m benchmarks.render"
