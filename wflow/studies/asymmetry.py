@@ -175,7 +175,9 @@ def __getattr__(name):
     if not 0.0 <= alpha <= 1.0:
         raise AttributeError(f"{name}: α must be in [0, 1]")
     if name not in _CLASSES:
+        # each process class declares `deterministic` itself (register_process's rule)
         _CLASSES[name] = type(name, (Skew,), {"name": name, "alpha": alpha,
+                                              "deterministic": Skew.deterministic,
                                               "__module__": _MODULE})
     return _CLASSES[name]
 
