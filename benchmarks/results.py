@@ -41,7 +41,7 @@ DOC = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- benchmarks: begin (written by `python -m benchmarks.render`) -->"
 END = "<!-- benchmarks: end -->"
 #: The page's sections: a result of the ``scale`` suite alone has a table of its own (its run
-#: takes about half an hour and is made apart from the default suites).
+#: takes about an hour and is made apart from the default suites).
 MARKERS = {"main": (BEGIN, END),
            "scale": ("<!-- benchmarks scale: begin (written by `python -m benchmarks.render`) -->",
                      "<!-- benchmarks scale: end -->")}
@@ -271,7 +271,7 @@ def section(result):
 
 def latest(directory=RESULTS_DIR, of="main"):
     """The path of the newest result in ``directory`` (by its date) of the section ``of``
-    (:func:`section`; None: any), or None."""
+    (:func:`section`), or None."""
     best = None
     for p in Path(directory).glob("*.json"):
         try:
@@ -279,7 +279,7 @@ def latest(directory=RESULTS_DIR, of="main"):
             date = res["date"]
         except (ValueError, OSError):
             continue
-        if of is not None and section(res) != of:
+        if section(res) != of:
             continue
         if best is None or date > best[0]:
             best = (date, p)
