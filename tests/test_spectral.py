@@ -481,12 +481,16 @@ def test_large_n_random_targets(d):
 
 
 # ----------------------------------------------------------------------------------- benchmark
-def test_scale_suite_rows():
+def test_scale_suite_rows(monkeypatch):
     """The ``scale`` benchmark suite: rows of the results schema, errors within the tolerance
-    at the checked targets, the direct pass timed where asked."""
+    at the checked targets, the direct pass timed where asked, and every case's tables built
+    before its timing (a run has them from its first step)."""
     from benchmarks.results import SCHEMA
     from benchmarks.scale import scale_suite
+    from wflow.kernels import spectral as ks
 
+    prepared, prepare = [], ks.prepare
+    monkeypatch.setattr(ks, "prepare", lambda d, L: (prepared.append((d, L)), prepare(d, L)))
     rows = scale_suite(ns=(400,), heads=(1,), betas=(5.0,), weights=("identity", "general"),
                        goals=False, direct_max_n=400)
     assert [r["suite"] for r in rows] == ["scale"] * 6
@@ -495,3 +499,4 @@ def test_scale_suite_rows():
     cases = [r for r in rows if "crossover" not in r["what"]]
     assert all(r["data"]["max_error"] <= TOL and r["data"]["direct_s"] > 0 for r in cases)
     assert all(r["data"]["targets_checked"] == 400 for r in cases)
+    assert {(r["data"]["d"], r["data"]["degree"]) for r in cases} <= set(prepared)

@@ -44,8 +44,8 @@ from wflow.kernels import nufft_es as _es
 from wflow.kernels.pool import get_num_threads
 from wflow.kernels.spectral_rows import combine_rows, grid_sums, sinhc_bound
 
-__all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "tail_s1", "tail_s2", "bessel_tail",
-           "sums", "Sums", "indicator", "library_term", "direct_rows", "head_norms"]
+__all__ = ["combine", "BLOCK", "L_MAX", "RHO2", "degree", "prepare", "tail_s1", "tail_s2",
+           "bessel_tail", "sums", "Sums", "indicator", "library_term", "direct_rows", "head_norms"]
 
 #: points per work item of the NUFFTs (moments added in block order)
 BLOCK = 1 << 18
@@ -335,6 +335,14 @@ def _s2_tables(La):
     omega = np.outer(wg, np.full(Nphi, 2 * pi / Nphi)).reshape(-1).astype(float)
     Em = np.exp(1j * np.multiply.outer(k, ph)).astype(c)  # (2La+1, Nphi)
     return T, wg.astype(float), Lg, Y, omega, Em
+
+
+def prepare(d, L):
+    """Build (and keep) the tables that the sums of degree ``L`` on :math:`S^{d-1}` use, ahead
+    of a call that should not pay for them (a timing); S¹ has none. A sum builds them on its
+    first call at a degree and keeps the last 8 degrees."""
+    if d == 3:
+        _s2_tables(L + 2)
 
 
 def _s2_measure(F, La):
