@@ -46,7 +46,8 @@ def test_merged_fraction_counts_the_pairs_of_the_full_system():
     assert merged_fraction(Y, m) == pytest.approx(count / (n * (n - 1)), abs=1e-15)
 
 
-@pytest.mark.parametrize("d, beta, seed", [(2, 4.0, 3), (2, 5.0, 3), (3, 4.0, 5), (3, 5.0, 3)])
+@pytest.mark.parametrize("d, beta, seed", [(2, 4.0, 3), pytest.param(2, 5.0, 3, marks=pytest.mark.slow),
+                                           pytest.param(3, 4.0, 5, marks=pytest.mark.slow), (3, 5.0, 3)])
 def test_collapsed_escape_time_is_the_full_systems(d, beta, seed):
     """n = 12 uniform tokens: τ with collapse (δ = 1e-13) against the full system (no merging),
     both DOP853 at rtol = 1e-10: relative agreement 1e-7 (the tolerance, amplified by the

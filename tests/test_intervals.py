@@ -106,7 +106,7 @@ def test_mean_interval_falls_back_when_the_log_interval_overflows(decades):
 
 
 # ------------------------------------------------------------------------------- the exponent
-@pytest.mark.parametrize("P", [4, 10, 30])
+@pytest.mark.parametrize("P", [4, 10, pytest.param(30, marks=pytest.mark.slow)])
 def test_power_law_interval_coverage(P):
     """b of a·H^b on the log means over 8 head counts, paths correlated across H (ρ = 0.5):
     the paired jackknife Student-t interval covers b = −1 in 95% ± 3% of 4000 data sets."""

@@ -233,7 +233,7 @@ def test_token_ito_rate_is_the_laplacian_of_the_energy():
                                                                    abs=1e-7 * nu * E / h**2)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_energy_split_with_token_noise(seed):
     r"""dE = σ𝒟 dt + ν Σ_i Δ_{x_i}E dt + dM [model §6b]: over 300 paths the recorded ledger
     residual is the martingale plus the realised Itô term (to round-off), the martingale has

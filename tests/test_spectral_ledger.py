@@ -76,7 +76,8 @@ def test_the_ledger_closes_at_the_integrators_order_above_the_floor(method, min_
     assert min_order <= order <= min_order + 0.5, (errs, order)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow),
+                                  pytest.param(2, marks=pytest.mark.slow)])
 def test_the_floor_is_the_summation_error(seed):
     """Frozen weights, RK4: the spectral residual minus the direct run's is the same at Δt and
     Δt/2 (the floor, where the residual levels off), equals R_sum computed from the summation's
