@@ -144,7 +144,6 @@ def _minmod(a, b):
     return np.where(a * b > 0, np.sign(a) * np.minimum(np.abs(a), np.abs(b)), 0.0)
 
 
-
 def _next(a):
     """``a[..., k + 1]`` periodic in the last axis (``np.roll(a, -1, axis=-1)``, without its
     overhead on the small arrays of a step)."""
@@ -162,6 +161,7 @@ def _prev(a):
     out[..., 1:] = a[..., :-1]
     out[..., 0] = a[..., -1]
     return out
+
 
 def limited_slopes(rho, limiter="van_leer") -> np.ndarray:
     r"""Limited slopes :math:`s_k` (per cell width) from :math:`\Delta^-_k = \rho_k - \rho_{k-1}`
