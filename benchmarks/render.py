@@ -25,7 +25,7 @@ def main(argv=None):
     p.add_argument("--print", action="store_true", help="print the table, write nothing")
     args = p.parse_args(argv)
     paths = ([Path(args.file)] if args.file else
-             [p for p in (results.latest(of=s) for s in results.MARKERS) if p is not None])
+             [q for q in (results.latest(of=s) for s in results.MARKERS) if q is not None])
     if not paths:
         print(f"no saved result in {results.RESULTS_DIR}", file=sys.stderr)
         return 2

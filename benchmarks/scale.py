@@ -107,7 +107,7 @@ def _tables(d, n, D, beta):
     from wflow.kernels import spectral as ks
     from wflow.model import spectral as ms
 
-    L, _ = ks.degree(beta, D, d, ms.TOL / (4.0 * n))
+    L, _ = ms.rule_degree(beta, D, d, n)
     if L > ks.L_MAX[d]:
         return 0.0
     t0 = time.perf_counter()

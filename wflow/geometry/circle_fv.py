@@ -175,8 +175,8 @@ def limited_slopes(rho, limiter="van_leer") -> np.ndarray:
     and ``none``: :math:`\tfrac12(\Delta^- + \Delta^+)`.
     """
     rho = np.asarray(rho, dtype=float)
-    dm = rho - _prev(rho)
     dp = _next(rho) - rho
+    dm = _prev(dp)  # Δ⁻_k = Δ⁺_{k-1}
     if limiter == "minmod":
         return _minmod(dm, dp)
     if limiter == "van_leer":

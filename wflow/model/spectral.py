@@ -25,7 +25,8 @@ from wflow.kernels import spectral as _sp
 from wflow.params import Choice, Interval, Param, When, bad, declare
 
 __all__ = ["SUMMATIONS", "TOL", "MAX_FLAGGED", "SpectralReport", "check", "combine", "kernel_sums",
-           "spectral_pass", "run_summation", "AUTO_MIN_N", "AUTO_MIN_CELLS", "effective_count"]
+           "spectral_pass", "run_summation", "AUTO_MIN_N", "AUTO_MIN_CELLS", "effective_count",
+           "rule_degree"]
 
 #: how the kernel sums are computed: every pair, or the spectral summation of §2s
 SUMMATIONS = ("direct", "spectral")
@@ -137,6 +138,12 @@ def effective_count(u, n):
     return U, (U / top if top > 0 else float(n))
 
 
+def rule_degree(beta, D, d, neff, tol=TOL):
+    """The degree of the rule [model §2s] and its tails (:func:`wflow.kernels.spectral.degree`
+    at the target tol/(4 n_eff), :func:`effective_count`): the first pass's degree."""
+    return _sp.degree(beta, D, d, tol / (4.0 * neff))
+
+
 def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None, ito=True):
     """The kernel sums S0 (H, n), SX (H, n, d) and the totals Σ_i u_i S^I_hi (H,) (None without
     ``ito``) of one path (X (n, d), D (H, d, d), masses u (n,) or None) with the fallback, and
@@ -152,7 +159,7 @@ def kernel_sums(X, D, beta, tol=TOL, max_flagged=MAX_FLAGGED, u=None, ito=True):
     k = 1.0 + np.sqrt(d)
     U, neff = effective_count(u, n)
     count = None if u is None else U
-    L, tails = _sp.degree(beta, D, d, tol / (4.0 * neff))
+    L, tails = rule_degree(beta, D, d, neff, tol)
     if L > _sp.L_MAX[d]:
         _refuse(beta, D, n, d, tol)
     res = _sp.sums(X, D, beta, L, u, ito, tol)
